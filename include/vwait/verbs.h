@@ -1,0 +1,67 @@
+/* RAII owners for verbs objects and the one place where verbs' three error conventions
+ * (NULL + errno, positive errno, bare -1 + errno) become negative FI_E* codes. */
+#ifndef VWAIT_VERBS_H
+#define VWAIT_VERBS_H
+
+#include <infiniband/verbs.h>
+#include <rdma/fi_errno.h>
+
+#include <cerrno>
+#include <memory>
+
+namespace vwait::verbs {
+
+/* NULL + errno / -1 + errno: the errno, negated (never 0: a failure is a failure). */
+inline int errno_code() noexcept
+{
+	return errno > 0 ? -errno : -FI_EOTHER;
+}
+/* Functions that return a positive errno (ibv_req_notify_cq, ibv_post_*, ibv_modify_qp). */
+inline int positive_code(int ret) noexcept
+{
+	return ret > 0 ? -ret : (ret < 0 ? errno_code() : 0);
+}
+
+struct device_list_deleter {
+	void operator()(struct ibv_device **list) const noexcept { ibv_free_device_list(list); }
+};
+using device_list = std::unique_ptr<struct ibv_device *[], device_list_deleter>;
+
+struct context_deleter {
+	void operator()(struct ibv_context *ctx) const noexcept { ibv_close_device(ctx); }
+};
+using context = std::unique_ptr<struct ibv_context, context_deleter>;
+
+struct pd_deleter {
+	void operator()(struct ibv_pd *pd) const noexcept { ibv_dealloc_pd(pd); }
+};
+using pd = std::unique_ptr<struct ibv_pd, pd_deleter>;
+
+struct comp_channel_deleter {
+	void operator()(struct ibv_comp_channel *ch) const noexcept { ibv_destroy_comp_channel(ch); }
+};
+using comp_channel = std::unique_ptr<struct ibv_comp_channel, comp_channel_deleter>;
+
+struct cq_deleter {
+	void operator()(struct ibv_cq *cq) const noexcept { ibv_destroy_cq(cq); }
+};
+using cq = std::unique_ptr<struct ibv_cq, cq_deleter>;
+
+struct mr_deleter {
+	void operator()(struct ibv_mr *mr) const noexcept { ibv_dereg_mr(mr); }
+};
+using mr = std::unique_ptr<struct ibv_mr, mr_deleter>;
+
+/* The device list, or an empty pointer with *count = 0 (no device, or no verbs at all). */
+inline device_list get_device_list(int *count) noexcept
+{
+	*count = 0;
+	device_list list(ibv_get_device_list(count));
+	if (!list)
+		*count = 0;
+	return list;
+}
+
+} // namespace vwait::verbs
+
+#endif

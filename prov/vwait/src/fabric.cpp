@@ -1,0 +1,91 @@
+/* The vwait fabric: the root object; it opens domains, passive endpoints, EQs and wait sets,
+ * and runs fi_trywait. */
+#include "config.h"
+
+#include "vwait/fabric.h"
+#include "vwait/util/enosys.h"
+#include "vwait/util/fid.h"
+#include "vwait/vwait.h"
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <string>
+
+namespace vwait {
+
+namespace {
+
+class fabric {
+public:
+	explicit fabric(const char *name) : name_(name ? name : "") {}
+
+	/* Objects opened from this fabric hold a reference; close fails while any is held. */
+	void hold() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
+	void release() noexcept { refs_.fetch_sub(1, std::memory_order_release); }
+	bool busy() const noexcept { return refs_.load(std::memory_order_acquire) != 0; }
+	const std::string &name() const noexcept { return name_; }
+
+private:
+	std::string name_;
+	std::atomic<int> refs_{0};
+};
+
+using fabric_box = util::fid_box<struct fid_fabric, fabric>;
+
+int fabric_close(struct fid *fid) noexcept
+{
+	auto *box = reinterpret_cast<fabric_box *>(fid);
+	if (box->obj->busy()) {
+		FI_WARN(&prov, FI_LOG_FABRIC, "fabric %s still has objects open\n",
+			box->obj->name().c_str());
+		return -FI_EBUSY;
+	}
+	delete box->obj;
+	delete box;
+	return FI_SUCCESS;
+}
+
+struct fi_ops fabric_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = fabric_close,
+	.bind = util::enosys_bind,
+	.control = util::enosys_control,
+	.ops_open = util::enosys_ops_open,
+	.tostr = util::enosys_tostr,
+	.ops_set = util::enosys_ops_set,
+};
+
+struct fi_ops_fabric fabric_ops = {
+	.size = sizeof(struct fi_ops_fabric),
+	.domain = util::enosys_domain,
+	.passive_ep = util::enosys_passive_ep,
+	.eq_open = util::enosys_eq_open,
+	.wait_open = util::enosys_wait_open,
+	.trywait = util::enosys_trywait,
+};
+
+} // namespace
+
+int fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **out, void *context) noexcept
+{
+	if (!attr || !out) {
+		FI_WARN(&prov, FI_LOG_FABRIC, "fi_fabric: %s is NULL\n", !attr ? "attr" : "fabric");
+		return -FI_EINVAL;
+	}
+	*out = nullptr;
+	return guarded([&] {
+		auto obj = std::make_unique<fabric>(attr->name);
+		auto box = std::make_unique<fabric_box>();
+		box->fid.fid.fclass = FI_CLASS_FABRIC;
+		box->fid.fid.context = context;
+		box->fid.fid.ops = &fabric_fi_ops;
+		box->fid.ops = &fabric_ops;
+		box->fid.api_version = attr->api_version;
+		box->obj = obj.release();
+		*out = &box.release()->fid;
+		return FI_SUCCESS;
+	});
+}
+
+} // namespace vwait
