@@ -12,7 +12,8 @@
 
 #include <string>
 
-namespace {
+namespace
+{
 
 const uint32_t version = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
 
@@ -42,7 +43,7 @@ void listed_by_libfabric(void **)
 {
 	struct fi_info *info = nullptr;
 	assert_int_equal(fi_getinfo(version, nullptr, nullptr, FI_PROV_ATTR_ONLY, nullptr, &info),
-			 0);
+	                 0);
 	bool found = false;
 	for (struct fi_info *i = info; i; i = i->next)
 		if (i->fabric_attr->prov_name && strcmp(i->fabric_attr->prov_name, "vwait") == 0) {
@@ -110,10 +111,10 @@ int main()
 	unsetenv("FI_PROVIDER");
 
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(listed_by_libfabric),
-		cmocka_unit_test(parameters_registered),
-		cmocka_unit_test(no_device_enodata),
-		cmocka_unit_test(old_api_refused),
+	    cmocka_unit_test(listed_by_libfabric),
+	    cmocka_unit_test(parameters_registered),
+	    cmocka_unit_test(no_device_enodata),
+	    cmocka_unit_test(old_api_refused),
 	};
 	int failed = cmocka_run_group_tests_name("plugin", tests, nullptr, nullptr);
 	fi_freeinfo(nullptr);

@@ -1,0 +1,160 @@
+/* fi_info->nic: how vwait reports the wait objects it supports. The fid_nic must survive every
+ * way libfabric and its users handle it: fi_dupinfo (FI_DUP), fi_freeinfo (close), fi_tostr
+ * (fi_info -v), and copies with a NULL prov_attr as ofi_rxm makes. */
+#include "vwait_cmocka.h"
+
+#include "vwait/nic.h"
+
+#include <rdma/fabric.h>
+#include <rdma/fi_ext_vwait.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace
+{
+
+vwait::nic_desc rxe_like()
+{
+	vwait::nic_desc d;
+	d.device = "rxe0";
+	d.driver = "rxe";
+	d.firmware = "0.0.0";
+	d.vendor_id = 0xffffff;
+	d.address = "169.254.77.1";
+	d.mtu = 1024;
+	d.speed = 10000000000ULL;
+	d.up = true;
+	d.network_type = "Ethernet";
+	return d;
+}
+
+std::string tostr(struct fid_nic *nic)
+{
+	char buf[4096] = "prefix\n";
+	assert_int_equal(nic->fid.ops->tostr(&nic->fid, buf, sizeof(buf)), 0);
+	return buf;
+}
+
+/* every kind gets one line naming exactly the wait objects of the table */
+void tostr_lists_wait_objects(void **)
+{
+	struct fid_nic *nic = vwait::nic_create(rxe_like());
+	assert_non_null(nic);
+	std::string s = tostr(nic);
+	assert_true(s.rfind("prefix\n", 0) == 0); /* appends, keeps what was there */
+	assert_non_null(strstr(s.c_str(), "name: rxe0"));
+	assert_non_null(strstr(s.c_str(), "vwait_wait_objects:"));
+	const struct fi_vwait_wait_attr &sup = vwait::wait_support();
+	for (const char *kind : {"cq:", "cntr:", "eq:", "wait_set:"})
+		assert_non_null(strstr(s.c_str(), kind));
+	if (sup.wait_objs[FI_VWAIT_KIND_CQ] & FI_VWAIT_WAIT_BIT(FI_WAIT_NONE))
+		assert_non_null(strstr(s.c_str(), "cq: FI_WAIT_NONE"));
+	assert_int_equal(fi_close(&nic->fid), 0);
+}
+
+/* a short buffer is filled up to its end and no further */
+void tostr_short_buffer(void **)
+{
+	struct fid_nic *nic = vwait::nic_create(rxe_like());
+	assert_non_null(nic);
+	char buf[40];
+	memset(buf, 'x', sizeof(buf));
+	buf[0] = '\0';
+	assert_int_equal(nic->fid.ops->tostr(&nic->fid, buf, 16), 0);
+	assert_true(strlen(buf) < 16);
+	for (size_t i = 16; i < sizeof(buf); i++)
+		assert_int_equal(buf[i], 'x');
+	assert_int_equal(nic->fid.ops->tostr(&nic->fid, nullptr, 16), -FI_EINVAL);
+	assert_int_equal(fi_close(&nic->fid), 0);
+}
+
+/* fi_dupinfo copies the nic through FI_DUP: a deep copy carrying the table */
+void dupinfo_deep_copies(void **)
+{
+	struct fi_info *info = fi_allocinfo();
+	assert_non_null(info);
+	info->nic = vwait::nic_create(rxe_like());
+	assert_non_null(info->nic);
+	struct fi_info *dup = fi_dupinfo(info);
+	assert_non_null(dup);
+	assert_non_null(dup->nic);
+	assert_ptr_not_equal(dup->nic, info->nic);
+	assert_ptr_not_equal(dup->nic->device_attr->name, info->nic->device_attr->name);
+	assert_string_equal(dup->nic->device_attr->name, "rxe0");
+	const auto *attr = static_cast<const struct fi_vwait_nic_attr *>(dup->nic->prov_attr);
+	assert_non_null(attr);
+	assert_true(attr->magic == FI_VWAIT_NIC_MAGIC);
+	assert_memory_equal(&attr->wait, &vwait::wait_support(), sizeof(attr->wait));
+	fi_freeinfo(info);
+	/* the copy outlives its original */
+	assert_string_equal(dup->nic->link_attr->network_type, "Ethernet");
+	fi_freeinfo(dup);
+}
+
+/* a copy made by someone else: our ops, NULL prov_attr, NULL sub-attributes */
+void copy_without_prov_attr(void **)
+{
+	struct fid_nic *nic = vwait::nic_create(rxe_like());
+	assert_non_null(nic);
+	auto *bare = static_cast<struct fid_nic *>(calloc(1, sizeof(struct fid_nic)));
+	assert_non_null(bare);
+	bare->fid = nic->fid;
+	std::string s = tostr(bare);
+	assert_non_null(strstr(s.c_str(), "vwait_wait_objects:"));
+	struct fid_nic *copy = nullptr;
+	assert_int_equal(fi_control(&bare->fid, FI_DUP, &copy), 0);
+	assert_non_null(copy);
+	assert_non_null(copy->prov_attr);
+	assert_int_equal(fi_close(&copy->fid), 0);
+	assert_int_equal(fi_close(&bare->fid), 0);
+	assert_int_equal(fi_close(&nic->fid), 0);
+}
+
+void bad_control(void **)
+{
+	struct fid_nic *nic = vwait::nic_create(rxe_like());
+	assert_non_null(nic);
+	assert_int_equal(fi_control(&nic->fid, FI_DUP, nullptr), -FI_EINVAL);
+	assert_int_equal(fi_control(&nic->fid, FI_GETWAIT, nullptr), -FI_ENOSYS);
+	assert_int_equal(fi_close(&nic->fid), 0);
+}
+
+/* fi_info -v goes through fi_tostr(FI_TYPE_INFO), which calls the nic's tostr */
+void fi_tostr_shows_table(void **)
+{
+	struct fi_info *info = fi_allocinfo();
+	assert_non_null(info);
+	info->nic = vwait::nic_create(rxe_like());
+	const char *s = fi_tostr(info, FI_TYPE_INFO);
+	assert_non_null(s);
+	assert_non_null(strstr(s, "vwait_wait_objects:"));
+	fi_freeinfo(info);
+}
+
+void query_ops(void **)
+{
+	struct fi_vwait_wait_attr attr;
+	memset(&attr, 0xff, sizeof(attr));
+	assert_int_equal(vwait::wait_ops.query(nullptr, &attr), 0);
+	assert_int_equal(attr.version, FI_VWAIT_WAIT_ATTR_VERSION);
+	assert_int_equal(attr.kinds, FI_VWAIT_KIND_MAX);
+	assert_int_equal(vwait::wait_ops.query(nullptr, nullptr), -FI_EINVAL);
+}
+
+} // namespace
+
+int main()
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(tostr_lists_wait_objects),
+	    cmocka_unit_test(tostr_short_buffer),
+	    cmocka_unit_test(dupinfo_deep_copies),
+	    cmocka_unit_test(copy_without_prov_attr),
+	    cmocka_unit_test(bad_control),
+	    cmocka_unit_test(fi_tostr_shows_table),
+	    cmocka_unit_test(query_ops),
+	};
+	return cmocka_run_group_tests_name("nic", tests, nullptr, nullptr) == 0 ? 0 : 1;
+}
