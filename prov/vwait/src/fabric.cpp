@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include "vwait/fabric.h"
+#include "vwait/nic.h"
 #include "vwait/util/enosys.h"
 #include "vwait/util/fid.h"
 #include "vwait/vwait.h"
@@ -12,11 +13,14 @@
 #include <memory>
 #include <string>
 
-namespace vwait {
+namespace vwait
+{
 
-namespace {
+namespace
+{
 
-class fabric {
+class fabric
+{
 public:
 	explicit fabric(const char *name) : name_(name ? name : "") {}
 
@@ -38,7 +42,7 @@ int fabric_close(struct fid *fid) noexcept
 	auto *box = reinterpret_cast<fabric_box *>(fid);
 	if (box->obj->busy()) {
 		FI_WARN(&prov, FI_LOG_FABRIC, "fabric %s still has objects open\n",
-			box->obj->name().c_str());
+		        box->obj->name().c_str());
 		return -FI_EBUSY;
 	}
 	delete box->obj;
@@ -46,23 +50,46 @@ int fabric_close(struct fid *fid) noexcept
 	return FI_SUCCESS;
 }
 
+/* fi_open_ops(FI_VWAIT_WAIT_OPS): the wait-object support table (rdma/fi_ext_vwait.h). */
+int fabric_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops,
+                    void *context) noexcept
+{
+	(void)fid;
+	(void)context;
+	if (!name || !ops) {
+		FI_WARN(&prov, FI_LOG_FABRIC, "fi_open_ops: %s is NULL\n", !name ? "name" : "ops");
+		return -FI_EINVAL;
+	}
+	if (strcmp(name, FI_VWAIT_WAIT_OPS) != 0) {
+		FI_INFO(&prov, FI_LOG_FABRIC, "fi_open_ops: no ops named \"%s\"\n", name);
+		return -FI_ENOSYS;
+	}
+	if (flags) {
+		FI_WARN(&prov, FI_LOG_FABRIC, "fi_open_ops(%s): flags 0x%llx must be 0\n", name,
+		        static_cast<unsigned long long>(flags));
+		return -FI_EINVAL;
+	}
+	*ops = &wait_ops;
+	return FI_SUCCESS;
+}
+
 struct fi_ops fabric_fi_ops = {
-	.size = sizeof(struct fi_ops),
-	.close = fabric_close,
-	.bind = util::enosys_bind,
-	.control = util::enosys_control,
-	.ops_open = util::enosys_ops_open,
-	.tostr = util::enosys_tostr,
-	.ops_set = util::enosys_ops_set,
+    .size = sizeof(struct fi_ops),
+    .close = fabric_close,
+    .bind = util::enosys_bind,
+    .control = util::enosys_control,
+    .ops_open = fabric_ops_open,
+    .tostr = util::enosys_tostr,
+    .ops_set = util::enosys_ops_set,
 };
 
 struct fi_ops_fabric fabric_ops = {
-	.size = sizeof(struct fi_ops_fabric),
-	.domain = util::enosys_domain,
-	.passive_ep = util::enosys_passive_ep,
-	.eq_open = util::enosys_eq_open,
-	.wait_open = util::enosys_wait_open,
-	.trywait = util::enosys_trywait,
+    .size = sizeof(struct fi_ops_fabric),
+    .domain = util::enosys_domain,
+    .passive_ep = util::enosys_passive_ep,
+    .eq_open = util::enosys_eq_open,
+    .wait_open = util::enosys_wait_open,
+    .trywait = util::enosys_trywait,
 };
 
 } // namespace
