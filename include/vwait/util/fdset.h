@@ -1,0 +1,65 @@
+/* fd sets behind a waiter's public wait object.
+ *
+ * util::epoll_set (FI_WAIT_FD): one epoll fd; fds added/removed at run time (level-triggered).
+ * util::pollfd_set (FI_WAIT_POLLFD and the waiter's own blocking): a struct pollfd array with a
+ * change_index that moves on every add / remove / events change, each entry with a tag.
+ * Both are thread safe (pollfd_set: one mutex; epoll: the kernel's).
+ */
+#ifndef VWAIT_UTIL_FDSET_H
+#define VWAIT_UTIL_FDSET_H
+
+#include "vwait/util/fd.h"
+
+#include <rdma/fi_eq.h>
+
+#include <cstdint>
+#include <mutex>
+#include <poll.h>
+#include <vector>
+
+namespace vwait::util
+{
+
+class epoll_set
+{
+public:
+	/* 0 or -errno. */
+	int open() noexcept;
+	/* 0, -EEXIST, -errno. events: poll(2) bits (POLLIN...), mapped to EPOLL*. */
+	int add(int raw_fd, short events) noexcept;
+	int del(int raw_fd) noexcept;
+	int fd() const noexcept { return epfd_.get(); }
+	/* epoll_wait on the set: number ready, 0 on timeout, -errno (EINTR reported as 0). */
+	int wait(int timeout_ms) noexcept;
+
+private:
+	util::fd epfd_;
+};
+
+class pollfd_set
+{
+public:
+	/* 0, -FI_EALREADY (fd present), -FI_ENOMEM. Moves change_index. */
+	int add(int raw_fd, short events, void *tag) noexcept;
+	/* 0 or -FI_ENOENT. Moves change_index. */
+	int del(int raw_fd) noexcept;
+	size_t size() const noexcept;
+	uint64_t change_index() const noexcept;
+	/* FI_GETWAIT for POLLFD: nfds in/out; -FI_ETOOSMALL when short (nfds set to the need);
+	 * nfds = 0 fills only change_index and nfds. -FI_EINVAL for NULL / fd NULL with nfds>0. */
+	int get(struct fi_wait_pollfd *out) const noexcept;
+	/* Copies the set (for poll(2) outside the lock) when its change_index differs from
+	 * *seen; returns whether it copied. */
+	bool snapshot(uint64_t *seen, std::vector<struct pollfd> &fds,
+	              std::vector<void *> &tags) const;
+
+private:
+	mutable std::mutex mu_;
+	std::vector<struct pollfd> fds_;
+	std::vector<void *> tags_;
+	uint64_t change_index_ = 0;
+};
+
+} // namespace vwait::util
+
+#endif

@@ -1,0 +1,140 @@
+/* util::waiter: one wait object of kind FI_WAIT_FD, FI_WAIT_POLLFD, FI_WAIT_MUTEX_COND or
+ * FI_WAIT_YIELD (FI_WAIT_UNSPEC means FI_WAIT_FD). The same class serves wait sets
+ * (fi_wait_open, through util::wait_open) and the private wait object of a CQ / counter / EQ
+ * opened with its own wait_obj (through waitable::open_wait).
+ *
+ * What it holds:
+ *  - members: the waitables attached to it, and a ready list of those that reported
+ *    notify()/wake() (cost of a check follows the members with events, not the member count);
+ *  - fd sources: fds that a member (later: a verbs completion channel, an rdma_cm channel)
+ *    adds with a drain callback. When a source is readable the waiter calls drain(arg)
+ *    (non-blocking, from whichever thread is waiting or trying); drain reads the fd and calls
+ *    notify()/wake() on the members that fired (or waiter::notify with the member), so
+ *    readiness is O(1), not a scan;
+ *  - its public wait object: FD: one epoll fd holding a private eventfd and every source;
+ *    POLLFD: that eventfd plus every source as a struct pollfd array whose change_index
+ *    moves whenever the set changes; MUTEX_COND: a pthread mutex + cond broadcast on every
+ *    notify, plus (started lazily at the first fd source, joined at close) a helper thread
+ *    that polls the sources and drains them; YIELD: nothing (progress + sched_yield).
+ *
+ * No lost wakeups: every notify bumps a sequence number before it signals; a blocking thread
+ * samples the sequence, drains, checks its predicate, and blocks only while the sequence is
+ * unchanged. Only one thread at a time blocks on the fds (the "leader", or the helper thread);
+ * the others wait on a condition variable for the sequence to move, so no thread ever resets
+ * a signal another thread is about to block on.
+ *
+ * Thread safety: every public function may be called from any thread. drain callbacks must be
+ * thread safe, non-blocking, and must not add/remove sources of the same waiter.
+ */
+#ifndef VWAIT_UTIL_WAIT_H
+#define VWAIT_UTIL_WAIT_H
+
+#include "vwait/util/waitable.h"
+
+#include <rdma/fabric.h>
+#include <rdma/fi_eq.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+namespace vwait::util
+{
+
+using clock = std::chrono::steady_clock;
+
+/* One deadline computed at entry: timeout_ms < 0 means forever (time_point::max()). */
+clock::time_point deadline_after(int timeout_ms) noexcept;
+
+/* A drain callback: called when its fd polls readable; must not block. */
+using drain_fn = void (*)(void *arg) noexcept;
+
+class waiter final : public listener
+{
+public:
+	/* A waiter of kind wait_obj (UNSPEC -> FD). NONE, SET or an unknown value: -FI_EINVAL
+	 * with one warning line through prov. Otherwise 0 or -FI_ENOMEM / -FI_EMFILE ... */
+	static int create(const struct fi_provider *prov, enum fi_wait_obj wait_obj,
+	                  std::unique_ptr<waiter> &out) noexcept;
+	~waiter();
+
+	/* The kind (never UNSPEC: FD, POLLFD, MUTEX_COND or YIELD). */
+	enum fi_wait_obj kind() const noexcept;
+	const struct fi_provider *provider() const noexcept;
+
+	/* ---- members ---- */
+	/* 0, or -FI_EALREADY when w is already a member. The new member starts on the ready
+	 * list (it may already hold events). */
+	int attach(waitable *w) noexcept;
+	/* 0, or -FI_ENOENT when w is not a member. */
+	int detach(waitable *w) noexcept;
+	size_t member_count() const noexcept;
+
+	/* ---- fd sources ---- */
+	/* Watch raw_fd for events (POLLIN usually); when it polls with any of them (or an error)
+	 * call drain(arg). The caller keeps owning raw_fd and removes it before closing it.
+	 * 0, -FI_EINVAL (fd < 0, no drain), -FI_EALREADY (fd already a source). */
+	int add_source(int raw_fd, short events, drain_fn drain, void *arg) noexcept;
+	/* 0 or -FI_ENOENT. When it returns, drain(arg) of that source is not running and will
+	 * not be called again. */
+	int remove_source(int raw_fd) noexcept;
+
+	/* ---- signalling (listener) ---- */
+	void notify(waitable *w, bool wake) noexcept override;
+	void forget(waitable *w) noexcept override;
+	/* A wake that names no member (e.g. a member that found its event while draining). */
+	void wake() noexcept;
+
+	/* ---- blocking ---- */
+	/* For an object's own sread / cntr_wait / eq_sread: loops { drain readable sources;
+	 * pred() true -> 0; past deadline -> -FI_ETIMEDOUT; block until a notify/wake or a
+	 * source is readable or the deadline }. Spurious wakeups neither shorten nor lengthen
+	 * the deadline. pred is called with no waiter lock held. */
+	template <typename Pred>
+	int wait_until(clock::time_point deadline, Pred &&pred) noexcept
+	{
+		auto thunk = [](void *p) noexcept -> bool {
+			return (*static_cast<std::remove_reference_t<Pred> *>(p))();
+		};
+		return wait_until_impl(deadline, thunk, &pred);
+	}
+	/* fi_wait: 0 once a member is ready or any wake()/notify() arrived since the previous
+	 * fi_wait / fi_trywait consumed one; -FI_ETIMEDOUT at the deadline; timeout_ms < 0 means
+	 * forever. */
+	int wait(int timeout_ms) noexcept;
+	/* fi_trywait on this wait object: resets its public signal, drains the readable sources,
+	 * then -FI_EAGAIN if a wake arrived since the last consumer or a member on the ready list
+	 * answers trywait() != 0; 0 when blocking on the public wait object is safe. */
+	int trywait() noexcept;
+
+	/* FI_GETWAIT: FD -> (int *) the epoll fd; POLLFD -> (struct fi_wait_pollfd *) with nfds
+	 * in/out, -FI_ETOOSMALL when short, nfds = 0 the cheap change_index probe; MUTEX_COND ->
+	 * (struct fi_mutex_cond *); YIELD -> -FI_ENODATA (nothing to block on).
+	 * FI_GETWAITOBJ -> (enum fi_wait_obj *) kind(). Other commands: -FI_ENOSYS. NULL arg:
+	 * -FI_EINVAL. */
+	int control(int command, void *arg) noexcept;
+
+	class impl;
+
+private:
+	explicit waiter(std::unique_ptr<impl> p) noexcept;
+	int wait_until_impl(clock::time_point deadline, bool (*pred)(void *) noexcept,
+	                    void *arg) noexcept;
+	std::unique_ptr<impl> p_;
+};
+
+/* fi_wait_open for a fabric: a wait set of attr->wait_obj. flags != 0, FI_WAIT_NONE,
+ * FI_WAIT_SET, NULL attr/out: -FI_EINVAL with one warning line. fi_close while members are
+ * attached: -FI_EBUSY. on_close (optional) runs after a successful fi_close (the fabric drops
+ * its reference there). */
+int wait_open(const struct fi_provider *prov, struct fi_wait_attr *attr, struct fid_wait **out,
+              std::function<void()> on_close = {}) noexcept;
+
+/* The waiter behind a vwait wait set fid (fi_control ctl_get_waiter): 0, -FI_EINVAL (NULL),
+ * -FI_ENOSYS (not a vwait wait set). */
+int get_waiter(struct fid *fid, waiter **out) noexcept;
+
+} // namespace vwait::util
+
+#endif
