@@ -1,0 +1,64 @@
+# test/integration/common.sh - helpers for integration tests (bash).
+# shellcheck shell=bash
+# Source it first:  . "$VWAIT_SRCDIR/test/integration/common.sh"
+# Conventions: see the top of test/integration/run.sh.
+
+# skip WHY...: the test cannot run here (no device...): exit 77
+skip() {
+	echo "SKIP: $*"
+	exit 77
+}
+
+# fail WHY...: exit 1 with a message
+fail() {
+	echo "FAIL: $*"
+	exit 1
+}
+
+# need_rxe: skip unless a verbs device and its address are there
+need_rxe() {
+	[ -n "${RXE_DEV:-}" ] && [ -e "/sys/class/infiniband/$RXE_DEV" ] ||
+		skip "no verbs device (run it in the VM: make check-integration)"
+	[ -n "${RXE_ADDR:-}" ] || skip "RXE_ADDR is not set (run it in the VM: make check-integration)"
+}
+
+# need_cmd CMD...: fail (not skip: contrib/deps.sh installs them) when a tool is missing
+need_cmd() {
+	local c
+	for c in "$@"; do
+		command -v "$c" >/dev/null || fail "$c not found (contrib/deps.sh installs it)"
+	done
+}
+
+# expect_grep FILE PATTERN [WHAT]: fail unless the extended regex PATTERN matches a line of FILE
+expect_grep() {
+	grep -Eq -- "$2" "$1" || fail "${3:-expected /$2/} not found in $1"
+}
+
+# run_pair NAME 'SERVER CMD' 'CLIENT CMD': a server in the background and a client,
+# both under `timeout` (PAIR_TIMEOUT seconds, default 60), the client started
+# PAIR_DELAY seconds (default 3) after the server.  Output goes to NAME.server.log
+# and NAME.client.log in the cwd and is printed.  Returns 0 only if both exit 0.
+run_pair() {
+	local name=$1 srv=$2 cli=$3 t=${PAIR_TIMEOUT:-60} spid crc src
+	echo "== $name server: $srv"
+	timeout -k 5 "$t" bash -c "$srv" >"$name.server.log" 2>&1 </dev/null &
+	spid=$!
+	sleep "${PAIR_DELAY:-3}"
+	echo "== $name client: $cli"
+	timeout -k 5 "$t" bash -c "$cli" >"$name.client.log" 2>&1 </dev/null
+	crc=$?
+	# let the server finish on its own for up to 10 s, then stop it
+	for _ in $(seq 100); do
+		kill -0 "$spid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill "$spid" 2>/dev/null
+	wait "$spid"
+	src=$?
+	echo "== $name client output (exit $crc):"
+	cat "$name.client.log"
+	echo "== $name server output (exit $src):"
+	cat "$name.server.log"
+	[ "$crc" = 0 ] && [ "$src" = 0 ]
+}
