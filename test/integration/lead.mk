@@ -1,9 +1,0 @@
-# Open MPI over vwait (integration tier): built only when configure finds Open MPI's ompi-c.
-integration_tests += test/integration/mpi-pingpong.test
-EXTRA_DIST += test/integration/mpi_pingpong.cpp
-if HAVE_MPI
-check_PROGRAMS += test/integration/mpi_pingpong
-test_integration_mpi_pingpong_SOURCES = test/integration/mpi_pingpong.cpp
-test_integration_mpi_pingpong_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS)
-test_integration_mpi_pingpong_LDADD = $(MPI_LIBS)
-endif
