@@ -1,9 +1,9 @@
 /* fd sets behind a waiter's public wait object.
  *
  * util::epoll_set (FI_WAIT_FD): one epoll fd; fds added/removed at run time (level-triggered).
- * util::pollfd_set (FI_WAIT_POLLFD and the waiter's own blocking): a struct pollfd array with a
- * change_index that moves on every add / remove / events change, each entry with a tag.
- * Both are thread safe (pollfd_set: one mutex; epoll: the kernel's).
+ * util::pollfd_set (FI_WAIT_POLLFD and the array a waiter's blocking thread polls): a struct
+ * pollfd array with a change_index that moves on every add / remove, each entry with a tag.
+ * Both are thread safe (pollfd_set: one leaf mutex; epoll: the kernel's).
  */
 #ifndef VWAIT_UTIL_FDSET_H
 #define VWAIT_UTIL_FDSET_H
@@ -45,13 +45,17 @@ public:
 	int del(int raw_fd) noexcept;
 	size_t size() const noexcept;
 	uint64_t change_index() const noexcept;
-	/* FI_GETWAIT for POLLFD: nfds in/out; -FI_ETOOSMALL when short (nfds set to the need);
-	 * nfds = 0 fills only change_index and nfds. -FI_EINVAL for NULL / fd NULL with nfds>0. */
-	int get(struct fi_wait_pollfd *out) const noexcept;
-	/* Copies the set (for poll(2) outside the lock) when its change_index differs from
-	 * *seen; returns whether it copied. */
-	bool snapshot(uint64_t *seen, std::vector<struct pollfd> &fds,
-	              std::vector<void *> &tags) const;
+	/* FI_GETWAIT for POLLFD: the nprefix entries of prefix (e.g. the waiter's own eventfd),
+	 * then the set. nfds in/out: on return it holds the number needed; -FI_ETOOSMALL when the
+	 * caller's nfds is short (nfds = 0: the cheap probe, fills change_index and nfds only,
+	 * -FI_ETOOSMALL unless nothing is needed). -FI_EINVAL for NULL out, or fd NULL with
+	 * nfds > 0. revents of the copies are 0. */
+	int get(struct fi_wait_pollfd *out, const struct pollfd *prefix,
+	        size_t nprefix) const noexcept;
+	/* Appends a copy of the set (for poll(2) outside the lock) to fds/tags; *index (if
+	 * given) receives the change_index of that copy. May throw std::bad_alloc. */
+	void snapshot(std::vector<struct pollfd> &fds, std::vector<void *> &tags,
+	              uint64_t *index = nullptr) const;
 
 private:
 	mutable std::mutex mu_;

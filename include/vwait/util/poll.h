@@ -14,6 +14,7 @@
 
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
+#include <rdma/providers/fi_prov.h>
 
 #include <functional>
 

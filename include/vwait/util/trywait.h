@@ -11,6 +11,7 @@
 #define VWAIT_UTIL_TRYWAIT_H
 
 #include <rdma/fabric.h>
+#include <rdma/providers/fi_prov.h>
 
 namespace vwait::util
 {

@@ -32,6 +32,7 @@
 
 #include <rdma/fabric.h>
 #include <rdma/fi_eq.h>
+#include <rdma/providers/fi_prov.h>
 
 #include <cstdint>
 #include <memory>

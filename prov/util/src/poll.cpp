@@ -1,0 +1,334 @@
+/* util::poll_set: fi_poll over CQs and counters, driven by a ready list so that its cost
+ * follows the members with events, not the member count. */
+#include "vwait/util/poll.h"
+
+#include "vwait/util/fid.h"
+#include "vwait/util/ready_list.h"
+#include "vwait/util/waitable.h"
+
+#include <rdma/fi_errno.h>
+#include <rdma/providers/fi_log.h>
+
+#include <algorithm>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace vwait::util
+{
+
+namespace
+{
+
+const char *class_name(size_t fclass) noexcept
+{
+	switch (fclass) {
+	case FI_CLASS_CQ:
+		return "CQ";
+	case FI_CLASS_CNTR:
+		return "counter";
+	case FI_CLASS_EQ:
+		return "EQ";
+	case FI_CLASS_WAIT:
+		return "wait set";
+	case FI_CLASS_POLL:
+		return "poll set";
+	default:
+		return "other";
+	}
+}
+
+class poll_set final : public listener
+{
+public:
+	poll_set(const struct fi_provider *prov, std::function<void()> on_close)
+	    : prov_(prov), on_close_(std::move(on_close))
+	{
+	}
+	~poll_set();
+
+	int add(struct fid *fid) noexcept;
+	int del(struct fid *fid) noexcept;
+	int poll(void **context, int count) noexcept;
+	size_t member_count() const noexcept;
+	const struct fi_provider *provider() const noexcept { return prov_; }
+	std::function<void()> take_on_close() noexcept { return std::move(on_close_); }
+
+	void notify(waitable *w, bool wake) noexcept override;
+	void forget(waitable *w) noexcept override;
+
+private:
+	int resolve(struct fid *fid, const char *call, waitable **out) const noexcept;
+	bool check(waitable *w) noexcept;
+	void drop(waitable *w) noexcept;
+
+	const struct fi_provider *prov_;
+	std::function<void()> on_close_;
+	/* shared while calling into members, exclusive to add/remove them */
+	mutable std::shared_mutex members_mu_;
+	std::unordered_map<waitable *, uint64_t> members_; /* member -> its poll cookie */
+	std::vector<waitable *> polled_;                   /* not self_notifying() */
+	std::mutex polled_mu_; /* serialises the checks of polled_ members (their cookies) */
+	ready_list ready_;
+};
+
+poll_set::~poll_set()
+{
+	std::vector<waitable *> left;
+	{
+		std::shared_lock<std::shared_mutex> lock(members_mu_);
+		for (auto &m : members_)
+			left.push_back(m.first);
+	}
+	for (waitable *w : left) {
+		w->remove_listener(this);
+		drop(w);
+	}
+}
+
+int poll_set::resolve(struct fid *fid, const char *call, waitable **out) const noexcept
+{
+	if (!fid) {
+		FI_WARN(prov_, FI_LOG_CORE, "%s: event_fid is NULL\n", call);
+		return -FI_EINVAL;
+	}
+	if (fid->fclass != FI_CLASS_CQ && fid->fclass != FI_CLASS_CNTR) {
+		FI_WARN(prov_, FI_LOG_CORE,
+		        "%s: event_fid %p is a %s (class %zu): only CQs and counters\n", call,
+		        (void *)fid, class_name(fid->fclass), fid->fclass);
+		return -FI_EINVAL;
+	}
+	if (get_waitable(fid, out)) {
+		FI_WARN(prov_, FI_LOG_CORE, "%s: event_fid %p is not a vwait %s\n", call,
+		        (void *)fid, class_name(fid->fclass));
+		return -FI_EINVAL;
+	}
+	return 0;
+}
+
+int poll_set::add(struct fid *fid) noexcept
+{
+	waitable *w = nullptr;
+	int ret = resolve(fid, "fi_poll_add", &w);
+	if (ret)
+		return ret;
+	std::unique_lock<std::shared_mutex> lock(members_mu_);
+	if (members_.count(w)) {
+		FI_WARN(prov_, FI_LOG_CORE, "fi_poll_add: event_fid %p is already a member\n",
+		        (void *)fid);
+		return -FI_EALREADY;
+	}
+	try {
+		members_.emplace(w, w->poll_cookie());
+		try {
+			if (!w->self_notifying())
+				polled_.push_back(w);
+			ready_.add(w);
+			w->add_listener(this);
+		} catch (...) {
+			drop(w);
+			throw;
+		}
+	} catch (const std::bad_alloc &) {
+		return -FI_ENOMEM;
+	}
+	return 0;
+}
+
+/* Called with members_mu_ held exclusively (or from the destructor). */
+void poll_set::drop(waitable *w) noexcept
+{
+	ready_.remove(w);
+	polled_.erase(std::remove(polled_.begin(), polled_.end(), w), polled_.end());
+	members_.erase(w);
+}
+
+int poll_set::del(struct fid *fid) noexcept
+{
+	waitable *w = nullptr;
+	int ret = resolve(fid, "fi_poll_del", &w);
+	if (ret)
+		return ret;
+	std::unique_lock<std::shared_mutex> lock(members_mu_);
+	if (!members_.count(w)) {
+		FI_WARN(prov_, FI_LOG_CORE, "fi_poll_del: event_fid %p is not a member\n",
+		        (void *)fid);
+		return -FI_EINVAL;
+	}
+	w->remove_listener(this);
+	drop(w);
+	return 0;
+}
+
+void poll_set::forget(waitable *w) noexcept
+{
+	std::unique_lock<std::shared_mutex> lock(members_mu_);
+	drop(w);
+}
+
+void poll_set::notify(waitable *w, bool) noexcept
+{
+	ready_.push(w);
+}
+
+size_t poll_set::member_count() const noexcept
+{
+	std::shared_lock<std::shared_mutex> lock(members_mu_);
+	return members_.size();
+}
+
+/* members_mu_ held shared; w is held by this thread alone (taken off the ready list). */
+bool poll_set::check(waitable *w) noexcept
+{
+	auto it = members_.find(w);
+	if (it == members_.end())
+		return false;
+	return w->poll_ready(it->second);
+}
+
+int poll_set::poll(void **context, int count) noexcept
+{
+	if (!context || count < 0) {
+		FI_WARN(prov_, FI_LOG_CORE, "fi_poll: context %p / count %d is invalid\n",
+		        (void *)context, count);
+		return -FI_EINVAL;
+	}
+	if (count == 0)
+		return 0;
+	thread_local std::vector<waitable *> batch;
+	thread_local std::vector<waitable *> reported;
+	std::shared_lock<std::shared_mutex> lock(members_mu_);
+	batch.clear();
+	reported.clear();
+	try {
+		ready_.take(batch);
+		reported.reserve(batch.size());
+	} catch (const std::bad_alloc &) {
+		return -FI_ENOMEM;
+	}
+	int n = 0;
+	for (waitable *w : batch) {
+		if (n == count) {
+			ready_.push(w); /* not looked at: stays queued */
+			continue;
+		}
+		if (check(w)) {
+			context[n++] = w->poll_context();
+			reported.push_back(w);
+		}
+	}
+	if (n < count && !polled_.empty()) {
+		std::lock_guard<std::mutex> plock(polled_mu_);
+		for (size_t i = 0; i < polled_.size() && n < count; ++i) {
+			waitable *w = polled_[i];
+			if (std::find(reported.begin(), reported.end(), w) != reported.end())
+				continue;
+			if (check(w))
+				context[n++] = w->poll_context();
+		}
+	}
+	/* A reported member may still hold events (a CQ not read empty): queue it again, behind
+	 * the ones not looked at, so that a short array does not starve anyone. */
+	for (waitable *w : reported)
+		ready_.push(w);
+	return n;
+}
+
+/* ------------------------------------------------------------------ shim */
+
+using poll_box = fid_box<struct fid_poll, poll_set>;
+
+int poll_close(struct fid *fid) noexcept
+{
+	auto *box = reinterpret_cast<poll_box *>(fid);
+	size_t n = box->obj->member_count();
+	if (n) {
+		FI_WARN(box->obj->provider(), FI_LOG_CORE,
+		        "fi_close(poll set): %zu CQ(s)/counter(s) still added\n", n);
+		return -FI_EBUSY;
+	}
+	auto on_close = box->obj->take_on_close();
+	delete box->obj;
+	delete box;
+	if (on_close)
+		on_close();
+	return 0;
+}
+
+int poll_bind(struct fid *, struct fid *, uint64_t) noexcept
+{
+	return -FI_ENOSYS;
+}
+int poll_control(struct fid *, int, void *) noexcept
+{
+	return -FI_ENOSYS;
+}
+int poll_ops_open(struct fid *, const char *, uint64_t, void **, void *) noexcept
+{
+	return -FI_ENOSYS;
+}
+
+int poll_poll(struct fid_poll *fid, void **context, int count) noexcept
+{
+	return owner<poll_set>(fid)->poll(context, count);
+}
+int poll_add(struct fid_poll *fid, struct fid *event_fid, uint64_t) noexcept
+{
+	return owner<poll_set>(fid)->add(event_fid);
+}
+int poll_del(struct fid_poll *fid, struct fid *event_fid, uint64_t) noexcept
+{
+	return owner<poll_set>(fid)->del(event_fid);
+}
+
+struct fi_ops poll_fi_ops = {
+    .size = sizeof(struct fi_ops),
+    .close = poll_close,
+    .bind = poll_bind,
+    .control = poll_control,
+    .ops_open = poll_ops_open,
+    .tostr = nullptr,
+    .ops_set = nullptr,
+};
+
+struct fi_ops_poll poll_ops = {
+    .size = sizeof(struct fi_ops_poll),
+    .poll = poll_poll,
+    .poll_add = poll_add,
+    .poll_del = poll_del,
+};
+
+} // namespace
+
+int poll_open(const struct fi_provider *prov, struct fi_poll_attr *attr, struct fid_poll **out,
+              std::function<void()> on_close) noexcept
+{
+	if (!out) {
+		FI_WARN(prov, FI_LOG_CORE, "fi_poll_open: pollset is NULL\n");
+		return -FI_EINVAL;
+	}
+	*out = nullptr;
+	if (attr && attr->flags) {
+		FI_WARN(prov, FI_LOG_CORE, "fi_poll_open: attr->flags 0x%llx must be 0\n",
+		        (unsigned long long)attr->flags);
+		return -FI_EINVAL;
+	}
+	try {
+		auto set = std::make_unique<poll_set>(prov, std::move(on_close));
+		auto box = std::make_unique<poll_box>();
+		box->fid.fid.fclass = FI_CLASS_POLL;
+		box->fid.fid.context = nullptr;
+		box->fid.fid.ops = &poll_fi_ops;
+		box->fid.ops = &poll_ops;
+		box->obj = set.release();
+		*out = &box.release()->fid;
+		return 0;
+	} catch (const std::bad_alloc &) {
+		return -FI_ENOMEM;
+	} catch (...) {
+		return -FI_EOTHER;
+	}
+}
+
+} // namespace vwait::util
