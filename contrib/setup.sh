@@ -1,0 +1,207 @@
+#!/usr/bin/env bash
+# contrib/setup.sh - the two commands for a fresh Debian 12 machine (see README.md).
+#
+#   contrib/setup.sh demo   install the packages, build vwait (_build/demo), boot the
+#                           soft-RoCE VM once, show `fi_info -p vwait -v` there and run
+#                           a pingpong over vwait (fi_pingpong -p vwait -e msg), or
+#                           over the upstream verbs provider while vwait has no data
+#                           path yet; it says which one ran.
+#   contrib/setup.sh test   the whole test suite: packages, autogen, configure and
+#                           build out of tree in _build/ci, make check (host unit
+#                           tier), make distcheck, then the integration tier in ONE
+#                           VM boot (make check-integration).  Prints the time of
+#                           every stage and a summary; exits non-zero on any failure.
+#
+# Run it as root, or as a user with sudo (for apt-get), from anywhere: it works
+# on the checkout that holds it.  CI runs `contrib/setup.sh test` (.ci/run).
+# Knobs: SETUP_STAGES="build unit" runs exactly those test stages, in that order
+# (a quick rerun in an existing _build/ci); SETUP_JOBS (default 2) for make -j;
+# VM_* as contrib/vm/run-in-vm.sh documents (VM_TIMEOUT defaults to 1500 here).
+set -u -o pipefail
+
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P) || exit 1
+cd "$top" || exit 1
+jobs=${SETUP_JOBS:-2}
+export VM_TIMEOUT=${VM_TIMEOUT:-1500}
+
+now() { date +%s; }
+hms() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
+say() { printf '\n==> %s\n' "$*"; }
+
+# ------------------------------------------------------------------ stage runner
+# run_stage NAME QUIET|LOUD CMD...: runs CMD, its output into $logdir/NAME.log
+# (LOUD: also to stdout; QUIET: its last 150 lines only if it fails); records
+# PASS/FAIL and the time taken.
+stage_names=()
+stage_results=()
+stage_secs=()
+failed=0
+run_stage() {
+	local name=$1 mode=$2 t0 rc dt
+	shift 2
+	say "[$name] $*"
+	t0=$(now)
+	if [ "$mode" = LOUD ]; then
+		"$@" 2>&1 | tee "$logdir/$name.log"
+		rc=${PIPESTATUS[0]}
+	else
+		"$@" >"$logdir/$name.log" 2>&1
+		rc=$?
+	fi
+	dt=$(($(now) - t0))
+	stage_names+=("$name")
+	stage_secs+=("$dt")
+	if [ "$rc" = 0 ]; then
+		stage_results+=(PASS)
+		echo "--- [$name] passed in $(hms "$dt")"
+	else
+		stage_results+=(FAIL)
+		failed=$((failed + 1))
+		if [ "$mode" = QUIET ]; then
+			echo "--- [$name] output (last 150 lines of $logdir/$name.log):"
+			tail -n 150 "$logdir/$name.log"
+		fi
+		echo "--- [$name] FAILED (exit $rc) after $(hms "$dt"); full log: $logdir/$name.log"
+	fi
+	return "$rc"
+}
+skip_stage() { # NAME WHY
+	stage_names+=("$1")
+	stage_secs+=(0)
+	stage_results+=("SKIP ($2)")
+	say "[$1] skipped: $2"
+}
+summary() { # TITLE
+	local i total=0
+	printf '\n==> summary: %s\n' "$1"
+	for i in "${!stage_names[@]}"; do
+		printf '  %-14s %-8s %s\n' "${stage_names[$i]}" "$(hms "${stage_secs[$i]}")" "${stage_results[$i]}"
+		total=$((total + stage_secs[i]))
+	done
+	printf '  %-14s %s\n' total "$(hms "$total")"
+	if [ "$failed" = 0 ]; then
+		echo "setup.sh $1: ALL PASSED"
+	else
+		echo "setup.sh $1: $failed stage(s) FAILED (logs in $logdir)"
+	fi
+}
+
+# ------------------------------------------------------------------ stages
+stage_deps() { bash "$top/contrib/deps.sh"; }
+stage_autogen() { ./autogen.sh; }
+configure_in() { # BUILDDIR [configure args...]
+	local b=$1
+	shift
+	mkdir -p "$b" && cd "$b" && "$top/configure" "$@"
+}
+stage_configure() { (configure_in "$builddir"); }
+stage_build() { make -C "$builddir" -j"$jobs"; }
+stage_unit() {
+	make -C "$builddir" -j"$jobs" check && return 0
+	echo "----- test-suite.log:"
+	cat "$builddir/test-suite.log" 2>/dev/null
+	return 1
+}
+stage_distcheck() { make -C "$builddir" -j"$jobs" distcheck; }
+stage_integration() { make -C "$builddir" -j"$jobs" check-integration; }
+
+# The test suite, in order.  Each name is a stage_<name> function above, run
+# from $top with $builddir set.  gate stages stop the run when they fail (what
+# follows needs them); the others all run and report.  Later stages slot in
+# here, e.g. an ASan+UBSan unit tier (configure_in _build/asan --enable-asan
+# --enable-ubsan; make check) and a TSan stress tier.
+test_stages=(deps autogen configure build unit distcheck integration)
+gate_stages=" deps autogen configure build "
+loud_stages=" unit integration "
+
+cmd_test() {
+	builddir=$top/_build/ci
+	logdir=$builddir/setup-logs
+	mkdir -p "$logdir" || exit 1
+	local stages=("${test_stages[@]}") s mode gate_failed=
+	if [ -n "${SETUP_STAGES:-}" ]; then
+		read -r -a stages <<<"$SETUP_STAGES"
+	fi
+	echo "setup.sh test: checkout $top, build dir $builddir, make -j$jobs, $(date -u '+%F %T UTC')"
+	for s in "${stages[@]}"; do
+		declare -F "stage_$s" >/dev/null || {
+			echo "setup.sh: unknown stage '$s' (stages: ${test_stages[*]})" >&2
+			exit 2
+		}
+		if [ -n "$gate_failed" ]; then
+			skip_stage "$s" "$gate_failed failed"
+			continue
+		fi
+		mode=QUIET
+		case $loud_stages in *" $s "*) mode=LOUD ;; esac
+		if ! run_stage "$s" "$mode" "stage_$s"; then
+			case $gate_stages in *" $s "*) gate_failed=$s ;; esac
+		fi
+	done
+	summary test
+	[ "$failed" = 0 ]
+}
+
+# ------------------------------------------------------------------ demo
+# Runs inside the VM: fi_info, then a pingpong over vwait, else over verbs.
+demo_guest() { # BUILDDIR
+	export FI_PROVIDER_PATH=$1/.libs
+	local addr=${RXE_ADDR:?} rc spid
+	echo "== fi_info -p vwait -v   (FI_PROVIDER_PATH=$FI_PROVIDER_PATH, device ${RXE_DEV:-?})"
+	fi_info -p vwait -v
+	rc=$?
+	[ "$rc" = 0 ] || echo "== fi_info -p vwait -v failed (exit $rc)"
+	pingpong() { # PROVIDER
+		echo "== fi_pingpong -p $1 -e msg -I 500 -S 4096   (server and client on $addr)"
+		timeout -k 5 60 fi_pingpong -p "$1" -e msg -I 500 -S 4096 >/tmp/pp-server.log 2>&1 </dev/null &
+		spid=$!
+		sleep 3
+		timeout -k 5 60 fi_pingpong -p "$1" -e msg -I 500 -S 4096 "$addr" </dev/null
+		local crc=$?
+		wait "$spid"
+		local src=$?
+		[ "$src" = 0 ] || {
+			echo "-- server (exit $src):"
+			cat /tmp/pp-server.log
+		}
+		[ "$crc" = 0 ] && [ "$src" = 0 ]
+	}
+	if pingpong vwait; then
+		echo "== DEMO: pingpong over vwait: OK"
+	else
+		echo "== DEMO: vwait has no working MSG data path yet (fi_pingpong -p vwait failed);"
+		echo "==       running the upstream 'verbs' provider as the yardstick instead"
+		if pingpong verbs; then
+			echo "== DEMO: pingpong over upstream verbs (NOT vwait): OK"
+		else
+			echo "== DEMO: pingpong over upstream verbs failed too"
+			return 1
+		fi
+	fi
+	[ "$rc" = 0 ]
+}
+stage_demo_vm() { "$top/contrib/vm/run-in-vm.sh" bash "$top/contrib/setup.sh" demo-guest "$builddir"; }
+
+cmd_demo() {
+	builddir=$top/_build/demo
+	logdir=$builddir/setup-logs
+	mkdir -p "$logdir" || exit 1
+	echo "setup.sh demo: checkout $top, build dir $builddir"
+	run_stage deps QUIET stage_deps &&
+		{ [ -x "$top/configure" ] || run_stage autogen QUIET stage_autogen; } &&
+		run_stage configure QUIET stage_configure &&
+		run_stage build QUIET stage_build &&
+		run_stage vm LOUD stage_demo_vm
+	summary demo
+	[ "$failed" = 0 ]
+}
+
+case ${1:-} in
+test) cmd_test ;;
+demo) cmd_demo ;;
+demo-guest) demo_guest "${2:?build dir}" ;;
+*)
+	sed -n '2,19p' "$0"
+	exit 2
+	;;
+esac
