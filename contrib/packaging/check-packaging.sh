@@ -1,0 +1,198 @@
+#!/bin/sh
+# check-packaging.sh TARBALL: the packaging test (make check-packaging).
+#   1. build the RPMs (rpmbuild -ta --nodeps, %check on) and check what they hold;
+#   2. build the .debs (dpkg-buildpackage -us -uc -b, tests on) and check what they hold;
+#   3. install the .debs into THIS system, check that fi_info -l lists vwait with no
+#      FI_PROVIDER_PATH, that man finds fi_vwait(7) and that the header is installed;
+#   4. remove them and check that nothing is left: dpkg -L fails, no file of the packages
+#      remains, the provider directory holds no libvwait-fi.so.
+# Needs root for 3-4. It refuses to run (exit 77, skipped) when the packages are already
+# installed or a libvwait-fi.so not owned by a package sits in the provider directory, and a
+# trap removes what it installed on any failure or interruption. One run at a time per host
+# (flock). Packages are kept in VWAIT_PKG_OUT if set.
+set -eu
+if [ $# -ne 1 ]; then
+	echo "usage: $0 TARBALL" >&2
+	exit 2
+fi
+here=$(cd "$(dirname "$0")" && pwd)
+tarball=$(readlink -f "$1")
+pkgs="libfabric-vwait libfabric-vwait-dev"
+skip()
+{
+	echo "SKIP: $*"
+	exit 77
+}
+for tool in rpmbuild rpm dpkg-buildpackage dh fakeroot dpkg fi_info flock; do
+	command -v $tool >/dev/null 2>&1 || skip "$tool not found (install rpm dpkg-dev debhelper fakeroot libfabric-bin)"
+done
+[ "$(id -u)" -eq 0 ] || skip "must run as root: it installs and removes a .deb"
+
+exec 9>/run/lock/vwait-check-packaging.lock
+flock -w 1800 9 || {
+	echo "FAIL: another check-packaging run holds /run/lock/vwait-check-packaging.lock"
+	exit 1
+}
+
+multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+provdir=/usr/lib/$multiarch/libfabric
+for p in $pkgs; do
+	if dpkg-query -W -f '${db:Status-Status}' "$p" 2>/dev/null | grep -qv '^not-installed$'; then
+		skip "$p is already installed here; this test will not touch it"
+	fi
+done
+[ ! -e "$provdir/libvwait-fi.so" ] ||
+	skip "$provdir/libvwait-fi.so exists (make install?); this test will not touch it"
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/vwait-check-packaging.XXXXXX")
+out=${VWAIT_PKG_OUT:-$work/out}
+installed=no
+failures=0
+cleanup()
+{
+	status=$?
+	if [ "$installed" = yes ]; then
+		echo "cleanup: purging $pkgs"
+		dpkg --purge $pkgs >/dev/null 2>&1 || echo "cleanup: dpkg --purge $pkgs failed: remove them by hand"
+	fi
+	rm -rf "$work"
+	exit $status
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+
+fail()
+{
+	echo "FAIL: $*"
+	failures=$((failures + 1))
+}
+ok()
+{
+	echo "ok: $*"
+}
+
+# 1. RPM
+echo "== rpm: rpmbuild -ta --nodeps $(basename "$tarball")"
+if "$here/build-rpm.sh" "$tarball" "$out" >"$work/rpm.log" 2>&1; then
+	ok "rpmbuild ($(grep -c . "$work/rpm.log") lines of log)"
+	rpmfile=$(find "$out" -name 'libfabric-vwait-[0-9]*.rpm' ! -name '*.src.rpm' | head -n1)
+	develfile=$(find "$out" -name 'libfabric-vwait-devel-[0-9]*.rpm' | head -n1)
+	if [ -n "$rpmfile" ] && [ -n "$develfile" ]; then
+		rpm -qlp "$rpmfile" >"$work/rpm.files" 2>/dev/null
+		rpm -qlp "$develfile" >"$work/rpm-devel.files" 2>/dev/null
+		grep -Eq '^/usr/lib(64)?/libfabric/libvwait-fi\.so$' "$work/rpm.files" &&
+			ok "$(basename "$rpmfile") holds the plugin in %{_libdir}/libfabric" ||
+			fail "$(basename "$rpmfile") has no %{_libdir}/libfabric/libvwait-fi.so: $(tr '\n' ' ' <"$work/rpm.files")"
+		grep -q '/man7/fi_vwait\.7' "$work/rpm.files" &&
+			ok "$(basename "$rpmfile") holds fi_vwait(7)" ||
+			fail "$(basename "$rpmfile") has no fi_vwait(7)"
+		! grep -q '\.la$' "$work/rpm.files" || fail "$(basename "$rpmfile") ships a libtool .la"
+		grep -qx '/usr/include/rdma/fi_ext_vwait.h' "$work/rpm-devel.files" &&
+			ok "$(basename "$develfile") holds rdma/fi_ext_vwait.h" ||
+			fail "$(basename "$develfile") has no /usr/include/rdma/fi_ext_vwait.h"
+		grep -Eq '^(PASS|# PASS:)' "$work/rpm.log" &&
+			ok "%check ran make check: $(grep '^# PASS:' "$work/rpm.log" | tail -n1)" ||
+			fail "rpmbuild log shows no make check result"
+	else
+		fail "rpmbuild made no libfabric-vwait / libfabric-vwait-devel binary RPM"
+	fi
+else
+	fail "build-rpm.sh failed; its log ends:"
+	tail -n 40 "$work/rpm.log"
+fi
+
+# 2. Debian
+echo "== deb: dpkg-buildpackage -us -uc -b"
+if "$here/build-deb.sh" "$tarball" "$out" >"$work/deb.log" 2>&1; then
+	ok "dpkg-buildpackage ($(grep -c . "$work/deb.log") lines of log)"
+	grep -q '^# PASS:' "$work/deb.log" &&
+		ok "dh_auto_test ran make check: $(grep '^# PASS:' "$work/deb.log" | tail -n1)" ||
+		fail "dpkg-buildpackage log shows no make check result"
+else
+	fail "build-deb.sh failed; its log ends:"
+	tail -n 40 "$work/deb.log"
+fi
+debs=""
+for p in $pkgs; do
+	f=$(find "$out" -name "${p}_*.deb" | head -n1)
+	if [ -z "$f" ]; then
+		fail "no ${p}_*.deb was built"
+	else
+		debs="$debs $f"
+	fi
+done
+if [ "$failures" -ne 0 ]; then
+	echo "$failures check(s) failed before installing anything"
+	exit 1
+fi
+for f in $debs; do
+	dpkg-deb -c "$f" | awk '$1 !~ /^d/ { sub(/^\./, "", $6); print $6 }' >>"$work/deb.files"
+done
+grep -qx "$provdir/libvwait-fi.so" "$work/deb.files" && ok "the .deb puts the plugin in $provdir" ||
+	fail "no .deb holds $provdir/libvwait-fi.so"
+
+# 3. install
+echo "== install:$debs"
+installed=yes
+if ! dpkg -i $debs >"$work/install.log" 2>&1; then
+	fail "dpkg -i failed:"
+	cat "$work/install.log"
+	exit 1
+fi
+ok "dpkg -i"
+if env -u FI_PROVIDER_PATH -u FI_PROVIDER fi_info -l 2>&1 | tr -d '\000' | grep -qx 'vwait:'; then
+	ok "fi_info -l lists vwait without FI_PROVIDER_PATH"
+else
+	fail "fi_info -l does not list vwait once the package is installed"
+	env -u FI_PROVIDER_PATH -u FI_PROVIDER fi_info -l 2>&1 | tr -d '\000' | head -n 40
+fi
+if man -w 7 fi_vwait >/dev/null 2>&1; then
+	ok "man -w 7 fi_vwait: $(man -w 7 fi_vwait)"
+else
+	fail "man does not find fi_vwait(7)"
+fi
+[ -f /usr/include/rdma/fi_ext_vwait.h ] && ok "rdma/fi_ext_vwait.h installed" ||
+	fail "/usr/include/rdma/fi_ext_vwait.h missing"
+
+# 4. remove
+echo "== remove: dpkg -r $pkgs"
+if ! dpkg -r $pkgs >"$work/remove.log" 2>&1; then
+	fail "dpkg -r failed:"
+	cat "$work/remove.log"
+	exit 1
+fi
+installed=no
+for p in $pkgs; do
+	if dpkg -L "$p" >/dev/null 2>&1; then
+		fail "dpkg -L $p still lists files after dpkg -r"
+		installed=yes
+	fi
+	status=$(dpkg-query -W -f '${db:Status-Status}' "$p" 2>/dev/null || echo not-installed)
+	[ "$status" = not-installed ] || {
+		fail "$p is '$status' after dpkg -r, not not-installed"
+		installed=yes
+	}
+done
+left=0
+while read -r f; do
+	[ -e "$f" ] || [ -L "$f" ] || continue
+	fail "$f is left after dpkg -r"
+	left=$((left + 1))
+done <"$work/deb.files"
+[ "$left" -eq 0 ] && ok "no file of the packages is left ($(wc -l <"$work/deb.files") checked)"
+if [ -d "$provdir" ] && [ -n "$(find "$provdir" -name 'libvwait*' 2>/dev/null)" ]; then
+	fail "$provdir still holds: $(find "$provdir" -name 'libvwait*' | tr '\n' ' ')"
+else
+	ok "$provdir holds no libvwait file"
+fi
+if env -u FI_PROVIDER_PATH -u FI_PROVIDER fi_info -l 2>&1 | tr -d '\000' | grep -qx 'vwait:'; then
+	fail "fi_info -l still lists vwait after removal"
+else
+	ok "fi_info -l no longer lists vwait"
+fi
+
+if [ "$failures" -ne 0 ]; then
+	echo "$failures check(s) failed"
+	exit 1
+fi
+echo "all packaging checks passed"
