@@ -1,0 +1,196 @@
+/* Shared by the util-layer unit tests: a test provider to log through, a fake waitable that
+ * stands in for a CQ / counter / EQ (with a real fid whose control slot answers
+ * ctl_get_waitable), an eventfd standing in for a completion channel, stderr capture to check
+ * warning lines, and a clock. */
+#ifndef VWAIT_TEST_UTIL_COMMON_H
+#define VWAIT_TEST_UTIL_COMMON_H
+
+#include "vwait/util/fd.h"
+#include "vwait/util/wait.h"
+#include "vwait/util/waitable.h"
+
+#include <rdma/fabric.h>
+#include <rdma/fi_errno.h>
+#include <rdma/providers/fi_prov.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "vwait_cmocka.h"
+
+namespace vwait_test
+{
+
+inline struct fi_provider test_prov = {
+    .version = FI_VERSION(0, 1),
+    .fi_version = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION),
+    .context = {},
+    .name = "vwait-util-test",
+    .getinfo = nullptr,
+    .fabric = nullptr,
+    .cleanup = nullptr,
+};
+
+/* libfabric reads FI_LOG_LEVEL when it initialises (first fi_getinfo): warnings on stderr. */
+inline void init_logging()
+{
+	setenv("FI_LOG_LEVEL", "warn", 1);
+	setenv("FI_PROVIDER", "vwait-util-test-none", 1);
+	struct fi_info *info = nullptr;
+	fi_getinfo(FI_VERSION(1, 5), nullptr, nullptr, 0, nullptr, &info);
+	fi_freeinfo(info);
+}
+
+/* Captures what is written to stderr between start() and stop(). */
+class stderr_capture
+{
+public:
+	void start()
+	{
+		fflush(stderr);
+		saved_ = dup(2);
+		file_ = tmpfile();
+		dup2(fileno(file_), 2);
+	}
+	std::string stop()
+	{
+		fflush(stderr);
+		dup2(saved_, 2);
+		close(saved_);
+		std::string out;
+		rewind(file_);
+		char buf[512];
+		size_t n;
+		while ((n = fread(buf, 1, sizeof(buf), file_)) > 0)
+			out.append(buf, n);
+		fclose(file_);
+		return out;
+	}
+
+private:
+	int saved_ = -1;
+	FILE *file_ = nullptr;
+};
+
+/* A software queue of "entries" (CQ/EQ) or a counter value (counter). */
+class fake_object : public vwait::util::waitable
+{
+public:
+	explicit fake_object(size_t fclass, void *context = nullptr)
+	{
+		ops_.size = sizeof(ops_);
+		ops_.control = control;
+		h_.fid.fclass = fclass;
+		h_.fid.context = context ? context : this;
+		h_.fid.ops = &ops_;
+		h_.self = this;
+	}
+	~fake_object() override { close_wait(); }
+
+	struct fid *fid() noexcept { return &h_.fid; }
+
+	/* producer side */
+	void write(int n = 1)
+	{
+		entries.fetch_add(n);
+		notify();
+	}
+	void add(uint64_t n = 1)
+	{
+		value.fetch_add(n);
+		generation.fetch_add(1);
+		wake();
+	}
+	/* consumer side */
+	bool read()
+	{
+		int e = entries.load();
+		while (e > 0)
+			if (entries.compare_exchange_weak(e, e - 1))
+				return true;
+		return false;
+	}
+
+	bool ready() noexcept override { return entries.load() > 0; }
+	int trywait() noexcept override
+	{
+		trywaits.fetch_add(1);
+		return entries.load() > 0 ? -FI_EAGAIN : 0;
+	}
+	void *poll_context() const noexcept override { return h_.fid.context; }
+	bool poll_ready(uint64_t &cookie) noexcept override
+	{
+		if (h_.fid.fclass != FI_CLASS_CNTR)
+			return ready();
+		uint64_t g = generation.load();
+		if (g == cookie)
+			return false;
+		cookie = g;
+		return true;
+	}
+	uint64_t poll_cookie() const noexcept override { return generation.load(); }
+	bool self_notifying() const noexcept override { return notifying; }
+
+	std::atomic<int> entries{0};
+	std::atomic<uint64_t> value{0};
+	std::atomic<uint64_t> generation{0};
+	std::atomic<int> trywaits{0};
+	bool notifying = true;
+
+private:
+	static int control(struct fid *f, int command, void *arg) noexcept
+	{
+		auto *self = reinterpret_cast<holder *>(f)->self;
+		return self->answer_control(command, arg);
+	}
+	/* fid first, then a pointer back (the fid_box shape) */
+	struct holder {
+		struct fid fid;
+		fake_object *self;
+	};
+	holder h_ = {};
+	struct fi_ops ops_ = {};
+};
+
+/* An eventfd standing in for a completion channel: write() is the hardware event; drain reads
+ * it and queues one entry per event on the object it names (O(1) readiness). */
+struct fake_channel {
+	vwait::util::fd efd = vwait::util::fd::eventfd_nonblock();
+	fake_object *target = nullptr;
+	std::atomic<int> drains{0};
+
+	void fire(uint64_t n = 1)
+	{
+		ssize_t r = ::write(efd.get(), &n, sizeof(n));
+		(void)r;
+	}
+	static void drain(void *arg) noexcept
+	{
+		auto *ch = static_cast<fake_channel *>(arg);
+		uint64_t v = 0;
+		if (::read(ch->efd.get(), &v, sizeof(v)) == sizeof(v) && v) {
+			ch->drains.fetch_add(1);
+			ch->target->write(static_cast<int>(v));
+		}
+	}
+};
+
+inline double seconds_since(std::chrono::steady_clock::time_point t0)
+{
+	return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+inline bool contains(const std::string &s, const char *what)
+{
+	return s.find(what) != std::string::npos;
+}
+
+} // namespace vwait_test
+
+#endif

@@ -1,0 +1,605 @@
+/* util::waiter and wait sets: every wait object kind, bad inputs (a warning line and a negative
+ * FI_E*), FI_GETWAIT / FI_GETWAITOBJ, timing, fd sources standing in for completion channels,
+ * and a ping-pong stress test that counts lost wakeups. */
+#include "test_util_common.h"
+
+#include "vwait/util/wait.h"
+
+#include <rdma/fi_eq.h>
+
+#include <memory>
+#include <poll.h>
+#include <pthread.h>
+#include <thread>
+#include <vector>
+
+using namespace vwait_test;
+using vwait::util::waiter;
+
+namespace
+{
+
+struct state {
+	enum fi_wait_obj kind = FI_WAIT_FD;
+	std::unique_ptr<fake_object> a, b;
+	struct fid_wait *set = nullptr;
+	fake_channel ch;
+	std::vector<std::thread> threads;
+	std::atomic<bool> stop{false};
+};
+
+int setup(void **st)
+{
+	auto *s = new state();
+	if (*st)
+		s->kind = *static_cast<enum fi_wait_obj *>(*st);
+	s->a = std::make_unique<fake_object>(FI_CLASS_CQ);
+	s->b = std::make_unique<fake_object>(FI_CLASS_CNTR);
+	*st = s;
+	return 0;
+}
+
+int teardown(void **st)
+{
+	auto *s = static_cast<state *>(*st);
+	s->stop = true;
+	for (auto &t : s->threads)
+		t.join();
+	s->a.reset();
+	s->b.reset();
+	if (s->set)
+		fi_close(&s->set->fid);
+	delete s;
+	return 0;
+}
+
+state &S(void **st)
+{
+	return *static_cast<state *>(*st);
+}
+
+void open_set(state &s)
+{
+	struct fi_wait_attr attr = {s.kind, 0};
+	assert_int_equal(vwait::util::wait_open(&test_prov, &attr, &s.set), 0);
+	assert_non_null(s.set);
+}
+
+bool readable(int fd)
+{
+	struct pollfd p = {fd, POLLIN, 0};
+	return ::poll(&p, 1, 0) == 1;
+}
+
+/* ------------------------------------------------------------------ bad inputs */
+
+void test_create_bad_kinds(void **)
+{
+	std::unique_ptr<waiter> w;
+	for (int k : {static_cast<int>(FI_WAIT_NONE), static_cast<int>(FI_WAIT_SET), 42}) {
+		stderr_capture cap;
+		cap.start();
+		int ret = waiter::create(&test_prov, static_cast<enum fi_wait_obj>(k), w);
+		std::string log = cap.stop();
+		assert_int_equal(ret, -FI_EINVAL);
+		assert_null(w.get());
+		assert_true(contains(log, "wait_obj"));
+	}
+}
+
+void test_wait_open_bad(void **)
+{
+	struct fid_wait *set = nullptr;
+	stderr_capture cap;
+
+	cap.start();
+	int ret = vwait::util::wait_open(&test_prov, nullptr, &set);
+	std::string log = cap.stop();
+	assert_int_equal(ret, -FI_EINVAL);
+	assert_true(contains(log, "attr is NULL"));
+
+	struct fi_wait_attr attr = {FI_WAIT_FD, 1};
+	cap.start();
+	ret = vwait::util::wait_open(&test_prov, &attr, &set);
+	log = cap.stop();
+	assert_int_equal(ret, -FI_EINVAL);
+	assert_true(contains(log, "flags 0x1"));
+
+	for (auto k : {FI_WAIT_NONE, FI_WAIT_SET}) {
+		attr = {k, 0};
+		cap.start();
+		ret = vwait::util::wait_open(&test_prov, &attr, &set);
+		log = cap.stop();
+		assert_int_equal(ret, -FI_EINVAL);
+		assert_true(contains(log, "wait_obj"));
+		assert_null(set);
+	}
+	attr = {static_cast<enum fi_wait_obj>(77), 0};
+	cap.start();
+	ret = vwait::util::wait_open(&test_prov, &attr, &set);
+	log = cap.stop();
+	assert_int_equal(ret, -FI_EINVAL);
+	assert_true(contains(log, "wait_obj"));
+}
+
+void test_unspec_is_fd(void **st)
+{
+	state &s = S(st);
+	s.kind = FI_WAIT_UNSPEC;
+	open_set(s);
+	enum fi_wait_obj obj = FI_WAIT_NONE;
+	assert_int_equal(fi_control(&s.set->fid, FI_GETWAITOBJ, &obj), 0);
+	assert_int_equal(obj, FI_WAIT_FD);
+	int fd = -1;
+	assert_int_equal(fi_control(&s.set->fid, FI_GETWAIT, &fd), 0);
+	assert_true(fd >= 0);
+	stderr_capture cap;
+	cap.start();
+	int ret = fi_control(&s.set->fid, FI_GETWAIT, nullptr);
+	std::string log = cap.stop();
+	assert_int_equal(ret, -FI_EINVAL);
+	assert_true(contains(log, "arg is NULL"));
+	assert_int_equal(fi_control(&s.set->fid, FI_ENABLE, &fd), -FI_ENOSYS);
+}
+
+void test_close_busy(void **st)
+{
+	state &s = S(st);
+	open_set(s);
+	assert_int_equal(s.a->open_wait(&test_prov, FI_WAIT_SET, s.set), 0);
+	assert_int_equal(s.a->wait_obj(), FI_WAIT_SET);
+	assert_false(s.a->wait_is_private());
+	/* the member's FI_GETWAITOBJ reports the set's kind */
+	enum fi_wait_obj obj = FI_WAIT_NONE;
+	assert_int_equal(fi_control(s.a->fid(), FI_GETWAITOBJ, &obj), 0);
+	assert_int_equal(obj, s.kind);
+	stderr_capture cap;
+	cap.start();
+	int ret = fi_close(&s.set->fid);
+	std::string log = cap.stop();
+	assert_int_equal(ret, -FI_EBUSY);
+	assert_true(contains(log, "still bound"));
+	s.a->close_wait();
+	assert_int_equal(fi_close(&s.set->fid), 0);
+	s.set = nullptr;
+}
+
+void test_open_wait_bad(void **st)
+{
+	state &s = S(st);
+	stderr_capture cap;
+	cap.start();
+	int ret = s.a->open_wait(&test_prov, FI_WAIT_SET, nullptr);
+	std::string log = cap.stop();
+	assert_int_equal(ret, -FI_EINVAL);
+	assert_true(contains(log, "NULL"));
+
+	/* a wait set of some other provider */
+	struct fi_ops other_ops = {};
+	other_ops.size = sizeof(other_ops);
+	struct fid_wait foreign = {};
+	foreign.fid.fclass = FI_CLASS_WAIT;
+	foreign.fid.ops = &other_ops;
+	cap.start();
+	ret = s.a->open_wait(&test_prov, FI_WAIT_SET, &foreign);
+	log = cap.stop();
+	assert_int_equal(ret, -FI_EINVAL);
+	assert_true(contains(log, "not a vwait wait set"));
+
+	cap.start();
+	ret = s.a->open_wait(&test_prov, static_cast<enum fi_wait_obj>(42), nullptr);
+	log = cap.stop();
+	assert_int_equal(ret, -FI_EINVAL);
+	assert_true(contains(log, "wait_obj 42"));
+
+	assert_int_equal(s.a->open_wait(&test_prov, FI_WAIT_NONE, nullptr), 0);
+	assert_null(s.a->wait_object());
+	int fd;
+	assert_int_equal(fi_control(s.a->fid(), FI_GETWAIT, &fd), -FI_ENODATA);
+
+	assert_int_equal(s.a->open_wait(&test_prov, FI_WAIT_FD, nullptr), 0);
+	cap.start();
+	ret = s.a->open_wait(&test_prov, FI_WAIT_FD, nullptr);
+	log = cap.stop();
+	assert_int_equal(ret, -FI_EINVAL);
+	assert_true(contains(log, "already"));
+}
+
+/* ------------------------------------------------------------------ timing */
+
+void test_wait_timeout(void **st)
+{
+	state &s = S(st);
+	open_set(s);
+	assert_int_equal(s.a->open_wait(&test_prov, FI_WAIT_SET, s.set), 0);
+	auto t0 = std::chrono::steady_clock::now();
+	int ret = fi_wait(s.set, 2000);
+	double dt = seconds_since(t0);
+	print_message("kind %d: fi_wait(2000) -> %d after %.3f s\n", s.kind, ret, dt);
+	assert_int_equal(ret, -FI_ETIMEDOUT);
+	assert_true(dt >= 1.5 && dt <= 2.5);
+	/* timeout 0: a poll */
+	assert_int_equal(fi_wait(s.set, 0), -FI_ETIMEDOUT);
+}
+
+void test_signal_ends_wait(void **st)
+{
+	state &s = S(st);
+	open_set(s);
+	assert_int_equal(s.a->open_wait(&test_prov, FI_WAIT_SET, s.set), 0);
+	assert_int_equal(s.b->open_wait(&test_prov, FI_WAIT_SET, s.set), 0);
+	assert_int_equal(fi_wait(s.set, 0), -FI_ETIMEDOUT); /* nothing yet */
+
+	fake_object *a = s.a.get(), *b = s.b.get();
+	s.threads.emplace_back([a] {
+		std::this_thread::sleep_for(std::chrono::milliseconds(100));
+		a->write();
+	});
+	auto t0 = std::chrono::steady_clock::now();
+	int ret = fi_wait(s.set, -1);
+	double dt = seconds_since(t0);
+	print_message("kind %d: CQ entry ended fi_wait(-1) after %.4f s\n", s.kind, dt);
+	assert_int_equal(ret, 0);
+	assert_true(dt >= 0.09 && dt < 1.0);
+	/* still queued: fi_wait returns at once; once read, it blocks again */
+	assert_int_equal(fi_wait(s.set, 0), 0);
+	assert_true(a->read());
+	assert_int_equal(fi_wait(s.set, 0), -FI_ETIMEDOUT);
+
+	/* a counter change (a wake: nothing queued) ends one fi_wait */
+	s.threads.emplace_back([b] {
+		std::this_thread::sleep_for(std::chrono::milliseconds(100));
+		b->add();
+	});
+	t0 = std::chrono::steady_clock::now();
+	ret = fi_wait(s.set, 5000);
+	dt = seconds_since(t0);
+	assert_int_equal(ret, 0);
+	assert_true(dt >= 0.09 && dt < 1.0);
+	assert_int_equal(fi_wait(s.set, 0), -FI_ETIMEDOUT);
+}
+
+/* An eventfd standing in for a completion channel wakes a thread in wait_until. */
+void test_source_wakes(void **st)
+{
+	state &s = S(st);
+	assert_int_equal(s.a->open_wait(&test_prov, s.kind, nullptr), 0);
+	assert_true(s.a->wait_is_private());
+	waiter *w = s.a->wait_object();
+	assert_non_null(w);
+	s.ch.target = s.a.get();
+
+	stderr_capture cap;
+	cap.start();
+	int ret = w->add_source(-1, POLLIN, fake_channel::drain, &s.ch);
+	std::string log = cap.stop();
+	assert_int_equal(ret, -FI_EINVAL);
+	assert_true(contains(log, "fd -1"));
+
+	assert_int_equal(w->add_source(s.ch.efd.get(), POLLIN, fake_channel::drain, &s.ch), 0);
+	assert_int_equal(w->add_source(s.ch.efd.get(), POLLIN, fake_channel::drain, &s.ch),
+	                 -FI_EALREADY);
+
+	fake_channel *ch = &s.ch;
+	s.threads.emplace_back([ch] {
+		std::this_thread::sleep_for(std::chrono::milliseconds(100));
+		ch->fire();
+	});
+	fake_object *a = s.a.get();
+	auto t0 = std::chrono::steady_clock::now();
+	ret = w->wait_until(vwait::util::deadline_after(5000), [a] { return a->read(); });
+	double dt = seconds_since(t0);
+	print_message("kind %d: channel event ended wait_until after %.4f s\n", s.kind, dt);
+	assert_int_equal(ret, 0);
+	assert_true(dt >= 0.09 && dt < 1.0);
+	assert_int_equal(s.ch.drains.load(), 1);
+
+	/* trywait drains a readable source before it checks */
+	s.ch.fire();
+	if (s.kind == FI_WAIT_MUTEX_COND) /* the helper may drain first: either way it is seen */
+		std::this_thread::sleep_for(std::chrono::milliseconds(50));
+	assert_int_equal(w->trywait(), -FI_EAGAIN);
+	assert_true(a->read());
+	assert_int_equal(w->trywait(), 0);
+
+	assert_int_equal(w->remove_source(s.ch.efd.get()), 0);
+	assert_int_equal(w->remove_source(s.ch.efd.get()), -FI_ENOENT);
+	/* removed: an event no longer reaches the object */
+	s.ch.fire();
+	assert_int_equal(w->wait_until(vwait::util::deadline_after(50), [a] { return a->read(); }),
+	                 -FI_ETIMEDOUT);
+}
+
+/* Spurious wakeups neither shorten nor lengthen the deadline. */
+void test_deadline_with_spurious_wakeups(void **st)
+{
+	state &s = S(st);
+	assert_int_equal(s.a->open_wait(&test_prov, s.kind, nullptr), 0);
+	fake_object *a = s.a.get();
+	std::atomic<bool> *stop = &s.stop;
+	std::atomic<int> wakes{0};
+	s.threads.emplace_back([a, stop, &wakes] {
+		while (!stop->load()) {
+			std::this_thread::sleep_for(std::chrono::milliseconds(50));
+			a->wake();
+			wakes.fetch_add(1);
+		}
+	});
+	auto t0 = std::chrono::steady_clock::now();
+	int ret =
+	    a->wait_object()->wait_until(vwait::util::deadline_after(1000), [] { return false; });
+	double dt = seconds_since(t0);
+	s.stop = true;
+	print_message("kind %d: 1 s wait_until with %d wakeups -> %d after %.3f s\n", s.kind,
+	              wakes.load(), ret, dt);
+	assert_int_equal(ret, -FI_ETIMEDOUT);
+	assert_true(dt >= 1.0 && dt < 1.3);
+	assert_true(wakes.load() >= 10);
+}
+
+/* ------------------------------------------------------------------ FI_GETWAIT per kind */
+
+void test_getwait_fd(void **st)
+{
+	state &s = S(st);
+	s.kind = FI_WAIT_FD;
+	open_set(s);
+	assert_int_equal(s.a->open_wait(&test_prov, FI_WAIT_SET, s.set), 0);
+	int fd = -1;
+	assert_int_equal(fi_control(&s.set->fid, FI_GETWAIT, &fd), 0);
+	waiter *w = nullptr;
+	assert_int_equal(vwait::util::get_waiter(&s.set->fid, &w), 0);
+
+	assert_int_equal(w->trywait(), 0);
+	assert_false(readable(fd));
+	s.a->write();
+	assert_true(readable(fd));
+	assert_int_equal(w->trywait(), -FI_EAGAIN);
+	assert_true(s.a->read());
+	assert_int_equal(w->trywait(), 0);
+	assert_false(readable(fd));
+
+	/* a source's event makes the epoll fd readable */
+	s.ch.target = s.a.get();
+	assert_int_equal(w->add_source(s.ch.efd.get(), POLLIN, fake_channel::drain, &s.ch), 0);
+	assert_false(readable(fd));
+	s.ch.fire();
+	assert_true(readable(fd));
+	assert_int_equal(w->trywait(), -FI_EAGAIN); /* drained: an entry is queued */
+	assert_true(s.a->read());
+	assert_int_equal(w->trywait(), 0);
+	assert_false(readable(fd));
+	assert_int_equal(w->remove_source(s.ch.efd.get()), 0);
+}
+
+void test_getwait_pollfd(void **st)
+{
+	state &s = S(st);
+	s.kind = FI_WAIT_POLLFD;
+	open_set(s);
+	assert_int_equal(s.a->open_wait(&test_prov, FI_WAIT_SET, s.set), 0);
+	waiter *w = nullptr;
+	assert_int_equal(vwait::util::get_waiter(&s.set->fid, &w), 0);
+
+	struct pollfd fds[4];
+	struct fi_wait_pollfd pfd = {0, 0, nullptr};
+	assert_int_equal(fi_control(&s.set->fid, FI_GETWAIT, &pfd), -FI_ETOOSMALL);
+	assert_int_equal(pfd.nfds, 1);
+	uint64_t idx0 = pfd.change_index;
+
+	s.ch.target = s.a.get();
+	assert_int_equal(w->add_source(s.ch.efd.get(), POLLIN, fake_channel::drain, &s.ch), 0);
+	pfd = {0, 0, nullptr};
+	assert_int_equal(fi_control(&s.set->fid, FI_GETWAIT, &pfd), -FI_ETOOSMALL);
+	assert_int_equal(pfd.nfds, 2);
+	assert_true(pfd.change_index != idx0);
+	uint64_t idx1 = pfd.change_index;
+
+	pfd = {0, 1, fds};
+	assert_int_equal(fi_control(&s.set->fid, FI_GETWAIT, &pfd), -FI_ETOOSMALL);
+	assert_int_equal(pfd.nfds, 2);
+	pfd = {0, 2, nullptr};
+	assert_int_equal(fi_control(&s.set->fid, FI_GETWAIT, &pfd), -FI_EINVAL);
+	pfd = {0, 4, fds};
+	assert_int_equal(fi_control(&s.set->fid, FI_GETWAIT, &pfd), 0);
+	assert_int_equal(pfd.nfds, 2);
+	assert_int_equal(pfd.change_index, idx1);
+	assert_int_equal(fds[1].fd, s.ch.efd.get());
+	assert_true(fds[0].events & POLLIN);
+
+	/* the application's poll(2) over the array sees software events and channel events */
+	assert_int_equal(w->trywait(), 0);
+	assert_int_equal(::poll(fds, 2, 0), 0);
+	s.a->write();
+	assert_int_equal(::poll(fds, 2, 0), 1);
+	assert_true(fds[0].revents & POLLIN);
+	assert_int_equal(w->trywait(), -FI_EAGAIN);
+	assert_true(s.a->read());
+	assert_int_equal(w->trywait(), 0);
+	s.ch.fire();
+	assert_int_equal(::poll(fds, 2, 0), 1);
+	assert_true(fds[1].revents & POLLIN);
+	assert_int_equal(w->trywait(), -FI_EAGAIN);
+	assert_true(s.a->read());
+	assert_int_equal(w->trywait(), 0);
+
+	assert_int_equal(w->remove_source(s.ch.efd.get()), 0);
+	pfd = {0, 4, fds};
+	assert_int_equal(fi_control(&s.set->fid, FI_GETWAIT, &pfd), 0);
+	assert_int_equal(pfd.nfds, 1);
+	assert_true(pfd.change_index != idx1);
+}
+
+struct cond_waiter_args {
+	struct fi_mutex_cond mc;
+	fake_object *obj;
+	std::atomic<bool> woke{false};
+	std::atomic<bool> started{false};
+};
+
+void *cond_waiter_main(void *p)
+{
+	auto *args = static_cast<cond_waiter_args *>(p);
+	pthread_mutex_lock(args->mc.mutex);
+	args->started = true;
+	auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+	while (!args->obj->ready() && std::chrono::steady_clock::now() < until) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		pthread_cond_timedwait(args->mc.cond, args->mc.mutex, &ts);
+	}
+	args->woke = args->obj->ready();
+	pthread_mutex_unlock(args->mc.mutex);
+	return nullptr;
+}
+
+/* The application blocks on the cond with its own predicate; a software event and a channel
+ * event (through the helper thread) both wake it. */
+void test_getwait_mutex_cond(void **st)
+{
+	state &s = S(st);
+	s.kind = FI_WAIT_MUTEX_COND;
+	assert_int_equal(s.a->open_wait(&test_prov, FI_WAIT_MUTEX_COND, nullptr), 0);
+	cond_waiter_args args;
+	args.obj = s.a.get();
+	assert_int_equal(fi_control(s.a->fid(), FI_GETWAIT, &args.mc), 0);
+	assert_non_null(args.mc.mutex);
+	assert_non_null(args.mc.cond);
+
+	for (int round = 0; round < 2; ++round) {
+		args.woke = false;
+		args.started = false;
+		pthread_t t;
+		assert_int_equal(pthread_create(&t, nullptr, cond_waiter_main, &args), 0);
+		while (!args.started)
+			std::this_thread::sleep_for(std::chrono::milliseconds(1));
+		std::this_thread::sleep_for(std::chrono::milliseconds(50));
+		auto t0 = std::chrono::steady_clock::now();
+		if (round == 0) {
+			s.a->write();
+		} else {
+			s.ch.target = s.a.get();
+			assert_int_equal(s.a->wait_object()->add_source(s.ch.efd.get(), POLLIN,
+			                                                fake_channel::drain, &s.ch),
+			                 0);
+			s.ch.fire();
+		}
+		pthread_join(t, nullptr);
+		double dt = seconds_since(t0);
+		print_message("MUTEX_COND: %s woke the application's cond wait after %.4f s\n",
+		              round ? "channel event (helper thread)" : "software event", dt);
+		assert_true(args.woke.load());
+		assert_true(dt < 0.9); /* the cond wait's own timeout is 1 s */
+		assert_true(s.a->read());
+	}
+	assert_int_equal(s.a->wait_object()->remove_source(s.ch.efd.get()), 0);
+}
+
+void test_getwait_yield(void **st)
+{
+	state &s = S(st);
+	assert_int_equal(s.a->open_wait(&test_prov, FI_WAIT_YIELD, nullptr), 0);
+	int fd;
+	assert_int_equal(fi_control(s.a->fid(), FI_GETWAIT, &fd), -FI_ENODATA);
+	enum fi_wait_obj obj;
+	assert_int_equal(fi_control(s.a->fid(), FI_GETWAITOBJ, &obj), 0);
+	assert_int_equal(obj, FI_WAIT_YIELD);
+}
+
+/* ------------------------------------------------------------------ stress */
+
+/* Pairs of threads ping-pong through two waiters (a CQ-like object each way): every round
+ * needs one wakeup each way, so a lost wakeup stalls the pair until its 2 s watchdog
+ * deadline; stalls are counted and must be zero. Several pairs share the two waiters, so
+ * several threads block on one waiter at once (leader + followers). */
+void test_stress_pingpong(void **st)
+{
+	state &s = S(st);
+	const int pairs = 2;
+	const int rounds = s.kind == FI_WAIT_YIELD ? 5000 : 50000;
+	assert_int_equal(s.a->open_wait(&test_prov, s.kind, nullptr), 0);
+	assert_int_equal(s.b->open_wait(&test_prov, s.kind, nullptr), 0);
+	fake_object *ping = s.a.get(), *pong = s.b.get();
+
+	struct counters {
+		std::atomic<uint64_t> sent{0}, acked{0};
+	};
+	std::vector<counters> c(pairs);
+	std::atomic<int> stalls{0};
+	std::atomic<long> waits{0};
+	auto t0 = std::chrono::steady_clock::now();
+	for (int p = 0; p < pairs; ++p) {
+		counters *cp = &c[static_cast<size_t>(p)];
+		s.threads.emplace_back(
+		    [=, &stalls,
+		     &waits] { /* producer */
+			       for (uint64_t i = 1; i <= static_cast<uint64_t>(rounds); ++i) {
+				       cp->sent.store(i);
+				       ping->notify();
+				       while (pong->wait_object()->wait_until(
+				                  vwait::util::deadline_after(2000),
+				                  [&] { return cp->acked.load() >= i; }) != 0)
+					       stalls.fetch_add(1);
+				       waits.fetch_add(1);
+			       }
+		    });
+		s.threads.emplace_back(
+		    [=, &stalls,
+		     &waits] { /* consumer */
+			       for (uint64_t i = 1; i <= static_cast<uint64_t>(rounds); ++i) {
+				       while (ping->wait_object()->wait_until(
+				                  vwait::util::deadline_after(2000),
+				                  [&] { return cp->sent.load() >= i; }) != 0)
+					       stalls.fetch_add(1);
+				       waits.fetch_add(1);
+				       cp->acked.store(i);
+				       pong->notify();
+			       }
+		    });
+	}
+	for (auto &t : s.threads)
+		t.join();
+	s.threads.clear();
+	double dt = seconds_since(t0);
+	print_message("kind %d: %d pairs x %d round trips: %ld waits, %d stalls, %.2f s "
+	              "(%.1f us per round trip)\n",
+	              s.kind, pairs, rounds, waits.load(), stalls.load(), dt, dt * 1e6 / rounds);
+	assert_int_equal(stalls.load(), 0);
+	assert_int_equal(waits.load(), 2L * pairs * rounds);
+	for (auto &x : c)
+		assert_int_equal(x.acked.load(), static_cast<uint64_t>(rounds));
+}
+
+enum fi_wait_obj k_fd = FI_WAIT_FD, k_pollfd = FI_WAIT_POLLFD, k_mc = FI_WAIT_MUTEX_COND,
+                 k_yield = FI_WAIT_YIELD;
+
+} // namespace
+
+#define PER_KIND(f)                                                                                \
+	cmocka_unit_test_prestate_setup_teardown(f, setup, teardown, &k_fd),                       \
+	    cmocka_unit_test_prestate_setup_teardown(f, setup, teardown, &k_pollfd),               \
+	    cmocka_unit_test_prestate_setup_teardown(f, setup, teardown, &k_mc),                   \
+	    cmocka_unit_test_prestate_setup_teardown(f, setup, teardown, &k_yield)
+
+int main(void)
+{
+	init_logging();
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_create_bad_kinds),
+	    cmocka_unit_test(test_wait_open_bad),
+	    cmocka_unit_test_setup_teardown(test_unspec_is_fd, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_open_wait_bad, setup, teardown),
+	    PER_KIND(test_close_busy),
+	    PER_KIND(test_wait_timeout),
+	    PER_KIND(test_signal_ends_wait),
+	    PER_KIND(test_source_wakes),
+	    PER_KIND(test_deadline_with_spurious_wakeups),
+	    cmocka_unit_test_setup_teardown(test_getwait_fd, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_getwait_pollfd, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_getwait_mutex_cond, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_getwait_yield, setup, teardown),
+	    PER_KIND(test_stress_pingpong),
+	};
+	return cmocka_run_group_tests_name("util_wait", tests, nullptr, nullptr);
+}
