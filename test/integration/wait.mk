@@ -9,3 +9,10 @@ test_integration_mpi_pingpong_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS)
 test_integration_mpi_pingpong_LDADD = $(MPI_LIBS)
 endif
 
+
+# completion channels as wait objects, on the real device
+dist_check_SCRIPTS += test/integration/vwait-channel.test
+check_PROGRAMS += test/integration/channel_test
+test_integration_channel_test_SOURCES = test/integration/channel_test.cpp
+test_integration_channel_test_CPPFLAGS = $(AM_CPPFLAGS) $(IBVERBS_CFLAGS)
+test_integration_channel_test_LDADD = libvwait_prov.la $(IBVERBS_LIBS) $(FABRIC_LIBS)

@@ -1,0 +1,122 @@
+/* Completion channels as wait objects (DESIGN.md, "the central mechanism").
+ *
+ * One ibv_comp_channel serves every CQ of one device context that is bound to the same waiter
+ * (a wait set, or a CQ's private wait object). Its fd, non-blocking, is a source of that
+ * waiter: when it polls readable the waiter calls drain(), which reads the pending CQ events
+ * without blocking. Each event names the CQ that fired (its cq_context is the CQ's
+ * cq_events), so readiness is O(1), not a scan: the CQ is told through on_event() and
+ * marks itself ready on its waiter.
+ *
+ * Acks are batched: a CQ acknowledges its events every ack_batch events and all of them
+ * before ibv_destroy_cq (which blocks until every event read has been acked). */
+#ifndef VWAIT_CHANNEL_H
+#define VWAIT_CHANNEL_H
+
+#include "vwait/verbs.h"
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+
+namespace vwait {
+
+namespace util {
+class waiter;
+}
+
+/* What a CQ that waits on a channel gives the channel: the cq_context of its ibv_cq. */
+class cq_events {
+public:
+	/* Acks are sent every ack_batch events (ibv_ack_cq_events takes a lock: do it rarely). */
+	static constexpr unsigned ack_batch = 64;
+
+	cq_events() noexcept = default;
+	cq_events(const cq_events &) = delete;
+	cq_events &operator=(const cq_events &) = delete;
+
+	/* The hardware CQ these events belong to; set once, right after ibv_create_cq. */
+	void attach(struct ibv_cq *cq) noexcept { cq_ = cq; }
+
+	/* Arms the CQ for its next completion unless it is armed already:
+	 * 0, or a negative FI_E* code from ibv_req_notify_cq. */
+	int arm() noexcept;
+	/* true while armed and no event has arrived since. */
+	bool armed() const noexcept;
+	/* Events read from the channel for this CQ so far (tests, statistics). */
+	uint64_t events() const noexcept;
+
+	/* Acks every event read so far; then nothing of this CQ is left unacked unless another
+	 * thread is draining right now. Call before ibv_destroy_cq, after begin_close(). */
+	void ack_all() noexcept;
+	/* From now on drain() acks this CQ's events at once (no batching), so that an
+	 * ibv_destroy_cq waiting for them cannot wait forever. */
+	void begin_close() noexcept;
+
+protected:
+	/* Called by drain() for every event of this CQ, from the draining thread, with no lock
+	 * of the channel held: the CQ marks itself ready (util::waitable::notify). Must not
+	 * block and must not destroy the CQ. */
+	virtual void on_event() noexcept = 0;
+	virtual ~cq_events() = default;
+
+private:
+	friend class comp_channel;
+	/* drain() got an event for this CQ: count it, ack when the batch is full or closing. */
+	void event_read() noexcept;
+
+	struct ibv_cq *cq_ = nullptr;
+	mutable std::mutex mu_;
+	unsigned unacked_ = 0;
+	uint64_t events_ = 0;
+	bool armed_ = false;
+	bool closing_ = false;
+};
+
+/* One completion channel of one device context, registered as a source of one waiter. */
+class comp_channel {
+public:
+	/* A channel on ctx whose fd is a source of w: 0, or a negative FI_E* code. */
+	static int create(struct ibv_context *ctx, util::waiter *w,
+			  std::shared_ptr<comp_channel> &out) noexcept;
+	~comp_channel();
+	comp_channel(const comp_channel &) = delete;
+	comp_channel &operator=(const comp_channel &) = delete;
+
+	struct ibv_comp_channel *get() const noexcept { return ch_.get(); }
+	util::waiter *waiter() const noexcept { return waiter_; }
+
+	/* Reads every pending CQ event without blocking and hands each to its CQ. Returns the
+	 * number of events read. Safe from several threads at once. */
+	unsigned drain() noexcept;
+
+private:
+	comp_channel(verbs::comp_channel ch, util::waiter *w) noexcept;
+	static void drain_source(void *arg) noexcept;
+
+	verbs::comp_channel ch_;
+	util::waiter *waiter_;
+	bool registered_ = false;
+};
+
+/* The channels of one device context, one per waiter: what a domain keeps so that every CQ it
+ * opens on the same waiter shares one channel. Thread safe. */
+class channel_registry {
+public:
+	explicit channel_registry(struct ibv_context *ctx) noexcept : ctx_(ctx) {}
+
+	/* The channel of waiter w (created at first use): 0, or a negative FI_E* code. The
+	 * channel lives while any CQ holds the shared_ptr. */
+	int get(util::waiter *w, std::shared_ptr<comp_channel> &out) noexcept;
+
+private:
+	struct ibv_context *ctx_;
+	std::mutex mu_;
+	std::map<util::waiter *, std::weak_ptr<comp_channel>> channels_;
+};
+
+} // namespace vwait
+
+#endif

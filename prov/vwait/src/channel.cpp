@@ -1,0 +1,175 @@
+/* Completion channels: one per (device context, waiter), its fd a source of the waiter, its
+ * events handed to the CQ that fired, its acks batched. See include/vwait/channel.h. */
+#include "config.h"
+
+#include "vwait/channel.h"
+#include "vwait/util/fd.h"
+#include "vwait/util/wait.h"
+#include "vwait/vwait.h"
+
+#include <poll.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace vwait {
+
+int cq_events::arm() noexcept
+{
+	std::lock_guard<std::mutex> lock(mu_);
+	if (armed_)
+		return 0;
+	if (int ret = verbs::positive_code(ibv_req_notify_cq(cq_, 0))) {
+		FI_WARN(&prov, FI_LOG_CQ, "ibv_req_notify_cq: %s\n", fi_strerror(-ret));
+		return ret;
+	}
+	armed_ = true;
+	return 0;
+}
+
+bool cq_events::armed() const noexcept
+{
+	std::lock_guard<std::mutex> lock(mu_);
+	return armed_;
+}
+
+uint64_t cq_events::events() const noexcept
+{
+	std::lock_guard<std::mutex> lock(mu_);
+	return events_;
+}
+
+void cq_events::event_read() noexcept
+{
+	unsigned ack = 0;
+	bool closing;
+	{
+		std::lock_guard<std::mutex> lock(mu_);
+		armed_ = false; /* an event disarms the CQ: the next wait must arm it again */
+		events_++;
+		closing = closing_;
+		if (closing) {
+			ack = 1; /* a destroy may be waiting for exactly this ack */
+		} else if (++unacked_ >= ack_batch) {
+			ack = unacked_;
+			unacked_ = 0;
+		}
+	}
+	if (!closing)
+		on_event();
+	/* Last touch of the CQ: once acked, a pending ibv_destroy_cq may return and the
+	 * object may be freed. */
+	if (ack)
+		ibv_ack_cq_events(cq_, ack);
+}
+
+void cq_events::begin_close() noexcept
+{
+	std::lock_guard<std::mutex> lock(mu_);
+	closing_ = true;
+}
+
+void cq_events::ack_all() noexcept
+{
+	unsigned ack;
+	{
+		std::lock_guard<std::mutex> lock(mu_);
+		ack = unacked_;
+		unacked_ = 0;
+	}
+	if (ack && cq_)
+		ibv_ack_cq_events(cq_, ack);
+}
+
+comp_channel::comp_channel(verbs::comp_channel ch, util::waiter *w) noexcept
+	: ch_(std::move(ch)), waiter_(w)
+{
+}
+
+int comp_channel::create(struct ibv_context *ctx, util::waiter *w,
+			 std::shared_ptr<comp_channel> &out) noexcept
+{
+	if (!ctx || !w) {
+		FI_WARN(&prov, FI_LOG_CQ, "comp_channel: %s is NULL\n", !ctx ? "context" : "waiter");
+		return -FI_EINVAL;
+	}
+	return guarded([&] {
+		verbs::comp_channel ch(ibv_create_comp_channel(ctx));
+		if (!ch) {
+			int ret = verbs::errno_code();
+			FI_WARN(&prov, FI_LOG_CQ, "ibv_create_comp_channel(%s): %s\n",
+				ibv_get_device_name(ctx->device), fi_strerror(-ret));
+			return ret;
+		}
+		if (int ret = util::set_nonblock(ch->fd)) {
+			FI_WARN(&prov, FI_LOG_CQ, "completion channel fd %d: O_NONBLOCK: %s\n",
+				ch->fd, strerror(-ret));
+			return ret;
+		}
+		std::shared_ptr<comp_channel> c(new comp_channel(std::move(ch), w));
+		if (int ret = w->add_source(c->ch_->fd, POLLIN, drain_source, c.get())) {
+			FI_WARN(&prov, FI_LOG_CQ, "completion channel fd %d: add to waiter: %s\n",
+				c->ch_->fd, fi_strerror(-ret));
+			return ret;
+		}
+		c->registered_ = true;
+		out = std::move(c);
+		return 0;
+	});
+}
+
+comp_channel::~comp_channel()
+{
+	/* The waiter stops calling drain() before the channel goes; every CQ of the channel is
+	 * gone already (they hold the shared_ptr), so nothing is left to ack. */
+	if (registered_)
+		waiter_->remove_source(ch_->fd);
+}
+
+void comp_channel::drain_source(void *arg) noexcept
+{
+	static_cast<comp_channel *>(arg)->drain();
+}
+
+unsigned comp_channel::drain() noexcept
+{
+	unsigned n = 0;
+	for (;;) {
+		struct ibv_cq *cq = nullptr;
+		void *context = nullptr;
+		if (ibv_get_cq_event(ch_.get(), &cq, &context) != 0) {
+			if (errno != EAGAIN && errno != EINTR)
+				FI_WARN_SPARSE(&prov, FI_LOG_CQ, "ibv_get_cq_event: %s\n",
+					       strerror(errno));
+			break;
+		}
+		n++;
+		static_cast<cq_events *>(context)->event_read();
+	}
+	return n;
+}
+
+int channel_registry::get(util::waiter *w, std::shared_ptr<comp_channel> &out) noexcept
+{
+	return guarded([&] {
+		std::lock_guard<std::mutex> lock(mu_);
+		auto it = channels_.find(w);
+		if (it != channels_.end()) {
+			if (auto existing = it->second.lock()) {
+				out = std::move(existing);
+				return 0;
+			}
+		}
+		std::shared_ptr<comp_channel> created;
+		if (int ret = comp_channel::create(ctx_, w, created))
+			return ret;
+		channels_[w] = created;
+		/* forget channels that died, so the map follows the live ones */
+		for (auto i = channels_.begin(); i != channels_.end();)
+			i = i->second.expired() ? channels_.erase(i) : std::next(i);
+		out = std::move(created);
+		return 0;
+	});
+}
+
+} // namespace vwait
