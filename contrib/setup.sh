@@ -146,30 +146,28 @@ cmd_test() {
 # Runs inside the VM: fi_info, then a pingpong over vwait, else over verbs.
 demo_guest() { # BUILDDIR
 	export FI_PROVIDER_PATH=$1/.libs
-	local addr=${RXE_ADDR:?} rc spid
+	local rc addr=${RXE_ADDR:?RXE_ADDR unset: run this in the VM}
+	# shellcheck source=../test/integration/common.sh
+	. "$top/test/integration/common.sh"
+	cd /tmp || return 1
 	echo "== fi_info -p vwait -v   (FI_PROVIDER_PATH=$FI_PROVIDER_PATH, device ${RXE_DEV:-?})"
 	fi_info -p vwait -v
 	rc=$?
 	[ "$rc" = 0 ] || echo "== fi_info -p vwait -v failed (exit $rc)"
 	pingpong() { # PROVIDER
-		echo "== fi_pingpong -p $1 -e msg -I 500 -S 4096   (server and client on $addr)"
-		timeout -k 5 60 fi_pingpong -p "$1" -e msg -I 500 -S 4096 >/tmp/pp-server.log 2>&1 </dev/null &
-		spid=$!
-		sleep 3
-		timeout -k 5 60 fi_pingpong -p "$1" -e msg -I 500 -S 4096 "$addr" </dev/null
-		local crc=$?
-		wait "$spid"
-		local src=$?
-		[ "$src" = 0 ] || {
-			echo "-- server (exit $src):"
-			cat /tmp/pp-server.log
+		local cmd="fi_pingpong -p $1 -e msg -I 500 -S 4096"
+		echo "== $cmd   (server and client on $addr)"
+		run_pair "pp-$1" "$cmd" "$cmd $addr" 47592 >"pp-$1.log" 2>&1 && {
+			cat "pp-$1.client.log"
+			return 0
 		}
-		[ "$crc" = 0 ] && [ "$src" = 0 ]
+		cat "pp-$1.log"
+		return 1
 	}
 	if pingpong vwait; then
 		echo "== DEMO: pingpong over vwait: OK"
 	else
-		echo "== DEMO: vwait has no working MSG data path yet (fi_pingpong -p vwait failed);"
+		echo "== DEMO: vwait has no working MSG data path yet (fi_pingpong -p vwait failed, above);"
 		echo "==       running the upstream 'verbs' provider as the yardstick instead"
 		if pingpong verbs; then
 			echo "== DEMO: pingpong over upstream verbs (NOT vwait): OK"

@@ -35,16 +35,40 @@ expect_grep() {
 	grep -Eq -- "$2" "$1" || fail "${3:-expected /$2/} not found in $1"
 }
 
-# run_pair NAME 'SERVER CMD' 'CLIENT CMD': a server in the background and a client,
-# both under `timeout` (PAIR_TIMEOUT seconds, default 60), the client started
-# PAIR_DELAY seconds (default 3) after the server.  Output goes to NAME.server.log
-# and NAME.client.log in the cwd and is printed.  Returns 0 only if both exit 0.
+# tcp_listening PORT: true when some socket listens on TCP PORT (IPv4 or IPv6)
+tcp_listening() {
+	local hex
+	hex=$(printf '%04X' "$1")
+	awk -v p=":$hex" '$4 == "0A" && substr($2, length($2) - 4) == p { f = 1 } END { exit !f }' \
+		/proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+
+# run_pair NAME 'SERVER CMD' 'CLIENT CMD' [PORT]: a server in the background and a
+# client, both under `timeout` (PAIR_TIMEOUT seconds, default 60).  The client
+# starts once the server listens on TCP PORT (its out-of-band socket: 18515 for
+# ibv_*_pingpong, 47592 for fi_pingpong; waits up to PAIR_WAIT s, default 30),
+# or PAIR_DELAY seconds (default 3) after the server when no PORT is given.
+# Output goes to NAME.server.log and NAME.client.log in the cwd and is printed.
+# Returns 0 only if both exit 0.
 run_pair() {
-	local name=$1 srv=$2 cli=$3 t=${PAIR_TIMEOUT:-60} spid crc src
+	local name=$1 srv=$2 cli=$3 port=${4:-} t=${PAIR_TIMEOUT:-60} spid crc src n
 	echo "== $name server: $srv"
 	timeout -k 5 "$t" bash -c "$srv" >"$name.server.log" 2>&1 </dev/null &
 	spid=$!
-	sleep "${PAIR_DELAY:-3}"
+	if [ -n "$port" ]; then
+		n=$((${PAIR_WAIT:-30} * 10))
+		until tcp_listening "$port"; do
+			kill -0 "$spid" 2>/dev/null || break
+			n=$((n - 1))
+			if [ "$n" -le 0 ]; then
+				echo "== $name: nothing listens on TCP port $port yet; starting the client anyway"
+				break
+			fi
+			sleep 0.1
+		done
+	else
+		sleep "${PAIR_DELAY:-3}"
+	fi
 	echo "== $name client: $cli"
 	timeout -k 5 "$t" bash -c "$cli" >"$name.client.log" 2>&1 </dev/null
 	crc=$?
