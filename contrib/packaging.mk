@@ -40,7 +40,11 @@ EXTRA_DIST += \
 	contrib/packaging/check-packaging.sh \
 	contrib/packaging/man-wait-objects.sh
 
-# The man page against the built plugin and the packaging files (no root, no network).
+# The man page against the built plugin and the packaging files (no root, no network);
+# wait_report prints the wait objects the plugin reports, in the man page's table format.
+check_PROGRAMS += contrib/packaging/wait_report
+contrib_packaging_wait_report_SOURCES = contrib/packaging/wait_report.cpp
+contrib_packaging_wait_report_LDADD = $(FABRIC_LIBS)
 dist_check_SCRIPTS += contrib/packaging/check-man.sh
 TESTS += contrib/packaging/check-man.sh
 

@@ -3,7 +3,8 @@
 #   1. the built page renders with no groff warning;
 #   2. its wait-object table has one line per object kind (cq, cntr, eq, wait_set), each naming
 #      "none" or only values of enum fi_wait_obj from the libfabric headers, none twice, and no
-#      FI_WAIT_NONE / FI_WAIT_SET for a wait set (fi_poll(3));
+#      FI_WAIT_NONE / FI_WAIT_SET for a wait set (fi_poll(3)); and the table is what the built
+#      plugin reports (contrib/packaging/wait_report, through libfabric and FI_VWAIT_WAIT_OPS);
 #   3. its RUNTIME PARAMETERS name exactly the FI_VWAIT_* parameters the built plugin reports in
 #      fi_info -e, with the same numeric defaults;
 #   4. its version is the version of contrib/debian/changelog.
@@ -75,6 +76,29 @@ while read -r kind objs; do
 	fi
 done <"$tmp/table"
 echo "ok: wait-objects table read: $(wc -l <"$tmp/table") kinds"
+
+# 2b. the table against what the built plugin reports (contrib/packaging/wait_report)
+report=$builddir/contrib/packaging/wait_report
+normalize()
+{
+	while read -r kind objs; do
+		printf '%s %s\n' "$kind" "$(printf '%s\n' $objs | sort | tr '\n' ' ' | sed 's/ $//')"
+	done | sort
+}
+if [ ! -x "$report" ]; then
+	fail "$report is not built: cannot compare the table with what vwait reports"
+elif ! env -u FI_PROVIDER FI_PROVIDER_PATH="$plugin_dir" "$report" >"$tmp/report.raw" 2>"$tmp/report.err"; then
+	fail "wait_report failed: $(cat "$tmp/report.err")"
+else
+	"$srcdir/contrib/packaging/man-wait-objects.sh" "$tmp/report.raw" | normalize >"$tmp/report"
+	normalize <"$tmp/table" >"$tmp/table.norm"
+	if cmp -s "$tmp/report" "$tmp/table.norm"; then
+		echo "ok: wait-objects table matches what the plugin reports"
+	else
+		fail "wait-objects table differs from what the plugin reports (< man page, > plugin):"
+		diff "$tmp/table.norm" "$tmp/report" | grep '^[<>]'
+	fi
+fi
 
 # 3. parameters against the built plugin
 awk '/^\.SH/ { on = ($0 ~ /RUNTIME PARAMETERS/) } on && prev == ".TP" && /^\.B FI_VWAIT_/ { print $2 } { prev = $0 }' \

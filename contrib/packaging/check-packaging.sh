@@ -17,6 +17,10 @@ if [ $# -ne 1 ]; then
 fi
 here=$(cd "$(dirname "$0")" && pwd)
 tarball=$(readlink -f "$1")
+[ -f "$tarball" ] || {
+	echo "FAIL: $1: no such tarball (make dist makes one)"
+	exit 1
+}
 pkgs="libfabric-vwait libfabric-vwait-dev"
 skip()
 {

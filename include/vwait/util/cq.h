@@ -1,0 +1,173 @@
+/* The software completion queue of the util layer: a bounded ring of completions in the
+ * application's fi_cq_format, error entries in order with them, every wait object, and the
+ * fid_cq shim. The verbs CQ derives from it: it feeds ibv_poll_cq results in progress()
+ * through push()/push_error(), and arms ibv_req_notify_cq in arm(). */
+#ifndef VWAIT_UTIL_CQ_H
+#define VWAIT_UTIL_CQ_H
+
+/* before waitable.h, which names struct fi_provider without declaring it */
+#include <rdma/providers/fi_prov.h>
+
+#include "vwait/util/waitable.h"
+
+#include <rdma/fabric.h>
+#include <rdma/fi_eq.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <vector>
+
+namespace vwait::util
+{
+
+/* Runs fn, turning a C++ exception into a negative FI_E* code (used by cq, cntr and eq: nothing
+ * throws across the ABI). */
+template <typename F>
+int guard(F &&fn) noexcept
+{
+	try {
+		return fn();
+	} catch (const std::bad_alloc &) {
+		return -FI_ENOMEM;
+	} catch (...) {
+		return -FI_EOTHER;
+	}
+}
+
+/* One completion as the queue stores it: the widest format (tagged) plus the source. */
+struct cq_entry {
+	void *op_context = nullptr;
+	uint64_t flags = 0;
+	size_t len = 0;
+	void *buf = nullptr;
+	uint64_t data = 0;
+	uint64_t tag = 0;
+	fi_addr_t src_addr = FI_ADDR_NOTAVAIL;
+};
+
+/* Sizes and defaults. */
+constexpr size_t cq_default_size = 1024;
+constexpr size_t cq_max_size = size_t{1} << 24;
+constexpr enum fi_cq_format cq_default_format = FI_CQ_FORMAT_CONTEXT;
+
+/* Bytes one entry of format takes in the application's buffer; 0 for an invalid format. */
+size_t cq_entry_size(enum fi_cq_format format) noexcept;
+/* Writes e at dst in format (which must be valid). */
+void cq_entry_copy_out(enum fi_cq_format format, const cq_entry &e, void *dst) noexcept;
+/* Checks an attr; one warning line through prov naming the bad field; 0 or -FI_E*. */
+int cq_check_attr(const struct fi_provider *prov, const struct fi_cq_attr *attr) noexcept;
+
+class cq : public waitable
+{
+public:
+	/* attr must have passed cq_check_attr. api_version: the fabric's (err_data rules). */
+	cq(const struct fi_provider *prov, const struct fi_cq_attr &attr, uint32_t api_version);
+	~cq() override;
+	cq(const cq &) = delete;
+	cq &operator=(const cq &) = delete;
+
+	/* Sets up the wait object (attr's wait_obj / wait_set); called once by cq_install. */
+	int init_wait() noexcept;
+
+	/* fi_cq_* entry points; src may be NULL. */
+	ssize_t read(void *buf, size_t count, fi_addr_t *src) noexcept;
+	ssize_t readerr(struct fi_cq_err_entry *buf, uint64_t flags) noexcept;
+	ssize_t sread(void *buf, size_t count, fi_addr_t *src, const void *cond,
+	              int timeout) noexcept;
+	int signal() noexcept;
+	const char *strerror(int prov_errno, const void *err_data, char *buf, size_t len) noexcept;
+	int control(int command, void *arg) noexcept;
+	/* fi_close's checks: -FI_EBUSY while bound (hold/release) or in a poll set. Then it
+	 * leaves its waiters (close_wait) before it is destroyed. */
+	int close_check() noexcept;
+	void hold() noexcept;
+	void release() noexcept;
+
+	/* Producer side, used by endpoints and by subclasses from progress(). 0, or -FI_EAGAIN
+	 * when the ring is full (the caller keeps the completion and retries later). */
+	int push(const cq_entry &e) noexcept;
+	/* An error completion: err->err positive; err_data (len bytes) is copied. */
+	int push_error(const struct fi_cq_err_entry &err, const void *err_data, size_t len,
+	               fi_addr_t src_addr = FI_ADDR_NOTAVAIL) noexcept;
+
+	/* entries and error entries in the ring */
+	size_t queued() const noexcept;
+
+	/* waitable: progress(), then "not empty"; trywait: -FI_EAGAIN if something is queued,
+	 * else arm(), progress() and check once more. */
+	bool ready() noexcept override;
+	int trywait() noexcept override;
+	void *poll_context() const noexcept override { return context_; }
+
+	void *context() const noexcept { return context_; }
+	void set_context(void *ctx) noexcept { context_ = ctx; }
+	struct fid *fid() const noexcept { return fid_; }
+	void set_fid(struct fid *f) noexcept { fid_ = f; }
+
+	enum fi_cq_format format() const noexcept { return format_; }
+	size_t size() const noexcept { return size_; }
+	const struct fi_provider *provider() const noexcept { return prov_; }
+
+protected:
+	/* Extension points for the verbs CQ (called without the CQ's lock held). */
+	/* Moves completions from below (hardware) into the ring via push()/push_error(). */
+	virtual void progress() noexcept {}
+	/* Arms the source below so that its next completion wakes the waiter; 0, -FI_EAGAIN if
+	 * something arrived meanwhile, or -FI_E*. */
+	virtual int arm() noexcept { return FI_SUCCESS; }
+	/* Provider text for a prov_errno (fi_cq_strerror); the default names the FI errno. */
+	virtual std::string describe_error(int prov_errno, const void *err_data) const;
+
+private:
+	ssize_t read_locked(void *buf, size_t count, fi_addr_t *src) noexcept;
+
+	const struct fi_provider *prov_;
+	const enum fi_cq_format format_;
+	const enum fi_wait_obj wait_obj_;
+	const enum fi_cq_wait_cond wait_cond_;
+	const size_t size_;
+	const uint32_t api_version_;
+	struct fid_wait *wait_set_;
+	void *context_ = nullptr;
+	struct fid *fid_ = nullptr;
+
+	struct slot {
+		cq_entry entry;
+		bool is_error = false;
+	};
+	struct error_record {
+		struct fi_cq_err_entry entry;
+		std::vector<uint8_t> data;
+	};
+
+	mutable std::mutex lock_;
+	std::vector<slot> ring_;             /* size_ slots */
+	size_t head_ = 0;                    /* oldest */
+	size_t count_ = 0;                   /* occupied */
+	std::deque<error_record> errors_;    /* error payloads, oldest first */
+	std::vector<uint8_t> last_err_data_; /* provider-owned err_data of the last readerr */
+	int refs_ = 0;
+
+	/* fi_cq_signal: raised counts every signal, consumed the ones an sread returned for. */
+	std::atomic<uint64_t> signals_raised_{0};
+	std::atomic<uint64_t> signals_consumed_{0};
+};
+
+/* Wraps obj in a fid_cq with the util ops (set up its wait object first); the verbs CQ
+ * calls this with its subclass. On failure obj is destroyed and *out is NULL. */
+int cq_install(std::unique_ptr<cq> obj, struct fid_cq **out, void *context) noexcept;
+/* A plain software CQ (fi_cq_open of the util layer). */
+int cq_open(const struct fi_provider *prov, const struct fi_cq_attr *attr, struct fid_cq **out,
+            void *context, uint32_t api_version = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION));
+/* The C++ object behind a fid_cq opened by cq_install / cq_open. */
+cq *cq_of(struct fid_cq *fid) noexcept;
+
+} // namespace vwait::util
+
+#endif

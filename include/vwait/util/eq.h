@@ -1,0 +1,128 @@
+/* The util layer's event queue: variable-length entries (fi_eq_entry, fi_eq_cm_entry with
+ * connection data, application events from fi_eq_write), error entries in order with them,
+ * FI_PEEK, every wait object, and the fid_eq shim. The verbs EQ derives from it: its
+ * rdma_cm channel fd is an fd source of the EQ's waiter, and progress() drains it, turning CM
+ * events into entries through push()/push_error(). */
+#ifndef VWAIT_UTIL_EQ_H
+#define VWAIT_UTIL_EQ_H
+
+/* before waitable.h, which names struct fi_provider without declaring it */
+#include <rdma/providers/fi_prov.h>
+
+#include "vwait/util/waitable.h"
+
+#include <rdma/fabric.h>
+#include <rdma/fi_eq.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace vwait::util
+{
+
+/* The largest entry fi_eq_write accepts and an EQ stores, in bytes (an fi_eq_cm_entry with
+ * up to 256 bytes of connection data fits many times over). */
+constexpr size_t eq_max_entry_size = 4096;
+constexpr size_t eq_default_size = 1024;
+constexpr size_t eq_max_size = size_t{1} << 20;
+
+int eq_check_attr(const struct fi_provider *prov, const struct fi_eq_attr *attr) noexcept;
+
+class eq : public waitable
+{
+public:
+	eq(const struct fi_provider *prov, const struct fi_eq_attr &attr, uint32_t api_version);
+	~eq() override;
+	eq(const eq &) = delete;
+	eq &operator=(const eq &) = delete;
+
+	int init_wait() noexcept;
+
+	/* fi_eq_* entry points. */
+	ssize_t read(uint32_t *event, void *buf, size_t len, uint64_t flags) noexcept;
+	ssize_t readerr(struct fi_eq_err_entry *buf, uint64_t flags) noexcept;
+	ssize_t write(uint32_t event, const void *buf, size_t len, uint64_t flags) noexcept;
+	ssize_t sread(uint32_t *event, void *buf, size_t len, int timeout, uint64_t flags) noexcept;
+	const char *strerror(int prov_errno, const void *err_data, char *buf, size_t len) noexcept;
+	int control(int command, void *arg) noexcept;
+	int close_check() noexcept;
+	/* fi_close, after close_check(): hands unread entries to discard(). */
+	void discard_unread() noexcept;
+	void hold() noexcept;
+	void release() noexcept;
+
+	/* Producer side (the provider's objects, and subclasses from progress()): 0, or
+	 * -FI_EAGAIN when the queue is full, -FI_EINVAL when len is out of range. */
+	int push(uint32_t event, const void *entry, size_t len) noexcept;
+	int push_error(const struct fi_eq_err_entry &err, const void *err_data,
+	               size_t len) noexcept;
+
+	size_t queued() const noexcept;
+
+	/* waitable */
+	bool ready() noexcept override;
+	int trywait() noexcept override;
+	void *poll_context() const noexcept override { return context_; }
+
+	void *context() const noexcept { return context_; }
+	void set_context(void *ctx) noexcept { context_ = ctx; }
+	struct fid *fid() const noexcept { return fid_; }
+	void set_fid(struct fid *f) noexcept { fid_ = f; }
+	size_t size() const noexcept { return size_; }
+	const struct fi_provider *provider() const noexcept { return prov_; }
+	/* The verbs EQ adds its rdma_cm channel fd to wait_object() (its own waiter or its wait
+	 * set's) with waiter::add_source, a drain callback that calls progress() or push(). */
+
+protected:
+	/* Extension points for the verbs EQ (called without the EQ's lock held). */
+	/* Drains the source below (the rdma_cm channel) into the queue. */
+	virtual void progress() noexcept {}
+	/* Arms the source below for fi_trywait; 0, -FI_EAGAIN, or -FI_E*. */
+	virtual int arm() noexcept { return FI_SUCCESS; }
+	virtual std::string describe_error(int prov_errno, const void *err_data) const;
+	/* fi_close with entries unread: called for each (not for error entries), before the EQ
+	 * is destroyed, so that what an entry owns (the fi_info of an FI_CONNREQ) is released. */
+	virtual void discard(uint32_t event, const void *entry, size_t len) noexcept
+	{
+		(void)event;
+		(void)entry;
+		(void)len;
+	}
+
+private:
+	struct record {
+		uint32_t event = 0;
+		bool is_error = false;
+		std::vector<uint8_t> bytes; /* the entry, or the fi_eq_err_entry */
+		std::vector<uint8_t> err_data;
+	};
+	ssize_t read_locked(uint32_t *event, void *buf, size_t len, uint64_t flags) noexcept;
+
+	const struct fi_provider *prov_;
+	const enum fi_wait_obj wait_obj_;
+	const size_t size_;
+	const uint64_t flags_;
+	const uint32_t api_version_;
+	struct fid_wait *wait_set_;
+	void *context_ = nullptr;
+	struct fid *fid_ = nullptr;
+
+	mutable std::mutex lock_;
+	std::deque<record> queue_;
+	std::vector<uint8_t> last_err_data_;
+	int refs_ = 0;
+};
+
+int eq_install(std::unique_ptr<eq> obj, struct fid_eq **out, void *context) noexcept;
+int eq_open(const struct fi_provider *prov, const struct fi_eq_attr *attr, struct fid_eq **out,
+            void *context, uint32_t api_version = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION));
+eq *eq_of(struct fid_eq *fid) noexcept;
+
+} // namespace vwait::util
+
+#endif

@@ -1,0 +1,330 @@
+/* The util layer's counter and its fid_cntr shim. */
+#include "config.h"
+
+#include "vwait/util/cntr.h"
+
+#include "vwait/util/cq.h"
+#include "vwait/util/enosys.h"
+#include "vwait/util/fid.h"
+#include "vwait/util/wait.h"
+
+#include <rdma/fi_errno.h>
+#include <rdma/providers/fi_log.h>
+
+namespace vwait::util
+{
+
+int cntr_check_attr(const struct fi_provider *prov, const struct fi_cntr_attr *attr) noexcept
+{
+	if (!attr) {
+		FI_WARN(prov, FI_LOG_CNTR, "fi_cntr_open: attr is NULL\n");
+		return -FI_EINVAL;
+	}
+	if (attr->events != FI_CNTR_EVENTS_COMP) {
+		FI_WARN(prov, FI_LOG_CNTR, "fi_cntr_open: attr->events %d is not supported\n",
+		        static_cast<int>(attr->events));
+		return -FI_ENOSYS;
+	}
+	if (attr->flags) {
+		FI_WARN(prov, FI_LOG_CNTR, "fi_cntr_open: attr->flags 0x%llx must be 0\n",
+		        static_cast<unsigned long long>(attr->flags));
+		return -FI_EINVAL;
+	}
+	return FI_SUCCESS;
+}
+
+cntr::cntr(const struct fi_provider *prov, const struct fi_cntr_attr &attr)
+    : prov_(prov), wait_obj_(attr.wait_obj), wait_set_(attr.wait_set)
+{
+}
+
+cntr::~cntr() = default;
+
+int cntr::init_wait() noexcept
+{
+	return open_wait(prov_, wait_obj_, wait_set_);
+}
+
+void cntr::changed() noexcept
+{
+	generation_.fetch_add(1, std::memory_order_acq_rel);
+	wake();
+}
+
+uint64_t cntr::read() noexcept
+{
+	progress();
+	return value_.load(std::memory_order_acquire);
+}
+
+uint64_t cntr::readerr() noexcept
+{
+	progress();
+	return err_.load(std::memory_order_acquire);
+}
+
+int cntr::add(uint64_t value) noexcept
+{
+	value_.fetch_add(value, std::memory_order_acq_rel);
+	changed();
+	return FI_SUCCESS;
+}
+
+int cntr::adderr(uint64_t value) noexcept
+{
+	err_.fetch_add(value, std::memory_order_acq_rel);
+	changed();
+	return FI_SUCCESS;
+}
+
+int cntr::set(uint64_t value) noexcept
+{
+	value_.store(value, std::memory_order_release);
+	changed();
+	return FI_SUCCESS;
+}
+
+int cntr::seterr(uint64_t value) noexcept
+{
+	err_.store(value, std::memory_order_release);
+	changed();
+	return FI_SUCCESS;
+}
+
+int cntr::wait(uint64_t threshold, int timeout) noexcept
+{
+	const auto until = deadline_after(timeout); /* once, at entry */
+	waiter *w = wait_object();
+	if (!w) {
+		FI_WARN(prov_, FI_LOG_CNTR,
+		        "fi_cntr_wait: the counter was opened with FI_WAIT_NONE\n");
+		return -FI_EINVAL;
+	}
+	const uint64_t err0 = err_.load(std::memory_order_acquire);
+	w->wait_until(until, [&]() noexcept {
+		progress();
+		return value_.load(std::memory_order_acquire) >= threshold ||
+		       err_.load(std::memory_order_acquire) != err0;
+	});
+	if (value_.load(std::memory_order_acquire) >= threshold)
+		return FI_SUCCESS;
+	if (err_.load(std::memory_order_acquire) != err0)
+		return -FI_EAVAIL;
+	return -FI_ETIMEDOUT;
+}
+
+bool cntr::ready() noexcept
+{
+	progress();
+	return false;
+}
+
+bool cntr::poll_ready(uint64_t &cookie) noexcept
+{
+	progress();
+	const uint64_t now = generation_.load(std::memory_order_acquire);
+	if (now == cookie)
+		return false;
+	cookie = now;
+	return true;
+}
+
+uint64_t cntr::poll_cookie() const noexcept
+{
+	return generation_.load(std::memory_order_acquire);
+}
+
+int cntr::trywait() noexcept
+{
+	/* changes already reached the waiter through wake(); only the source below is left */
+	return arm();
+}
+
+int cntr::control(int command, void *arg) noexcept
+{
+	switch (command) {
+	case FI_GETOPSFLAG:
+	case FI_SETOPSFLAG: {
+		if (!arg) {
+			FI_WARN(prov_, FI_LOG_CNTR, "fi_control(counter, %s): arg is NULL\n",
+			        command == FI_GETOPSFLAG ? "FI_GETOPSFLAG" : "FI_SETOPSFLAG");
+			return -FI_EINVAL;
+		}
+		std::lock_guard<std::mutex> g(lock_);
+		if (command == FI_GETOPSFLAG)
+			*static_cast<uint64_t *>(arg) = ops_flags_;
+		else
+			ops_flags_ = *static_cast<uint64_t *>(arg);
+		return FI_SUCCESS;
+	}
+	default: {
+		int ret = answer_control(command, arg);
+		if (ret == -FI_ENOSYS)
+			FI_WARN(prov_, FI_LOG_CNTR,
+			        "fi_control(counter): command %d is not supported\n", command);
+		return ret;
+	}
+	}
+}
+
+void cntr::hold() noexcept
+{
+	std::lock_guard<std::mutex> g(lock_);
+	++refs_;
+}
+
+void cntr::release() noexcept
+{
+	std::lock_guard<std::mutex> g(lock_);
+	--refs_;
+}
+
+int cntr::close_check() noexcept
+{
+	std::lock_guard<std::mutex> g(lock_);
+	if (refs_) {
+		FI_WARN(prov_, FI_LOG_CNTR, "fi_close(counter): %d objects still bound\n", refs_);
+		return -FI_EBUSY;
+	}
+	if (in_poll_set()) {
+		FI_WARN(prov_, FI_LOG_CNTR,
+		        "fi_close(counter): still in a poll set (fi_poll_del it)\n");
+		return -FI_EBUSY;
+	}
+	return FI_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ the fid_cntr shim */
+namespace
+{
+
+using cntr_box = fid_box<struct fid_cntr, cntr>;
+
+cntr *obj(struct fid_cntr *f) noexcept
+{
+	return owner<cntr>(f);
+}
+
+int cntr_close(struct fid *f) noexcept
+{
+	auto *box = reinterpret_cast<cntr_box *>(f);
+	int ret = box->obj->close_check();
+	if (ret)
+		return ret;
+	box->obj->close_wait();
+	delete box->obj;
+	delete box;
+	return FI_SUCCESS;
+}
+
+int cntr_control(struct fid *f, int command, void *arg) noexcept
+{
+	return reinterpret_cast<cntr_box *>(f)->obj->control(command, arg);
+}
+
+uint64_t cntr_read(struct fid_cntr *f) noexcept
+{
+	return obj(f)->read();
+}
+
+uint64_t cntr_readerr(struct fid_cntr *f) noexcept
+{
+	return obj(f)->readerr();
+}
+
+int cntr_add(struct fid_cntr *f, uint64_t value) noexcept
+{
+	return obj(f)->add(value);
+}
+
+int cntr_set(struct fid_cntr *f, uint64_t value) noexcept
+{
+	return obj(f)->set(value);
+}
+
+int cntr_wait(struct fid_cntr *f, uint64_t threshold, int timeout) noexcept
+{
+	return obj(f)->wait(threshold, timeout);
+}
+
+int cntr_adderr(struct fid_cntr *f, uint64_t value) noexcept
+{
+	return obj(f)->adderr(value);
+}
+
+int cntr_seterr(struct fid_cntr *f, uint64_t value) noexcept
+{
+	return obj(f)->seterr(value);
+}
+
+struct fi_ops cntr_fi_ops = {
+    .size = sizeof(struct fi_ops),
+    .close = cntr_close,
+    .bind = enosys_bind,
+    .control = cntr_control,
+    .ops_open = enosys_ops_open,
+    .tostr = enosys_tostr,
+    .ops_set = enosys_ops_set,
+};
+
+struct fi_ops_cntr cntr_ops = {
+    .size = sizeof(struct fi_ops_cntr),
+    .read = cntr_read,
+    .readerr = cntr_readerr,
+    .add = cntr_add,
+    .set = cntr_set,
+    .wait = cntr_wait,
+    .adderr = cntr_adderr,
+    .seterr = cntr_seterr,
+};
+
+} // namespace
+
+cntr *cntr_of(struct fid_cntr *fid) noexcept
+{
+	return fid && fid->fid.ops == &cntr_fi_ops ? obj(fid) : nullptr;
+}
+
+int cntr_install(std::unique_ptr<cntr> o, struct fid_cntr **out, void *context) noexcept
+{
+	if (!out)
+		return -FI_EINVAL;
+	*out = nullptr;
+	if (!o)
+		return -FI_EINVAL;
+	int ret = o->init_wait();
+	if (ret)
+		return ret;
+	ret = guard([&] {
+		auto box = std::make_unique<cntr_box>();
+		box->fid.fid.fclass = FI_CLASS_CNTR;
+		box->fid.fid.context = context;
+		box->fid.fid.ops = &cntr_fi_ops;
+		box->fid.ops = &cntr_ops;
+		o->set_context(context);
+		o->set_fid(&box->fid.fid);
+		box->obj = o.release();
+		*out = &box.release()->fid;
+		return FI_SUCCESS;
+	});
+	if (ret && o)
+		o->close_wait();
+	return ret;
+}
+
+int cntr_open(const struct fi_provider *prov, const struct fi_cntr_attr *attr,
+              struct fid_cntr **out, void *context)
+{
+	if (!out) {
+		FI_WARN(prov, FI_LOG_CNTR, "fi_cntr_open: cntr is NULL\n");
+		return -FI_EINVAL;
+	}
+	*out = nullptr;
+	int ret = cntr_check_attr(prov, attr);
+	if (ret)
+		return ret;
+	return guard(
+	    [&] { return cntr_install(std::make_unique<cntr>(prov, *attr), out, context); });
+}
+
+} // namespace vwait::util

@@ -1,0 +1,494 @@
+/* The util layer's software completion queue and its fid_cq shim. */
+#include "config.h"
+
+#include "vwait/util/cq.h"
+
+#include "vwait/util/enosys.h"
+#include "vwait/util/fid.h"
+#include "vwait/util/wait.h"
+
+#include <rdma/fi_domain.h>
+#include <rdma/fi_errno.h>
+#include <rdma/providers/fi_log.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace vwait::util
+{
+
+size_t cq_entry_size(enum fi_cq_format format) noexcept
+{
+	switch (format) {
+	case FI_CQ_FORMAT_CONTEXT:
+		return sizeof(struct fi_cq_entry);
+	case FI_CQ_FORMAT_MSG:
+		return sizeof(struct fi_cq_msg_entry);
+	case FI_CQ_FORMAT_DATA:
+		return sizeof(struct fi_cq_data_entry);
+	case FI_CQ_FORMAT_TAGGED:
+		return sizeof(struct fi_cq_tagged_entry);
+	default:
+		return 0;
+	}
+}
+
+void cq_entry_copy_out(enum fi_cq_format format, const cq_entry &e, void *dst) noexcept
+{
+	switch (format) {
+	case FI_CQ_FORMAT_CONTEXT: {
+		struct fi_cq_entry out = {e.op_context};
+		std::memcpy(dst, &out, sizeof(out));
+		break;
+	}
+	case FI_CQ_FORMAT_MSG: {
+		struct fi_cq_msg_entry out = {e.op_context, e.flags, e.len};
+		std::memcpy(dst, &out, sizeof(out));
+		break;
+	}
+	case FI_CQ_FORMAT_DATA: {
+		struct fi_cq_data_entry out = {e.op_context, e.flags, e.len, e.buf, e.data};
+		std::memcpy(dst, &out, sizeof(out));
+		break;
+	}
+	case FI_CQ_FORMAT_TAGGED: {
+		struct fi_cq_tagged_entry out = {e.op_context, e.flags, e.len,
+		                                 e.buf,        e.data,  e.tag};
+		std::memcpy(dst, &out, sizeof(out));
+		break;
+	}
+	default:
+		break;
+	}
+}
+
+int cq_check_attr(const struct fi_provider *prov, const struct fi_cq_attr *attr) noexcept
+{
+	if (!attr) {
+		FI_WARN(prov, FI_LOG_CQ, "fi_cq_open: attr is NULL\n");
+		return -FI_EINVAL;
+	}
+	if (attr->format != FI_CQ_FORMAT_UNSPEC && !cq_entry_size(attr->format)) {
+		FI_WARN(prov, FI_LOG_CQ, "fi_cq_open: attr->format %d is not an fi_cq_format\n",
+		        static_cast<int>(attr->format));
+		return -FI_EINVAL;
+	}
+	if (attr->size > cq_max_size) {
+		FI_WARN(prov, FI_LOG_CQ, "fi_cq_open: attr->size %zu exceeds the maximum %zu\n",
+		        attr->size, cq_max_size);
+		return -FI_EINVAL;
+	}
+	if (attr->flags & ~static_cast<uint64_t>(FI_AFFINITY)) {
+		FI_WARN(prov, FI_LOG_CQ, "fi_cq_open: attr->flags 0x%llx has unknown bits\n",
+		        static_cast<unsigned long long>(attr->flags));
+		return -FI_EINVAL;
+	}
+	if (attr->wait_cond != FI_CQ_COND_NONE && attr->wait_cond != FI_CQ_COND_THRESHOLD) {
+		FI_WARN(prov, FI_LOG_CQ,
+		        "fi_cq_open: attr->wait_cond %d is not an fi_cq_wait_cond\n",
+		        static_cast<int>(attr->wait_cond));
+		return -FI_EINVAL;
+	}
+	return FI_SUCCESS;
+}
+
+cq::cq(const struct fi_provider *prov, const struct fi_cq_attr &attr, uint32_t api_version)
+    : prov_(prov), format_(attr.format == FI_CQ_FORMAT_UNSPEC ? cq_default_format : attr.format),
+      wait_obj_(attr.wait_obj), wait_cond_(attr.wait_cond),
+      size_(attr.size ? attr.size : cq_default_size), api_version_(api_version),
+      wait_set_(attr.wait_set), ring_(size_)
+{
+}
+
+cq::~cq() = default;
+
+int cq::init_wait() noexcept
+{
+	return open_wait(prov_, wait_obj_, wait_set_);
+}
+
+size_t cq::queued() const noexcept
+{
+	std::lock_guard<std::mutex> g(lock_);
+	return count_;
+}
+
+bool cq::ready() noexcept
+{
+	progress();
+	return queued() > 0;
+}
+
+int cq::trywait() noexcept
+{
+	if (queued() > 0)
+		return -FI_EAGAIN;
+	int ret = arm();
+	if (ret)
+		return ret;
+	progress();
+	return queued() > 0 ? -FI_EAGAIN : FI_SUCCESS;
+}
+
+int cq::push(const cq_entry &e) noexcept
+{
+	{
+		std::lock_guard<std::mutex> g(lock_);
+		if (count_ == size_)
+			return -FI_EAGAIN;
+		slot &s = ring_[(head_ + count_) % size_];
+		s.entry = e;
+		s.is_error = false;
+		++count_;
+	}
+	notify();
+	return FI_SUCCESS;
+}
+
+int cq::push_error(const struct fi_cq_err_entry &err, const void *err_data, size_t len,
+                   fi_addr_t src_addr) noexcept
+{
+	int ret = guard([&] {
+		error_record rec{err, {}};
+		if (err_data && len)
+			rec.data.assign(static_cast<const uint8_t *>(err_data),
+			                static_cast<const uint8_t *>(err_data) + len);
+		rec.entry.err_data = nullptr;
+		rec.entry.err_data_size = rec.data.size();
+		std::lock_guard<std::mutex> g(lock_);
+		if (count_ == size_)
+			return -FI_EAGAIN;
+		errors_.push_back(std::move(rec));
+		slot &s = ring_[(head_ + count_) % size_];
+		s.entry = cq_entry{};
+		s.entry.op_context = err.op_context;
+		s.entry.src_addr = src_addr;
+		s.is_error = true;
+		++count_;
+		return FI_SUCCESS;
+	});
+	if (ret == FI_SUCCESS)
+		notify();
+	return ret;
+}
+
+ssize_t cq::read_locked(void *buf, size_t count, fi_addr_t *src) noexcept
+{
+	if (!count_)
+		return -FI_EAGAIN;
+	if (ring_[head_].is_error)
+		return -FI_EAVAIL;
+	const size_t esize = cq_entry_size(format_);
+	auto *out = static_cast<uint8_t *>(buf);
+	size_t n = 0;
+	while (n < count && count_ && !ring_[head_].is_error) {
+		const slot &s = ring_[head_];
+		cq_entry_copy_out(format_, s.entry, out + n * esize);
+		if (src)
+			src[n] = s.entry.src_addr;
+		head_ = (head_ + 1) % size_;
+		--count_;
+		++n;
+	}
+	return static_cast<ssize_t>(n);
+}
+
+ssize_t cq::read(void *buf, size_t count, fi_addr_t *src) noexcept
+{
+	if (!buf && count) {
+		FI_WARN(prov_, FI_LOG_CQ, "fi_cq_read: buf is NULL with count %zu\n", count);
+		return -FI_EINVAL;
+	}
+	progress();
+	std::lock_guard<std::mutex> g(lock_);
+	if (!count) /* progress only; report the state as a read would */
+		return !count_ ? -FI_EAGAIN : ring_[head_].is_error ? -FI_EAVAIL : 0;
+	return read_locked(buf, count, src);
+}
+
+ssize_t cq::readerr(struct fi_cq_err_entry *buf, uint64_t flags) noexcept
+{
+	if (!buf) {
+		FI_WARN(prov_, FI_LOG_CQ, "fi_cq_readerr: buf is NULL\n");
+		return -FI_EINVAL;
+	}
+	if (flags) {
+		FI_WARN(prov_, FI_LOG_CQ, "fi_cq_readerr: flags 0x%llx are not supported\n",
+		        static_cast<unsigned long long>(flags));
+		return -FI_EINVAL;
+	}
+	progress();
+	return guard([&]() -> int {
+		std::lock_guard<std::mutex> g(lock_);
+		if (!count_ || !ring_[head_].is_error)
+			return -FI_EAGAIN;
+		error_record &rec = errors_.front();
+		const bool provider_buffer =
+		    FI_VERSION_LT(api_version_, FI_VERSION(1, 5)) || buf->err_data_size == 0;
+		void *user_data = buf->err_data;
+		const size_t user_size = buf->err_data_size;
+		*buf = rec.entry;
+		if (provider_buffer) {
+			last_err_data_ = std::move(rec.data);
+			buf->err_data = last_err_data_.empty() ? nullptr : last_err_data_.data();
+			buf->err_data_size = last_err_data_.size();
+		} else {
+			const size_t n = std::min(user_size, rec.data.size());
+			if (n)
+				std::memcpy(user_data, rec.data.data(), n);
+			buf->err_data = user_data;
+			buf->err_data_size = n;
+		}
+		errors_.pop_front();
+		head_ = (head_ + 1) % size_;
+		--count_;
+		return 1;
+	});
+}
+
+ssize_t cq::sread(void *buf, size_t count, fi_addr_t *src, const void *cond, int timeout) noexcept
+{
+	const auto until = deadline_after(timeout); /* once, at entry */
+	if (!buf && count) {
+		FI_WARN(prov_, FI_LOG_CQ, "fi_cq_sread: buf is NULL with count %zu\n", count);
+		return -FI_EINVAL;
+	}
+	waiter *w = wait_object();
+	if (!w) {
+		FI_WARN(prov_, FI_LOG_CQ, "fi_cq_sread: the CQ was opened with FI_WAIT_NONE\n");
+		return -FI_EINVAL;
+	}
+	size_t threshold = 1;
+	if (wait_cond_ == FI_CQ_COND_THRESHOLD && cond)
+		threshold =
+		    std::max<size_t>(1, std::min(*static_cast<const size_t *>(cond), size_));
+	/* a signal raised while nobody was blocked ends the next sread; one raised while
+	 * several are blocked ends all of them */
+	const uint64_t raised_at_entry = signals_raised_.load(std::memory_order_acquire);
+	const bool pending = raised_at_entry != signals_consumed_.load(std::memory_order_acquire);
+	if (!pending) {
+		w->wait_until(until, [&]() noexcept {
+			if (signals_raised_.load(std::memory_order_acquire) != raised_at_entry)
+				return true;
+			progress();
+			std::lock_guard<std::mutex> g(lock_);
+			/* an error at the head ends the wait: the caller must see -FI_EAVAIL */
+			return count_ >= threshold || (count_ && ring_[head_].is_error);
+		});
+	}
+	const uint64_t raised = signals_raised_.load(std::memory_order_acquire);
+	uint64_t consumed = signals_consumed_.load(std::memory_order_acquire);
+	while (consumed < raised && !signals_consumed_.compare_exchange_weak(
+	                                consumed, raised, std::memory_order_acq_rel))
+		;
+	progress();
+	std::lock_guard<std::mutex> g(lock_);
+	return read_locked(buf, count, src);
+}
+
+int cq::signal() noexcept
+{
+	if (!wait_object()) {
+		FI_WARN(prov_, FI_LOG_CQ, "fi_cq_signal: the CQ was opened with FI_WAIT_NONE\n");
+		return -FI_EINVAL;
+	}
+	signals_raised_.fetch_add(1, std::memory_order_acq_rel);
+	wake();
+	return FI_SUCCESS;
+}
+
+std::string cq::describe_error(int prov_errno, const void *) const
+{
+	return std::string("provider error ") + std::to_string(prov_errno) + ": " +
+	       fi_strerror(prov_errno < 0 ? -prov_errno : prov_errno);
+}
+
+const char *cq::strerror(int prov_errno, const void *err_data, char *buf, size_t len) noexcept
+{
+	try {
+		static thread_local std::string text;
+		text = describe_error(prov_errno, err_data);
+		if (buf && len) {
+			const size_t n = std::min(len - 1, text.size());
+			std::memcpy(buf, text.data(), n);
+			buf[n] = '\0';
+			return buf;
+		}
+		return text.c_str();
+	} catch (...) {
+		return fi_strerror(FI_ENOMEM);
+	}
+}
+
+int cq::control(int command, void *arg) noexcept
+{
+	int ret = answer_control(command, arg);
+	if (ret == -FI_ENOSYS)
+		FI_WARN(prov_, FI_LOG_CQ, "fi_control(CQ): command %d is not supported\n", command);
+	return ret;
+}
+
+void cq::hold() noexcept
+{
+	std::lock_guard<std::mutex> g(lock_);
+	++refs_;
+}
+
+void cq::release() noexcept
+{
+	std::lock_guard<std::mutex> g(lock_);
+	--refs_;
+}
+
+int cq::close_check() noexcept
+{
+	std::lock_guard<std::mutex> g(lock_);
+	if (refs_) {
+		FI_WARN(prov_, FI_LOG_CQ, "fi_close(CQ): %d endpoints or counters still bound\n",
+		        refs_);
+		return -FI_EBUSY;
+	}
+	if (in_poll_set()) {
+		FI_WARN(prov_, FI_LOG_CQ, "fi_close(CQ): still in a poll set (fi_poll_del it)\n");
+		return -FI_EBUSY;
+	}
+	return FI_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ the fid_cq shim */
+namespace
+{
+
+using cq_box = fid_box<struct fid_cq, cq>;
+
+cq *obj(struct fid_cq *f) noexcept
+{
+	return owner<cq>(f);
+}
+
+int cq_close(struct fid *f) noexcept
+{
+	auto *box = reinterpret_cast<cq_box *>(f);
+	int ret = box->obj->close_check();
+	if (ret)
+		return ret;
+	box->obj->close_wait();
+	delete box->obj;
+	delete box;
+	return FI_SUCCESS;
+}
+
+int cq_control(struct fid *f, int command, void *arg) noexcept
+{
+	return reinterpret_cast<cq_box *>(f)->obj->control(command, arg);
+}
+
+ssize_t cq_read(struct fid_cq *f, void *buf, size_t count) noexcept
+{
+	return obj(f)->read(buf, count, nullptr);
+}
+
+ssize_t cq_readfrom(struct fid_cq *f, void *buf, size_t count, fi_addr_t *src) noexcept
+{
+	return obj(f)->read(buf, count, src);
+}
+
+ssize_t cq_readerr(struct fid_cq *f, struct fi_cq_err_entry *buf, uint64_t flags) noexcept
+{
+	return obj(f)->readerr(buf, flags);
+}
+
+ssize_t cq_sread(struct fid_cq *f, void *buf, size_t count, const void *cond, int timeout) noexcept
+{
+	return obj(f)->sread(buf, count, nullptr, cond, timeout);
+}
+
+ssize_t cq_sreadfrom(struct fid_cq *f, void *buf, size_t count, fi_addr_t *src, const void *cond,
+                     int timeout) noexcept
+{
+	return obj(f)->sread(buf, count, src, cond, timeout);
+}
+
+int cq_signal(struct fid_cq *f) noexcept
+{
+	return obj(f)->signal();
+}
+
+const char *cq_strerror(struct fid_cq *f, int prov_errno, const void *err_data, char *buf,
+                        size_t len) noexcept
+{
+	return obj(f)->strerror(prov_errno, err_data, buf, len);
+}
+
+struct fi_ops cq_fi_ops = {
+    .size = sizeof(struct fi_ops),
+    .close = cq_close,
+    .bind = enosys_bind,
+    .control = cq_control,
+    .ops_open = enosys_ops_open,
+    .tostr = enosys_tostr,
+    .ops_set = enosys_ops_set,
+};
+
+struct fi_ops_cq cq_ops = {
+    .size = sizeof(struct fi_ops_cq),
+    .read = cq_read,
+    .readfrom = cq_readfrom,
+    .readerr = cq_readerr,
+    .sread = cq_sread,
+    .sreadfrom = cq_sreadfrom,
+    .signal = cq_signal,
+    .strerror = cq_strerror,
+};
+
+} // namespace
+
+cq *cq_of(struct fid_cq *fid) noexcept
+{
+	return fid && fid->fid.ops == &cq_fi_ops ? obj(fid) : nullptr;
+}
+
+int cq_install(std::unique_ptr<cq> o, struct fid_cq **out, void *context) noexcept
+{
+	if (!out)
+		return -FI_EINVAL;
+	*out = nullptr;
+	if (!o)
+		return -FI_EINVAL;
+	int ret = o->init_wait();
+	if (ret)
+		return ret;
+	ret = guard([&] {
+		auto box = std::make_unique<cq_box>();
+		box->fid.fid.fclass = FI_CLASS_CQ;
+		box->fid.fid.context = context;
+		box->fid.fid.ops = &cq_fi_ops;
+		box->fid.ops = &cq_ops;
+		o->set_context(context);
+		o->set_fid(&box->fid.fid);
+		box->obj = o.release();
+		*out = &box.release()->fid;
+		return FI_SUCCESS;
+	});
+	if (ret && o)
+		o->close_wait();
+	return ret;
+}
+
+int cq_open(const struct fi_provider *prov, const struct fi_cq_attr *attr, struct fid_cq **out,
+            void *context, uint32_t api_version)
+{
+	if (!out) {
+		FI_WARN(prov, FI_LOG_CQ, "fi_cq_open: cq is NULL\n");
+		return -FI_EINVAL;
+	}
+	*out = nullptr;
+	int ret = cq_check_attr(prov, attr);
+	if (ret)
+		return ret;
+	return guard([&] {
+		return cq_install(std::make_unique<cq>(prov, *attr, api_version), out, context);
+	});
+}
+
+} // namespace vwait::util

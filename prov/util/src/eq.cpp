@@ -1,0 +1,448 @@
+/* The util layer's event queue and its fid_eq shim. */
+#include "config.h"
+
+#include "vwait/util/eq.h"
+
+#include "vwait/util/cq.h"
+#include "vwait/util/enosys.h"
+#include "vwait/util/fid.h"
+#include "vwait/util/wait.h"
+
+#include <rdma/fi_errno.h>
+#include <rdma/providers/fi_log.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace vwait::util
+{
+
+int eq_check_attr(const struct fi_provider *prov, const struct fi_eq_attr *attr) noexcept
+{
+	if (!attr) {
+		FI_WARN(prov, FI_LOG_EQ, "fi_eq_open: attr is NULL\n");
+		return -FI_EINVAL;
+	}
+	if (attr->size > eq_max_size) {
+		FI_WARN(prov, FI_LOG_EQ, "fi_eq_open: attr->size %zu exceeds the maximum %zu\n",
+		        attr->size, eq_max_size);
+		return -FI_EINVAL;
+	}
+	if (attr->flags & ~static_cast<uint64_t>(FI_WRITE | FI_AFFINITY)) {
+		FI_WARN(prov, FI_LOG_EQ, "fi_eq_open: attr->flags 0x%llx has unknown bits\n",
+		        static_cast<unsigned long long>(attr->flags));
+		return -FI_EINVAL;
+	}
+	return FI_SUCCESS;
+}
+
+eq::eq(const struct fi_provider *prov, const struct fi_eq_attr &attr, uint32_t api_version)
+    : prov_(prov), wait_obj_(attr.wait_obj), size_(attr.size ? attr.size : eq_default_size),
+      flags_(attr.flags), api_version_(api_version), wait_set_(attr.wait_set)
+{
+}
+
+eq::~eq() = default;
+
+int eq::init_wait() noexcept
+{
+	return open_wait(prov_, wait_obj_, wait_set_);
+}
+
+size_t eq::queued() const noexcept
+{
+	std::lock_guard<std::mutex> g(lock_);
+	return queue_.size();
+}
+
+bool eq::ready() noexcept
+{
+	progress();
+	return queued() > 0;
+}
+
+int eq::trywait() noexcept
+{
+	if (queued() > 0)
+		return -FI_EAGAIN;
+	int ret = arm();
+	if (ret)
+		return ret;
+	progress();
+	return queued() > 0 ? -FI_EAGAIN : FI_SUCCESS;
+}
+
+int eq::push(uint32_t event, const void *entry, size_t len) noexcept
+{
+	if (len > eq_max_entry_size || (!entry && len)) {
+		FI_WARN(prov_, FI_LOG_EQ, "EQ entry of %zu bytes at %p is out of range (max %zu)\n",
+		        len, entry, eq_max_entry_size);
+		return -FI_EINVAL;
+	}
+	int ret = guard([&] {
+		record rec;
+		rec.event = event;
+		if (len)
+			rec.bytes.assign(static_cast<const uint8_t *>(entry),
+			                 static_cast<const uint8_t *>(entry) + len);
+		std::lock_guard<std::mutex> g(lock_);
+		if (queue_.size() >= size_)
+			return -FI_EAGAIN;
+		queue_.push_back(std::move(rec));
+		return FI_SUCCESS;
+	});
+	if (ret == FI_SUCCESS)
+		notify();
+	return ret;
+}
+
+int eq::push_error(const struct fi_eq_err_entry &err, const void *err_data, size_t len) noexcept
+{
+	int ret = guard([&] {
+		record rec;
+		rec.is_error = true;
+		struct fi_eq_err_entry e = err;
+		e.err_data = nullptr;
+		e.err_data_size = (err_data && len) ? len : 0;
+		rec.bytes.resize(sizeof(e));
+		std::memcpy(rec.bytes.data(), &e, sizeof(e));
+		if (err_data && len)
+			rec.err_data.assign(static_cast<const uint8_t *>(err_data),
+			                    static_cast<const uint8_t *>(err_data) + len);
+		std::lock_guard<std::mutex> g(lock_);
+		if (queue_.size() >= size_)
+			return -FI_EAGAIN;
+		queue_.push_back(std::move(rec));
+		return FI_SUCCESS;
+	});
+	if (ret == FI_SUCCESS)
+		notify();
+	return ret;
+}
+
+namespace
+{
+
+/* CM events carry connection data the reader may cut short (fi_eq(3)). */
+bool truncatable(uint32_t event) noexcept
+{
+	return event == FI_CONNREQ || event == FI_CONNECTED || event == FI_SHUTDOWN;
+}
+
+} // namespace
+
+ssize_t eq::read_locked(uint32_t *event, void *buf, size_t len, uint64_t flags) noexcept
+{
+	if (queue_.empty())
+		return -FI_EAGAIN;
+	record &rec = queue_.front();
+	if (rec.is_error)
+		return -FI_EAVAIL;
+	size_t n = rec.bytes.size();
+	if (len < n) {
+		if (!truncatable(rec.event) || len < sizeof(struct fi_eq_cm_entry)) {
+			FI_WARN(prov_, FI_LOG_EQ,
+			        "fi_eq_read: len %zu is too small for the %zu-byte entry of event "
+			        "%u\n",
+			        len, n, rec.event);
+			return -FI_ETOOSMALL;
+		}
+		n = len;
+	}
+	*event = rec.event;
+	if (n)
+		std::memcpy(buf, rec.bytes.data(), n);
+	if (!(flags & FI_PEEK))
+		queue_.pop_front();
+	return static_cast<ssize_t>(n);
+}
+
+ssize_t eq::read(uint32_t *event, void *buf, size_t len, uint64_t flags) noexcept
+{
+	if (!event || (!buf && len)) {
+		FI_WARN(prov_, FI_LOG_EQ, "fi_eq_read: %s is NULL\n", !event ? "event" : "buf");
+		return -FI_EINVAL;
+	}
+	if (flags & ~static_cast<uint64_t>(FI_PEEK)) {
+		FI_WARN(prov_, FI_LOG_EQ, "fi_eq_read: flags 0x%llx are not supported\n",
+		        static_cast<unsigned long long>(flags));
+		return -FI_EINVAL;
+	}
+	progress();
+	std::lock_guard<std::mutex> g(lock_);
+	return read_locked(event, buf, len, flags);
+}
+
+ssize_t eq::readerr(struct fi_eq_err_entry *buf, uint64_t flags) noexcept
+{
+	if (!buf) {
+		FI_WARN(prov_, FI_LOG_EQ, "fi_eq_readerr: buf is NULL\n");
+		return -FI_EINVAL;
+	}
+	if (flags & ~static_cast<uint64_t>(FI_PEEK)) {
+		FI_WARN(prov_, FI_LOG_EQ, "fi_eq_readerr: flags 0x%llx are not supported\n",
+		        static_cast<unsigned long long>(flags));
+		return -FI_EINVAL;
+	}
+	progress();
+	return guard([&]() -> int {
+		std::lock_guard<std::mutex> g(lock_);
+		if (queue_.empty() || !queue_.front().is_error)
+			return -FI_EAGAIN;
+		record &rec = queue_.front();
+		const bool provider_buffer =
+		    FI_VERSION_LT(api_version_, FI_VERSION(1, 5)) || buf->err_data_size == 0;
+		void *user_data = buf->err_data;
+		const size_t user_size = buf->err_data_size;
+		std::memcpy(buf, rec.bytes.data(), sizeof(*buf));
+		if (provider_buffer) {
+			last_err_data_ = rec.err_data;
+			buf->err_data = last_err_data_.empty() ? nullptr : last_err_data_.data();
+			buf->err_data_size = last_err_data_.size();
+		} else {
+			const size_t n = std::min(user_size, rec.err_data.size());
+			if (n)
+				std::memcpy(user_data, rec.err_data.data(), n);
+			buf->err_data = user_data;
+			buf->err_data_size = n;
+		}
+		if (!(flags & FI_PEEK))
+			queue_.pop_front();
+		return static_cast<int>(sizeof(*buf));
+	});
+}
+
+ssize_t eq::write(uint32_t event, const void *buf, size_t len, uint64_t flags) noexcept
+{
+	if (flags) {
+		FI_WARN(prov_, FI_LOG_EQ, "fi_eq_write: flags 0x%llx are not supported\n",
+		        static_cast<unsigned long long>(flags));
+		return -FI_EINVAL;
+	}
+	if (!buf || !len || len > eq_max_entry_size) {
+		FI_WARN(prov_, FI_LOG_EQ, "fi_eq_write: buf %p len %zu (1 to %zu bytes expected)\n",
+		        buf, len, eq_max_entry_size);
+		return -FI_EINVAL;
+	}
+	int ret = push(event, buf, len);
+	return ret ? ret : static_cast<ssize_t>(len);
+}
+
+ssize_t eq::sread(uint32_t *event, void *buf, size_t len, int timeout, uint64_t flags) noexcept
+{
+	const auto until = deadline_after(timeout); /* once, at entry */
+	if (!event || (!buf && len)) {
+		FI_WARN(prov_, FI_LOG_EQ, "fi_eq_sread: %s is NULL\n", !event ? "event" : "buf");
+		return -FI_EINVAL;
+	}
+	if (flags & ~static_cast<uint64_t>(FI_PEEK)) {
+		FI_WARN(prov_, FI_LOG_EQ, "fi_eq_sread: flags 0x%llx are not supported\n",
+		        static_cast<unsigned long long>(flags));
+		return -FI_EINVAL;
+	}
+	waiter *w = wait_object();
+	if (!w) {
+		FI_WARN(prov_, FI_LOG_EQ, "fi_eq_sread: the EQ was opened with FI_WAIT_NONE\n");
+		return -FI_EINVAL;
+	}
+	w->wait_until(until, [&]() noexcept {
+		progress();
+		return queued() > 0;
+	});
+	progress();
+	std::lock_guard<std::mutex> g(lock_);
+	return read_locked(event, buf, len, flags);
+}
+
+std::string eq::describe_error(int prov_errno, const void *) const
+{
+	return std::string("provider error ") + std::to_string(prov_errno) + ": " +
+	       fi_strerror(prov_errno < 0 ? -prov_errno : prov_errno);
+}
+
+const char *eq::strerror(int prov_errno, const void *err_data, char *buf, size_t len) noexcept
+{
+	try {
+		static thread_local std::string text;
+		text = describe_error(prov_errno, err_data);
+		if (buf && len) {
+			const size_t n = std::min(len - 1, text.size());
+			std::memcpy(buf, text.data(), n);
+			buf[n] = '\0';
+			return buf;
+		}
+		return text.c_str();
+	} catch (...) {
+		return fi_strerror(FI_ENOMEM);
+	}
+}
+
+int eq::control(int command, void *arg) noexcept
+{
+	int ret = answer_control(command, arg);
+	if (ret == -FI_ENOSYS)
+		FI_WARN(prov_, FI_LOG_EQ, "fi_control(EQ): command %d is not supported\n", command);
+	return ret;
+}
+
+void eq::hold() noexcept
+{
+	std::lock_guard<std::mutex> g(lock_);
+	++refs_;
+}
+
+void eq::release() noexcept
+{
+	std::lock_guard<std::mutex> g(lock_);
+	--refs_;
+}
+
+int eq::close_check() noexcept
+{
+	std::lock_guard<std::mutex> g(lock_);
+	if (refs_) {
+		FI_WARN(prov_, FI_LOG_EQ, "fi_close(EQ): %d objects still bound\n", refs_);
+		return -FI_EBUSY;
+	}
+	return FI_SUCCESS;
+}
+
+void eq::discard_unread() noexcept
+{
+	std::deque<record> left;
+	{
+		std::lock_guard<std::mutex> g(lock_);
+		left.swap(queue_);
+	}
+	for (const record &rec : left)
+		if (!rec.is_error)
+			discard(rec.event, rec.bytes.data(), rec.bytes.size());
+}
+
+/* ------------------------------------------------------------------ the fid_eq shim */
+namespace
+{
+
+using eq_box = fid_box<struct fid_eq, eq>;
+
+eq *obj(struct fid_eq *f) noexcept
+{
+	return owner<eq>(f);
+}
+
+int eq_close(struct fid *f) noexcept
+{
+	auto *box = reinterpret_cast<eq_box *>(f);
+	int ret = box->obj->close_check();
+	if (ret)
+		return ret;
+	box->obj->close_wait();
+	box->obj->discard_unread();
+	delete box->obj;
+	delete box;
+	return FI_SUCCESS;
+}
+
+int eq_control(struct fid *f, int command, void *arg) noexcept
+{
+	return reinterpret_cast<eq_box *>(f)->obj->control(command, arg);
+}
+
+ssize_t eq_read(struct fid_eq *f, uint32_t *event, void *buf, size_t len, uint64_t flags) noexcept
+{
+	return obj(f)->read(event, buf, len, flags);
+}
+
+ssize_t eq_readerr(struct fid_eq *f, struct fi_eq_err_entry *buf, uint64_t flags) noexcept
+{
+	return obj(f)->readerr(buf, flags);
+}
+
+ssize_t eq_write(struct fid_eq *f, uint32_t event, const void *buf, size_t len,
+                 uint64_t flags) noexcept
+{
+	return obj(f)->write(event, buf, len, flags);
+}
+
+ssize_t eq_sread(struct fid_eq *f, uint32_t *event, void *buf, size_t len, int timeout,
+                 uint64_t flags) noexcept
+{
+	return obj(f)->sread(event, buf, len, timeout, flags);
+}
+
+const char *eq_strerror(struct fid_eq *f, int prov_errno, const void *err_data, char *buf,
+                        size_t len) noexcept
+{
+	return obj(f)->strerror(prov_errno, err_data, buf, len);
+}
+
+struct fi_ops eq_fi_ops = {
+    .size = sizeof(struct fi_ops),
+    .close = eq_close,
+    .bind = enosys_bind,
+    .control = eq_control,
+    .ops_open = enosys_ops_open,
+    .tostr = enosys_tostr,
+    .ops_set = enosys_ops_set,
+};
+
+struct fi_ops_eq eq_ops = {
+    .size = sizeof(struct fi_ops_eq),
+    .read = eq_read,
+    .readerr = eq_readerr,
+    .write = eq_write,
+    .sread = eq_sread,
+    .strerror = eq_strerror,
+};
+
+} // namespace
+
+eq *eq_of(struct fid_eq *fid) noexcept
+{
+	return fid && fid->fid.ops == &eq_fi_ops ? obj(fid) : nullptr;
+}
+
+int eq_install(std::unique_ptr<eq> o, struct fid_eq **out, void *context) noexcept
+{
+	if (!out)
+		return -FI_EINVAL;
+	*out = nullptr;
+	if (!o)
+		return -FI_EINVAL;
+	int ret = o->init_wait();
+	if (ret)
+		return ret;
+	ret = guard([&] {
+		auto box = std::make_unique<eq_box>();
+		box->fid.fid.fclass = FI_CLASS_EQ;
+		box->fid.fid.context = context;
+		box->fid.fid.ops = &eq_fi_ops;
+		box->fid.ops = &eq_ops;
+		o->set_context(context);
+		o->set_fid(&box->fid.fid);
+		box->obj = o.release();
+		*out = &box.release()->fid;
+		return FI_SUCCESS;
+	});
+	if (ret && o)
+		o->close_wait();
+	return ret;
+}
+
+int eq_open(const struct fi_provider *prov, const struct fi_eq_attr *attr, struct fid_eq **out,
+            void *context, uint32_t api_version)
+{
+	if (!out) {
+		FI_WARN(prov, FI_LOG_EQ, "fi_eq_open: eq is NULL\n");
+		return -FI_EINVAL;
+	}
+	*out = nullptr;
+	int ret = eq_check_attr(prov, attr);
+	if (ret)
+		return ret;
+	return guard([&] {
+		return eq_install(std::make_unique<eq>(prov, *attr, api_version), out, context);
+	});
+}
+
+} // namespace vwait::util

@@ -1,0 +1,380 @@
+/* util::cntr, the software counter: values and error values, fi_cntr_wait (threshold,
+ * -FI_ETIMEDOUT, -FI_EAVAIL), several waiters at different thresholds, every wait object
+ * standalone and in a wait set, poll sets, bad input, many threads adding. */
+#include "vwait/util/cntr.h"
+#include "vwait/util/poll.h"
+#include "vwait/util/trywait.h"
+#include "vwait/util/wait.h"
+
+#include <rdma/fi_domain.h>
+#include <rdma/fi_errno.h>
+
+#include "vwait_cmocka.h"
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+namespace
+{
+
+using namespace vwait;
+using steady = std::chrono::steady_clock;
+
+struct fi_provider test_prov = {
+    .version = FI_VERSION(0, 1),
+    .fi_version = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION),
+    .name = "vwait-test",
+};
+
+struct state {
+	struct fid_cntr *cntr = nullptr;
+	struct fid_cntr *other = nullptr;
+	struct fid_wait *set = nullptr;
+	struct fid_poll *pollset = nullptr;
+	std::vector<std::thread> threads;
+};
+
+int setup(void **st)
+{
+	*st = new state;
+	return 0;
+}
+
+int teardown(void **st)
+{
+	auto *s = static_cast<state *>(*st);
+	for (auto &t : s->threads)
+		if (t.joinable())
+			t.join();
+	if (s->pollset)
+		fi_close(&s->pollset->fid);
+	if (s->cntr)
+		fi_close(&s->cntr->fid);
+	if (s->other)
+		fi_close(&s->other->fid);
+	if (s->set)
+		fi_close(&s->set->fid);
+	delete s;
+	return 0;
+}
+
+state &st_of(void **st)
+{
+	return *static_cast<state *>(*st);
+}
+
+long ms_since(steady::time_point t0)
+{
+	return static_cast<long>(
+	    std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - t0).count());
+}
+
+struct fid_cntr *open_cntr(state &s, enum fi_wait_obj w, struct fid_cntr **where = nullptr)
+{
+	struct fi_cntr_attr a = {};
+	a.events = FI_CNTR_EVENTS_COMP;
+	a.wait_obj = w;
+	if (w == FI_WAIT_SET) {
+		if (!s.set) {
+			struct fi_wait_attr wa = {};
+			wa.wait_obj = FI_WAIT_FD;
+			assert_int_equal(util::wait_open(&test_prov, &wa, &s.set), 0);
+		}
+		a.wait_set = s.set;
+	}
+	struct fid_cntr **out = where ? where : &s.cntr;
+	assert_int_equal(util::cntr_open(&test_prov, &a, out, &s), 0);
+	assert_non_null(util::cntr_of(*out));
+	return *out;
+}
+
+void close_all(state &s)
+{
+	for (auto &t : s.threads)
+		t.join();
+	s.threads.clear();
+	if (s.cntr)
+		assert_int_equal(fi_close(&s.cntr->fid), 0);
+	s.cntr = nullptr;
+	if (s.other)
+		assert_int_equal(fi_close(&s.other->fid), 0);
+	s.other = nullptr;
+	if (s.set)
+		assert_int_equal(fi_close(&s.set->fid), 0);
+	s.set = nullptr;
+}
+
+void values(void **st)
+{
+	state &s = st_of(st);
+	struct fid_cntr *c = open_cntr(s, FI_WAIT_NONE);
+	assert_int_equal(fi_cntr_read(c), 0);
+	assert_int_equal(fi_cntr_readerr(c), 0);
+	assert_int_equal(fi_cntr_add(c, 5), 0);
+	assert_int_equal(fi_cntr_add(c, 7), 0);
+	assert_int_equal(fi_cntr_read(c), 12);
+	assert_int_equal(fi_cntr_adderr(c, 2), 0);
+	assert_int_equal(fi_cntr_readerr(c), 2);
+	assert_int_equal(fi_cntr_set(c, 100), 0);
+	assert_int_equal(fi_cntr_read(c), 100);
+	assert_int_equal(fi_cntr_seterr(c, 0), 0);
+	assert_int_equal(fi_cntr_readerr(c), 0);
+	assert_int_equal(fi_cntr_read(c), 100);
+	uint64_t flags = 0;
+	uint64_t in = FI_TRANSMIT;
+	assert_int_equal(fi_control(&c->fid, FI_SETOPSFLAG, &in), 0);
+	assert_int_equal(fi_control(&c->fid, FI_GETOPSFLAG, &flags), 0);
+	assert_int_equal(flags, FI_TRANSMIT);
+}
+
+void bad_input(void **st)
+{
+	state &s = st_of(st);
+	struct fid_cntr *c = nullptr;
+	assert_int_equal(util::cntr_open(&test_prov, nullptr, &c, nullptr), -FI_EINVAL);
+	struct fi_cntr_attr a = {};
+	assert_int_equal(util::cntr_open(&test_prov, &a, nullptr, nullptr), -FI_EINVAL);
+	a.events = static_cast<enum fi_cntr_events>(3);
+	assert_int_equal(util::cntr_open(&test_prov, &a, &c, nullptr), -FI_ENOSYS);
+	a = {};
+	a.flags = 1;
+	assert_int_equal(util::cntr_open(&test_prov, &a, &c, nullptr), -FI_EINVAL);
+	a = {};
+	a.wait_obj = static_cast<enum fi_wait_obj>(42);
+	assert_int_equal(util::cntr_open(&test_prov, &a, &c, nullptr), -FI_EINVAL);
+	a = {};
+	a.wait_obj = FI_WAIT_SET;
+	assert_int_equal(util::cntr_open(&test_prov, &a, &c, nullptr), -FI_EINVAL);
+	assert_null(c);
+
+	c = open_cntr(s, FI_WAIT_NONE);
+	assert_int_equal(fi_cntr_wait(c, 1, 0), -FI_EINVAL);
+	assert_int_equal(fi_control(&c->fid, FI_GETOPSFLAG, nullptr), -FI_EINVAL);
+	assert_int_equal(fi_control(&c->fid, 4242, nullptr), -FI_ENOSYS);
+	enum fi_wait_obj obj = FI_WAIT_FD;
+	assert_int_equal(fi_control(&c->fid, FI_GETWAITOBJ, &obj), -FI_ENODATA);
+	util::cntr *o = util::cntr_of(c);
+	o->hold();
+	assert_int_equal(fi_close(&c->fid), -FI_EBUSY);
+	o->release();
+}
+
+/* For each wait object: reached -> 0 at once, a 200 ms timeout -> -FI_ETIMEDOUT near the
+ * deadline, an add from another thread ends an infinite wait, an error ends it with
+ * -FI_EAVAIL. */
+void each_wait_object(void **st)
+{
+	state &s = st_of(st);
+	for (enum fi_wait_obj w : {FI_WAIT_UNSPEC, FI_WAIT_FD, FI_WAIT_POLLFD, FI_WAIT_MUTEX_COND,
+	                           FI_WAIT_YIELD, FI_WAIT_SET}) {
+		struct fid_cntr *c = open_cntr(s, w);
+		assert_int_equal(fi_cntr_add(c, 3), 0);
+		assert_int_equal(fi_cntr_wait(c, 3, 0), 0);
+
+		auto t0 = steady::now();
+		assert_int_equal(fi_cntr_wait(c, 4, 200), -FI_ETIMEDOUT);
+		long ms = ms_since(t0);
+		print_message("wait_obj %d: cntr_wait(200 ms) timed out after %ld ms\n", w, ms);
+		assert_true(ms >= 190 && ms < 600);
+
+		s.threads.emplace_back([c] {
+			std::this_thread::sleep_for(std::chrono::milliseconds(50));
+			fi_cntr_add(c, 1);
+		});
+		t0 = steady::now();
+		assert_int_equal(fi_cntr_wait(c, 4, -1), 0);
+		assert_true(ms_since(t0) < 1000);
+		s.threads.back().join();
+		s.threads.clear();
+
+		s.threads.emplace_back([c] {
+			std::this_thread::sleep_for(std::chrono::milliseconds(50));
+			fi_cntr_adderr(c, 1);
+		});
+		t0 = steady::now();
+		assert_int_equal(fi_cntr_wait(c, 100, -1), -FI_EAVAIL);
+		assert_true(ms_since(t0) < 1000);
+		assert_int_equal(fi_cntr_readerr(c), 1);
+		close_all(s);
+	}
+}
+
+void wait_two_seconds(void **st)
+{
+	state &s = st_of(st);
+	struct fid_cntr *c = open_cntr(s, FI_WAIT_FD);
+	std::atomic<bool> stop{false};
+	s.threads.emplace_back([c, &stop] {
+		/* changes that never reach the threshold: spurious wakeups for the waiter */
+		while (!stop.load()) {
+			std::this_thread::sleep_for(std::chrono::milliseconds(100));
+			fi_cntr_add(c, 1);
+		}
+	});
+	auto t0 = steady::now();
+	int ret = fi_cntr_wait(c, 1000000, 2000);
+	long ms = ms_since(t0);
+	stop = true;
+	for (auto &t : s.threads) /* it reads stop: join before this frame ends */
+		t.join();
+	s.threads.clear();
+	print_message("cntr_wait(2000 ms) with adds every 100 ms: %d after %ld ms\n", ret, ms);
+	assert_int_equal(ret, -FI_ETIMEDOUT);
+	assert_true(ms >= 1500 && ms <= 2500);
+	assert_int_equal(fi_cntr_readerr(c), 0); /* unchanged by a timeout */
+}
+
+/* Three waiters at thresholds 100, 200, 300 while a thread adds 1 at a time: each returns 0
+ * once its threshold is reached, none is lost. */
+void several_waiters(void **st)
+{
+	state &s = st_of(st);
+	for (enum fi_wait_obj w : {FI_WAIT_FD, FI_WAIT_MUTEX_COND, FI_WAIT_YIELD}) {
+		struct fid_cntr *c = open_cntr(s, w);
+		std::atomic<int> ok{0};
+		std::atomic<uint64_t> seen_at[3] = {};
+		for (int i = 0; i < 3; i++)
+			s.threads.emplace_back([c, i, &ok, &seen_at] {
+				uint64_t t = 100 * static_cast<uint64_t>(i + 1);
+				if (fi_cntr_wait(c, t, 10000) == 0)
+					ok++;
+				seen_at[i] = fi_cntr_read(c);
+			});
+		std::this_thread::sleep_for(std::chrono::milliseconds(50));
+		for (int i = 0; i < 300; i++) {
+			fi_cntr_add(c, 1);
+			if (i % 10 == 0)
+				std::this_thread::sleep_for(std::chrono::microseconds(200));
+		}
+		for (auto &t : s.threads)
+			t.join();
+		s.threads.clear();
+		assert_int_equal(ok.load(), 3);
+		for (int i = 0; i < 3; i++)
+			assert_true(seen_at[i].load() >= 100 * static_cast<uint64_t>(i + 1));
+		close_all(s);
+	}
+}
+
+/* 4 threads add 25000 times each while 2 threads wait for the total: nothing is lost. */
+void many_threads(void **st)
+{
+	state &s = st_of(st);
+	struct fid_cntr *c = open_cntr(s, FI_WAIT_FD);
+	constexpr int adders = 4, per_adder = 25000;
+	std::atomic<int> ok{0};
+	auto t0 = steady::now();
+	for (int i = 0; i < 2; i++)
+		s.threads.emplace_back([c, &ok] {
+			int ret;
+			do /* an error change ends a wait with -FI_EAVAIL: wait again */
+				ret = fi_cntr_wait(c, adders * per_adder, 20000);
+			while (ret == -FI_EAVAIL);
+			if (ret == 0)
+				ok++;
+		});
+	for (int i = 0; i < adders; i++)
+		s.threads.emplace_back([c] {
+			for (int k = 0; k < per_adder; k++) {
+				fi_cntr_add(c, 1);
+				if (k % 1000 == 0)
+					fi_cntr_adderr(c, 1);
+			}
+		});
+	for (auto &t : s.threads)
+		t.join();
+	s.threads.clear();
+	print_message("4 x 25000 adds with 2 waiters: %ld ms\n", ms_since(t0));
+	assert_int_equal(fi_cntr_read(c), adders * per_adder);
+	assert_int_equal(fi_cntr_readerr(c), adders * (per_adder / 1000));
+	assert_int_equal(ok.load(), 2);
+}
+
+void getwait(void **st)
+{
+	state &s = st_of(st);
+	struct fid_cntr *c = open_cntr(s, FI_WAIT_FD);
+	int fd = -1;
+	assert_int_equal(fi_control(&c->fid, FI_GETWAIT, &fd), 0);
+	assert_true(fd >= 0);
+	enum fi_wait_obj obj;
+	assert_int_equal(fi_control(&c->fid, FI_GETWAITOBJ, &obj), 0);
+	assert_int_equal(obj, FI_WAIT_FD);
+	struct fid *fids[1] = {&c->fid};
+	assert_int_equal(util::trywait(&test_prov, fids, 1), 0);
+	fi_cntr_add(c, 1);
+	assert_int_equal(util::trywait(&test_prov, fids, 1), -FI_EAGAIN);
+	close_all(s);
+
+	c = open_cntr(s, FI_WAIT_MUTEX_COND);
+	struct fi_mutex_cond mc = {};
+	assert_int_equal(fi_control(&c->fid, FI_GETWAIT, &mc), 0);
+	assert_non_null(mc.cond);
+	close_all(s);
+}
+
+/* Counters in a wait set: fi_wait returns when one changes. */
+void wait_set(void **st)
+{
+	state &s = st_of(st);
+	struct fid_cntr *a = open_cntr(s, FI_WAIT_SET);
+	struct fid_cntr *b = open_cntr(s, FI_WAIT_SET, &s.other);
+	struct fid *fids[3] = {&a->fid, &b->fid, &s.set->fid};
+	assert_int_equal(util::trywait(&test_prov, fids, 3), 0);
+	s.threads.emplace_back([b] {
+		std::this_thread::sleep_for(std::chrono::milliseconds(50));
+		fi_cntr_add(b, 2);
+	});
+	auto t0 = steady::now();
+	assert_int_equal(fi_wait(s.set, 5000), 0);
+	assert_true(ms_since(t0) < 1000);
+	assert_int_equal(fi_cntr_read(b), 2);
+	/* the counter's own wait, through the set */
+	assert_int_equal(fi_cntr_wait(b, 2, 100), 0);
+	close_all(s);
+}
+
+/* A poll set reports a counter whose value or error value changed since the last fi_poll. */
+void poll_set(void **st)
+{
+	state &s = st_of(st);
+	struct fid_cntr *a = open_cntr(s, FI_WAIT_NONE);
+	struct fid_cntr *b = open_cntr(s, FI_WAIT_NONE, &s.other);
+	assert_int_equal(util::poll_open(&test_prov, nullptr, &s.pollset), 0);
+	assert_int_equal(fi_poll_add(s.pollset, &a->fid, 0), 0);
+	assert_int_equal(fi_poll_add(s.pollset, &b->fid, 0), 0);
+	void *ctx[4] = {};
+	assert_int_equal(fi_poll(s.pollset, ctx, 4), 0);
+	fi_cntr_add(a, 1);
+	assert_int_equal(fi_poll(s.pollset, ctx, 4), 1);
+	assert_ptr_equal(ctx[0], &s);
+	assert_int_equal(fi_poll(s.pollset, ctx, 4), 0); /* no change since */
+	fi_cntr_adderr(b, 1);
+	assert_int_equal(fi_poll(s.pollset, ctx, 4), 1);
+	fi_cntr_set(a, 1); /* a set is a change too */
+	fi_cntr_add(b, 1);
+	assert_int_equal(fi_poll(s.pollset, ctx, 4), 2);
+	assert_int_equal(fi_close(&a->fid), -FI_EBUSY);
+	assert_int_equal(fi_poll_del(s.pollset, &a->fid, 0), 0);
+	assert_int_equal(fi_poll_del(s.pollset, &b->fid, 0), 0);
+}
+
+} // namespace
+
+int main()
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(values, setup, teardown),
+	    cmocka_unit_test_setup_teardown(bad_input, setup, teardown),
+	    cmocka_unit_test_setup_teardown(each_wait_object, setup, teardown),
+	    cmocka_unit_test_setup_teardown(wait_two_seconds, setup, teardown),
+	    cmocka_unit_test_setup_teardown(several_waiters, setup, teardown),
+	    cmocka_unit_test_setup_teardown(many_threads, setup, teardown),
+	    cmocka_unit_test_setup_teardown(getwait, setup, teardown),
+	    cmocka_unit_test_setup_teardown(wait_set, setup, teardown),
+	    cmocka_unit_test_setup_teardown(poll_set, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, nullptr, nullptr);
+}

@@ -1,0 +1,822 @@
+/* util::cq, the software completion queue: every format, error entries and the err_data
+ * rules, bad input, every wait object standalone and in a wait set, sread timing,
+ * fi_cq_signal, FI_CQ_COND_THRESHOLD, and many threads pushing and reading. */
+#include "vwait/util/cq.h"
+#include "vwait/util/poll.h"
+#include "vwait/util/trywait.h"
+#include "vwait/util/wait.h"
+
+#include <rdma/fi_domain.h>
+#include <rdma/fi_errno.h>
+
+#include "vwait_cmocka.h"
+
+#include <poll.h>
+#include <sched.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace
+{
+
+using namespace vwait;
+using steady = std::chrono::steady_clock;
+
+struct fi_provider test_prov = {
+    .version = FI_VERSION(0, 1),
+    .fi_version = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION),
+    .name = "vwait-test",
+};
+
+/* What a test owns lives here so that teardown releases it even after a failed assert. */
+struct state {
+	struct fid_cq *cq = nullptr;
+	struct fid_wait *set = nullptr;
+	struct fid_poll *pollset = nullptr;
+	std::vector<std::thread> threads;
+};
+
+int setup(void **st)
+{
+	*st = new state;
+	return 0;
+}
+
+int teardown(void **st)
+{
+	auto *s = static_cast<state *>(*st);
+	for (auto &t : s->threads)
+		if (t.joinable())
+			t.join();
+	if (s->pollset)
+		fi_close(&s->pollset->fid);
+	if (s->cq)
+		fi_close(&s->cq->fid);
+	if (s->set)
+		fi_close(&s->set->fid);
+	delete s;
+	return 0;
+}
+
+state &st_of(void **st)
+{
+	return *static_cast<state *>(*st);
+}
+
+struct fi_cq_attr attr_of(enum fi_wait_obj w, enum fi_cq_format f = FI_CQ_FORMAT_TAGGED)
+{
+	struct fi_cq_attr a = {};
+	a.format = f;
+	a.wait_obj = w;
+	return a;
+}
+
+util::cq *open_cq(state &s, struct fi_cq_attr a)
+{
+	assert_int_equal(util::cq_open(&test_prov, &a, &s.cq, &s), 0);
+	util::cq *q = util::cq_of(s.cq);
+	assert_non_null(q);
+	return q;
+}
+
+util::cq_entry entry(uintptr_t id)
+{
+	util::cq_entry e;
+	e.op_context = reinterpret_cast<void *>(id);
+	e.flags = FI_RECV | FI_MSG | FI_REMOTE_CQ_DATA;
+	e.len = 100 + id;
+	e.buf = reinterpret_cast<void *>(0x1000 + id);
+	e.data = 0xd0 + id;
+	e.tag = 0x7a0 + id;
+	return e;
+}
+
+long ms_since(steady::time_point t0)
+{
+	return static_cast<long>(
+	    std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - t0).count());
+}
+
+/* ---------------------------------------------------------------- formats */
+
+void format_context(void **st)
+{
+	state &s = st_of(st);
+	util::cq *q = open_cq(s, attr_of(FI_WAIT_NONE, FI_CQ_FORMAT_CONTEXT));
+	assert_int_equal(q->push(entry(1)), 0);
+	assert_int_equal(q->push(entry(2)), 0);
+	struct fi_cq_entry out[4] = {};
+	assert_int_equal(fi_cq_read(s.cq, out, 4), 2);
+	assert_ptr_equal(out[0].op_context, reinterpret_cast<void *>(1));
+	assert_ptr_equal(out[1].op_context, reinterpret_cast<void *>(2));
+	assert_int_equal(fi_cq_read(s.cq, out, 4), -FI_EAGAIN);
+}
+
+void format_unspec_is_context(void **st)
+{
+	state &s = st_of(st);
+	util::cq *q = open_cq(s, attr_of(FI_WAIT_NONE, FI_CQ_FORMAT_UNSPEC));
+	assert_int_equal(q->format(), util::cq_default_format);
+	assert_int_equal(q->push(entry(5)), 0);
+	struct fi_cq_entry out[2] = {};
+	assert_int_equal(fi_cq_read(s.cq, out, 2), 1);
+	assert_ptr_equal(out[0].op_context, reinterpret_cast<void *>(5));
+}
+
+void format_msg(void **st)
+{
+	state &s = st_of(st);
+	util::cq *q = open_cq(s, attr_of(FI_WAIT_NONE, FI_CQ_FORMAT_MSG));
+	for (uintptr_t i = 1; i <= 3; i++)
+		assert_int_equal(q->push(entry(i)), 0);
+	struct fi_cq_msg_entry out[3] = {};
+	assert_int_equal(fi_cq_read(s.cq, out, 3), 3);
+	for (uintptr_t i = 0; i < 3; i++) {
+		assert_ptr_equal(out[i].op_context, reinterpret_cast<void *>(i + 1));
+		assert_int_equal(out[i].flags, FI_RECV | FI_MSG | FI_REMOTE_CQ_DATA);
+		assert_int_equal(out[i].len, 101 + i);
+	}
+}
+
+void format_data(void **st)
+{
+	state &s = st_of(st);
+	util::cq *q = open_cq(s, attr_of(FI_WAIT_NONE, FI_CQ_FORMAT_DATA));
+	assert_int_equal(q->push(entry(7)), 0);
+	struct fi_cq_data_entry out[1] = {};
+	assert_int_equal(fi_cq_read(s.cq, out, 1), 1);
+	assert_ptr_equal(out[0].op_context, reinterpret_cast<void *>(7));
+	assert_int_equal(out[0].len, 107);
+	assert_ptr_equal(out[0].buf, reinterpret_cast<void *>(0x1007));
+	assert_int_equal(out[0].data, 0xd7);
+}
+
+void format_tagged(void **st)
+{
+	state &s = st_of(st);
+	util::cq *q = open_cq(s, attr_of(FI_WAIT_NONE, FI_CQ_FORMAT_TAGGED));
+	assert_int_equal(q->push(entry(9)), 0);
+	struct fi_cq_tagged_entry out[2] = {};
+	assert_int_equal(fi_cq_read(s.cq, out, 2), 1);
+	assert_ptr_equal(out[0].op_context, reinterpret_cast<void *>(9));
+	assert_int_equal(out[0].flags, FI_RECV | FI_MSG | FI_REMOTE_CQ_DATA);
+	assert_int_equal(out[0].len, 109);
+	assert_ptr_equal(out[0].buf, reinterpret_cast<void *>(0x1009));
+	assert_int_equal(out[0].data, 0xd9);
+	assert_int_equal(out[0].tag, 0x7a9);
+}
+
+void readfrom_source(void **st)
+{
+	state &s = st_of(st);
+	util::cq *q = open_cq(s, attr_of(FI_WAIT_NONE, FI_CQ_FORMAT_CONTEXT));
+	util::cq_entry known = entry(1);
+	known.src_addr = 42;
+	assert_int_equal(q->push(known), 0);
+	assert_int_equal(q->push(entry(2)), 0); /* source unknown */
+	struct fi_cq_entry out[2] = {};
+	fi_addr_t src[2] = {0, 0};
+	assert_int_equal(fi_cq_readfrom(s.cq, out, 2, src), 2);
+	assert_int_equal(src[0], 42);
+	assert_int_equal(src[1], FI_ADDR_NOTAVAIL);
+}
+
+void count_zero_and_size(void **st)
+{
+	state &s = st_of(st);
+	struct fi_cq_attr a = attr_of(FI_WAIT_NONE, FI_CQ_FORMAT_CONTEXT);
+	a.size = 4;
+	util::cq *q = open_cq(s, a);
+	assert_int_equal(q->size(), 4);
+	for (uintptr_t i = 0; i < 4; i++)
+		assert_int_equal(q->push(entry(i)), 0);
+	assert_int_equal(q->push(entry(4)), -FI_EAGAIN); /* full: the producer keeps it */
+	assert_int_equal(fi_cq_read(s.cq, nullptr, 0), 0);
+	struct fi_cq_entry out[8] = {};
+	assert_int_equal(fi_cq_read(s.cq, out, 8), 4);
+	assert_int_equal(fi_cq_read(s.cq, nullptr, 0), -FI_EAGAIN);
+	assert_ptr_equal(out[3].op_context, reinterpret_cast<void *>(3));
+	/* wraps around */
+	for (uintptr_t i = 10; i < 14; i++)
+		assert_int_equal(q->push(entry(i)), 0);
+	assert_int_equal(fi_cq_read(s.cq, out, 2), 2);
+	assert_int_equal(fi_cq_read(s.cq, out + 2, 8), 2);
+	assert_ptr_equal(out[0].op_context, reinterpret_cast<void *>(10));
+	assert_ptr_equal(out[3].op_context, reinterpret_cast<void *>(13));
+	/* size 0: the default */
+	assert_int_equal(fi_close(&s.cq->fid), 0);
+	s.cq = nullptr;
+	q = open_cq(s, attr_of(FI_WAIT_NONE));
+	assert_int_equal(q->size(), util::cq_default_size);
+}
+
+/* ---------------------------------------------------------------- error entries */
+
+struct fi_cq_err_entry error_entry(uintptr_t id)
+{
+	struct fi_cq_err_entry e = {};
+	e.op_context = reinterpret_cast<void *>(id);
+	e.flags = FI_SEND;
+	e.len = 3;
+	e.err = FI_EIO;
+	e.prov_errno = 12;
+	e.olen = 5;
+	return e;
+}
+
+void error_in_order(void **st)
+{
+	state &s = st_of(st);
+	util::cq *q = open_cq(s, attr_of(FI_WAIT_NONE, FI_CQ_FORMAT_CONTEXT));
+	const char payload[] = "0123456789";
+	assert_int_equal(q->push(entry(1)), 0);
+	assert_int_equal(q->push_error(error_entry(2), payload, sizeof(payload)), 0);
+	assert_int_equal(q->push(entry(3)), 0);
+	assert_int_equal(q->queued(), 3);
+
+	struct fi_cq_err_entry err = {};
+	assert_int_equal(fi_cq_readerr(s.cq, &err, 0), -FI_EAGAIN); /* not at the head yet */
+	struct fi_cq_entry out[4] = {};
+	assert_int_equal(fi_cq_read(s.cq, out, 4), 1); /* stops before the error */
+	assert_int_equal(fi_cq_read(s.cq, out, 4), -FI_EAVAIL);
+	assert_int_equal(fi_cq_read(s.cq, nullptr, 0), -FI_EAVAIL);
+
+	/* err_data_size 0 on input: a provider-owned buffer */
+	assert_int_equal(fi_cq_readerr(s.cq, &err, 0), 1);
+	assert_ptr_equal(err.op_context, reinterpret_cast<void *>(2));
+	assert_int_equal(err.err, FI_EIO);
+	assert_int_equal(err.prov_errno, 12);
+	assert_int_equal(err.olen, 5);
+	assert_int_equal(err.flags, FI_SEND);
+	assert_int_equal(err.err_data_size, sizeof(payload));
+	assert_non_null(err.err_data);
+	assert_memory_equal(err.err_data, payload, sizeof(payload));
+
+	assert_int_equal(fi_cq_read(s.cq, out, 4), 1);
+	assert_ptr_equal(out[0].op_context, reinterpret_cast<void *>(3));
+	assert_int_equal(fi_cq_readerr(s.cq, &err, 0), -FI_EAGAIN);
+}
+
+void error_user_buffer(void **st)
+{
+	state &s = st_of(st);
+	util::cq *q = open_cq(s, attr_of(FI_WAIT_NONE));
+	const char payload[] = "abcdefghijklmnop";
+	assert_int_equal(q->push_error(error_entry(1), payload, 16), 0);
+	assert_int_equal(q->push_error(error_entry(2), payload, 16), 0);
+	assert_int_equal(q->push_error(error_entry(3), nullptr, 0), 0);
+
+	char big[64];
+	std::memset(big, 'x', sizeof(big));
+	struct fi_cq_err_entry err = {};
+	err.err_data = big;
+	err.err_data_size = sizeof(big);
+	assert_int_equal(fi_cq_readerr(s.cq, &err, 0), 1);
+	assert_ptr_equal(err.err_data, big); /* the application's buffer, filled */
+	assert_int_equal(err.err_data_size, 16);
+	assert_memory_equal(big, payload, 16);
+	assert_int_equal(big[16], 'x');
+
+	char small[4];
+	err = {};
+	err.err_data = small;
+	err.err_data_size = sizeof(small);
+	assert_int_equal(fi_cq_readerr(s.cq, &err, 0), 1);
+	assert_ptr_equal(err.err_data, small);
+	assert_int_equal(err.err_data_size, 4); /* what fitted */
+	assert_memory_equal(small, payload, 4);
+
+	err = {};
+	err.err_data = big;
+	err.err_data_size = sizeof(big);
+	assert_int_equal(fi_cq_readerr(s.cq, &err, 0), 1);
+	assert_int_equal(err.err_data_size, 0);
+	assert_ptr_equal(err.op_context, reinterpret_cast<void *>(3));
+}
+
+/* A fabric opened with an API older than 1.5: err_data is always the provider's. */
+void error_old_api(void **st)
+{
+	state &s = st_of(st);
+	struct fi_cq_attr a = attr_of(FI_WAIT_NONE);
+	assert_int_equal(util::cq_open(&test_prov, &a, &s.cq, nullptr, FI_VERSION(1, 4)), 0);
+	util::cq *q = util::cq_of(s.cq);
+	const char payload[] = "old";
+	assert_int_equal(q->push_error(error_entry(1), payload, sizeof(payload)), 0);
+	char mine[16] = {};
+	struct fi_cq_err_entry err = {};
+	err.err_data = mine;
+	err.err_data_size = sizeof(mine);
+	assert_int_equal(fi_cq_readerr(s.cq, &err, 0), 1);
+	assert_ptr_not_equal(err.err_data, mine);
+	assert_int_equal(err.err_data_size, sizeof(payload));
+	assert_memory_equal(err.err_data, payload, sizeof(payload));
+	assert_int_equal(mine[0], 0);
+}
+
+void strerror_text(void **st)
+{
+	state &s = st_of(st);
+	open_cq(s, attr_of(FI_WAIT_NONE));
+	char buf[64];
+	const char *r = fi_cq_strerror(s.cq, FI_EIO, nullptr, buf, sizeof(buf));
+	assert_ptr_equal(r, buf);
+	assert_non_null(strstr(buf, "5"));
+	char tiny[4];
+	r = fi_cq_strerror(s.cq, FI_EIO, nullptr, tiny, sizeof(tiny));
+	assert_int_equal(strlen(r), 3);
+	r = fi_cq_strerror(s.cq, FI_EIO, nullptr, nullptr, 0);
+	assert_non_null(r);
+	assert_true(strlen(r) > 0);
+}
+
+/* ---------------------------------------------------------------- bad input */
+
+void bad_input(void **st)
+{
+	state &s = st_of(st);
+	struct fid_cq *cq = nullptr;
+	assert_int_equal(util::cq_open(&test_prov, nullptr, &cq, nullptr), -FI_EINVAL);
+	struct fi_cq_attr a = attr_of(FI_WAIT_NONE);
+	assert_int_equal(util::cq_open(&test_prov, &a, nullptr, nullptr), -FI_EINVAL);
+	a.format = static_cast<enum fi_cq_format>(99);
+	assert_int_equal(util::cq_open(&test_prov, &a, &cq, nullptr), -FI_EINVAL);
+	assert_null(cq);
+	a = attr_of(static_cast<enum fi_wait_obj>(77));
+	assert_int_equal(util::cq_open(&test_prov, &a, &cq, nullptr), -FI_EINVAL);
+	assert_null(cq);
+	a = attr_of(FI_WAIT_SET); /* no wait_set */
+	assert_int_equal(util::cq_open(&test_prov, &a, &cq, nullptr), -FI_EINVAL);
+	a = attr_of(FI_WAIT_NONE);
+	a.flags = 1ULL << 40;
+	assert_int_equal(util::cq_open(&test_prov, &a, &cq, nullptr), -FI_EINVAL);
+	a = attr_of(FI_WAIT_FD);
+	a.wait_cond = static_cast<enum fi_cq_wait_cond>(5);
+	assert_int_equal(util::cq_open(&test_prov, &a, &cq, nullptr), -FI_EINVAL);
+	a = attr_of(FI_WAIT_NONE);
+	a.size = util::cq_max_size + 1;
+	assert_int_equal(util::cq_open(&test_prov, &a, &cq, nullptr), -FI_EINVAL);
+	assert_null(cq);
+
+	open_cq(s, attr_of(FI_WAIT_NONE));
+	assert_int_equal(fi_cq_read(s.cq, nullptr, 1), -FI_EINVAL);
+	assert_int_equal(fi_cq_readfrom(s.cq, nullptr, 2, nullptr), -FI_EINVAL);
+	assert_int_equal(fi_cq_readerr(s.cq, nullptr, 0), -FI_EINVAL);
+	struct fi_cq_err_entry err = {};
+	assert_int_equal(fi_cq_readerr(s.cq, &err, FI_PEEK), -FI_EINVAL);
+	struct fi_cq_entry out;
+	/* FI_WAIT_NONE: nothing to block on */
+	assert_int_equal(fi_cq_sread(s.cq, &out, 1, nullptr, 0), -FI_EINVAL);
+	assert_int_equal(fi_cq_signal(s.cq), -FI_EINVAL);
+	/* no wait object to hand out (util::waitable's answer, as upstream util gives) */
+	void *w = nullptr;
+	assert_int_equal(fi_control(&s.cq->fid, FI_GETWAIT, &w), -FI_ENODATA);
+	enum fi_wait_obj obj = FI_WAIT_FD;
+	assert_int_equal(fi_control(&s.cq->fid, FI_GETWAITOBJ, &obj), -FI_ENODATA);
+	assert_int_equal(fi_control(&s.cq->fid, 12345, nullptr), -FI_ENOSYS);
+}
+
+void close_busy(void **st)
+{
+	state &s = st_of(st);
+	util::cq *q = open_cq(s, attr_of(FI_WAIT_NONE));
+	q->hold();
+	assert_int_equal(fi_close(&s.cq->fid), -FI_EBUSY);
+	q->release();
+	assert_int_equal(fi_close(&s.cq->fid), 0);
+	s.cq = nullptr;
+}
+
+/* ---------------------------------------------------------------- wait objects */
+
+const enum fi_wait_obj own_objs[] = {FI_WAIT_UNSPEC, FI_WAIT_FD, FI_WAIT_POLLFD, FI_WAIT_MUTEX_COND,
+                                     FI_WAIT_YIELD};
+
+/* Opens s.cq with wait object w (FI_WAIT_SET: a new FD wait set). */
+util::cq *open_waiting(state &s, enum fi_wait_obj w, struct fi_cq_attr a)
+{
+	a.wait_obj = w;
+	if (w == FI_WAIT_SET) {
+		struct fi_wait_attr wa = {};
+		wa.wait_obj = FI_WAIT_FD;
+		assert_int_equal(util::wait_open(&test_prov, &wa, &s.set), 0);
+		a.wait_set = s.set;
+	}
+	return open_cq(s, a);
+}
+
+void close_cq(state &s)
+{
+	for (auto &t : s.threads)
+		t.join();
+	s.threads.clear();
+	assert_int_equal(fi_close(&s.cq->fid), 0);
+	s.cq = nullptr;
+	if (s.set) {
+		assert_int_equal(fi_close(&s.set->fid), 0);
+		s.set = nullptr;
+	}
+}
+
+/* For each wait object: an sread that times out returns -FI_EAGAIN near its deadline, a
+ * push from another thread ends an infinite sread, and fi_cq_signal ends one too. */
+void each_wait_object(void **st)
+{
+	state &s = st_of(st);
+	std::vector<enum fi_wait_obj> objs(std::begin(own_objs), std::end(own_objs));
+	objs.push_back(FI_WAIT_SET);
+	for (enum fi_wait_obj w : objs) {
+		util::cq *q = open_waiting(s, w, attr_of(FI_WAIT_NONE, FI_CQ_FORMAT_CONTEXT));
+		struct fi_cq_entry out[4] = {};
+
+		auto t0 = steady::now();
+		assert_int_equal(fi_cq_sread(s.cq, out, 4, nullptr, 200), -FI_EAGAIN);
+		long ms = ms_since(t0);
+		print_message("wait_obj %d: sread(200 ms) timed out after %ld ms\n", w, ms);
+		assert_true(ms >= 190 && ms < 600);
+
+		s.threads.emplace_back([q] {
+			std::this_thread::sleep_for(std::chrono::milliseconds(50));
+			q->push(entry(11));
+		});
+		t0 = steady::now();
+		assert_int_equal(fi_cq_sread(s.cq, out, 4, nullptr, -1), 1);
+		ms = ms_since(t0);
+		assert_ptr_equal(out[0].op_context, reinterpret_cast<void *>(11));
+		assert_true(ms < 1000);
+		s.threads.back().join();
+		s.threads.clear();
+
+		s.threads.emplace_back([&s] {
+			std::this_thread::sleep_for(std::chrono::milliseconds(50));
+			fi_cq_signal(s.cq);
+		});
+		t0 = steady::now();
+		assert_int_equal(fi_cq_sread(s.cq, out, 4, nullptr, -1), -FI_EAGAIN);
+		ms = ms_since(t0);
+		print_message("wait_obj %d: signal ended an infinite sread after %ld ms\n", w, ms);
+		assert_true(ms < 1000);
+
+		/* an error at the head ends a blocked sread with -FI_EAVAIL */
+		s.threads.back().join();
+		s.threads.clear();
+		s.threads.emplace_back([q] {
+			std::this_thread::sleep_for(std::chrono::milliseconds(50));
+			q->push_error(error_entry(3), nullptr, 0);
+		});
+		assert_int_equal(fi_cq_sread(s.cq, out, 4, nullptr, 5000), -FI_EAVAIL);
+		close_cq(s);
+	}
+}
+
+void getwait(void **st)
+{
+	state &s = st_of(st);
+	enum fi_wait_obj obj;
+
+	open_waiting(s, FI_WAIT_FD, attr_of(FI_WAIT_NONE));
+	int fd = -1;
+	assert_int_equal(fi_control(&s.cq->fid, FI_GETWAIT, &fd), 0);
+	assert_true(fd >= 0);
+	assert_int_equal(fi_control(&s.cq->fid, FI_GETWAITOBJ, &obj), 0);
+	assert_int_equal(obj, FI_WAIT_FD);
+	assert_int_equal(fi_control(&s.cq->fid, FI_GETWAIT, nullptr), -FI_EINVAL);
+	close_cq(s);
+
+	open_waiting(s, FI_WAIT_UNSPEC, attr_of(FI_WAIT_NONE));
+	assert_int_equal(fi_control(&s.cq->fid, FI_GETWAITOBJ, &obj), 0);
+	assert_int_equal(obj, FI_WAIT_FD); /* vwait's documented choice */
+	close_cq(s);
+
+	open_waiting(s, FI_WAIT_MUTEX_COND, attr_of(FI_WAIT_NONE));
+	struct fi_mutex_cond mc = {};
+	assert_int_equal(fi_control(&s.cq->fid, FI_GETWAIT, &mc), 0);
+	assert_non_null(mc.mutex);
+	assert_non_null(mc.cond);
+	close_cq(s);
+
+	open_waiting(s, FI_WAIT_POLLFD, attr_of(FI_WAIT_NONE));
+	struct pollfd pfd[8];
+	struct fi_wait_pollfd wp = {};
+	wp.nfds = 8;
+	wp.fd = pfd;
+	assert_int_equal(fi_control(&s.cq->fid, FI_GETWAIT, &wp), 0);
+	assert_true(wp.nfds >= 1);
+	close_cq(s);
+
+	/* a wait set member hands out the set's wait object */
+	open_waiting(s, FI_WAIT_SET, attr_of(FI_WAIT_NONE));
+	assert_int_equal(fi_control(&s.cq->fid, FI_GETWAITOBJ, &obj), 0);
+	assert_int_equal(obj, FI_WAIT_FD);
+	int set_fd = -1;
+	fd = -1;
+	assert_int_equal(fi_control(&s.set->fid, FI_GETWAIT, &set_fd), 0);
+	assert_int_equal(fi_control(&s.cq->fid, FI_GETWAIT, &fd), 0);
+	assert_int_equal(fd, set_fd);
+	close_cq(s);
+}
+
+/* The FD wait object becomes readable when a completion arrives. */
+void fd_readable(void **st)
+{
+	state &s = st_of(st);
+	util::cq *q = open_waiting(s, FI_WAIT_FD, attr_of(FI_WAIT_NONE));
+	int fd = -1;
+	assert_int_equal(fi_control(&s.cq->fid, FI_GETWAIT, &fd), 0);
+	struct fid *fids[1] = {&s.cq->fid};
+	assert_int_equal(util::trywait(&test_prov, fids, 1), 0);
+	struct pollfd p = {fd, POLLIN, 0};
+	assert_int_equal(poll(&p, 1, 0), 0);
+	assert_int_equal(q->push(entry(1)), 0);
+	assert_int_equal(poll(&p, 1, 1000), 1);
+	assert_int_equal(util::trywait(&test_prov, fids, 1), -FI_EAGAIN);
+	struct fi_cq_tagged_entry out;
+	assert_int_equal(fi_cq_read(s.cq, &out, 1), 1);
+	assert_int_equal(util::trywait(&test_prov, fids, 1), 0);
+}
+
+/* The 2 s deadline is kept: spurious wakeups (pushes below the threshold) neither end nor
+ * extend it. */
+void sread_two_seconds(void **st)
+{
+	state &s = st_of(st);
+	struct fi_cq_attr a = attr_of(FI_WAIT_FD, FI_CQ_FORMAT_CONTEXT);
+	a.wait_cond = FI_CQ_COND_THRESHOLD;
+	util::cq *q = open_cq(s, a);
+	std::atomic<bool> stop{false};
+	s.threads.emplace_back([q, &stop] {
+		/* one entry, then wakeups that never reach the threshold */
+		q->push(entry(1));
+		while (!stop.load()) {
+			std::this_thread::sleep_for(std::chrono::milliseconds(100));
+			q->wake();
+		}
+	});
+	size_t threshold = 8;
+	struct fi_cq_entry out[8];
+	auto t0 = steady::now();
+	ssize_t ret = fi_cq_sread(s.cq, out, 8, &threshold, 2000);
+	long ms = ms_since(t0);
+	stop = true;
+	for (auto &t : s.threads) /* it reads stop: join before this frame ends */
+		t.join();
+	s.threads.clear();
+	print_message("sread(threshold 8, 2000 ms) with 1 entry queued: %zd after %ld ms\n", ret,
+	              ms);
+	assert_int_equal(ret, 1); /* what is there, once the deadline passed */
+	assert_true(ms >= 1500 && ms <= 2500);
+	t0 = steady::now();
+	assert_int_equal(fi_cq_sread(s.cq, out, 8, &threshold, 2000), -FI_EAGAIN);
+	ms = ms_since(t0);
+	print_message("sread(2000 ms) on an empty CQ: -FI_EAGAIN after %ld ms\n", ms);
+	assert_true(ms >= 1500 && ms <= 2500);
+}
+
+void threshold(void **st)
+{
+	state &s = st_of(st);
+	struct fi_cq_attr a = attr_of(FI_WAIT_FD, FI_CQ_FORMAT_CONTEXT);
+	a.wait_cond = FI_CQ_COND_THRESHOLD;
+	util::cq *q = open_cq(s, a);
+	s.threads.emplace_back([q] {
+		for (uintptr_t i = 0; i < 10; i++) {
+			std::this_thread::sleep_for(std::chrono::milliseconds(20));
+			q->push(entry(i));
+		}
+	});
+	size_t cond = 5;
+	struct fi_cq_entry out[16];
+	ssize_t ret = fi_cq_sread(s.cq, out, 16, &cond, 5000);
+	assert_true(ret >= 5);
+	assert_ptr_equal(out[0].op_context, reinterpret_cast<void *>(0));
+}
+
+/* A signal raised while nobody is blocked ends the next sread, once. */
+void signal_before_sread(void **st)
+{
+	state &s = st_of(st);
+	open_cq(s, attr_of(FI_WAIT_FD, FI_CQ_FORMAT_CONTEXT));
+	assert_int_equal(fi_cq_signal(s.cq), 0);
+	struct fi_cq_entry out;
+	auto t0 = steady::now();
+	assert_int_equal(fi_cq_sread(s.cq, &out, 1, nullptr, 5000), -FI_EAGAIN);
+	assert_true(ms_since(t0) < 500);
+	t0 = steady::now();
+	assert_int_equal(fi_cq_sread(s.cq, &out, 1, nullptr, 100), -FI_EAGAIN);
+	assert_true(ms_since(t0) >= 90);
+}
+
+/* One signal ends every blocked sread. */
+void signal_wakes_all(void **st)
+{
+	state &s = st_of(st);
+	open_cq(s, attr_of(FI_WAIT_FD, FI_CQ_FORMAT_CONTEXT));
+	std::atomic<int> ended{0};
+	for (int i = 0; i < 3; i++)
+		s.threads.emplace_back([&s, &ended] {
+			struct fi_cq_entry out;
+			if (fi_cq_sread(s.cq, &out, 1, nullptr, 10000) == -FI_EAGAIN)
+				ended++;
+		});
+	std::this_thread::sleep_for(std::chrono::milliseconds(200));
+	auto t0 = steady::now();
+	assert_int_equal(fi_cq_signal(s.cq), 0);
+	for (auto &t : s.threads)
+		t.join();
+	s.threads.clear();
+	assert_int_equal(ended.load(), 3);
+	assert_true(ms_since(t0) < 1000);
+}
+
+/* ---------------------------------------------------------------- threads */
+
+/* 4 producers push 10^5 completions through a 256-entry ring, 2 consumers read them with
+ * sread: every id arrives exactly once. */
+void many_threads(void **st)
+{
+	state &s = st_of(st);
+	for (enum fi_wait_obj w : {FI_WAIT_FD, FI_WAIT_MUTEX_COND}) {
+		struct fi_cq_attr a = attr_of(w, FI_CQ_FORMAT_CONTEXT);
+		a.size = 256;
+		util::cq *q = open_cq(s, a);
+		constexpr uintptr_t producers = 4, per_producer = 25000;
+		constexpr uintptr_t total = producers * per_producer;
+		std::vector<std::atomic<int>> seen(total);
+		std::atomic<uintptr_t> consumed{0};
+		std::atomic<long> bad{0};
+		auto t0 = steady::now();
+		for (uintptr_t p = 0; p < producers; p++)
+			s.threads.emplace_back([q, p] {
+				for (uintptr_t i = 0; i < per_producer; i++) {
+					util::cq_entry e;
+					e.op_context =
+					    reinterpret_cast<void *>(p * per_producer + i);
+					while (q->push(e) == -FI_EAGAIN)
+						sched_yield();
+				}
+			});
+		for (int c = 0; c < 2; c++)
+			s.threads.emplace_back([&] {
+				struct fi_cq_entry out[32];
+				while (consumed.load() < total) {
+					ssize_t n = fi_cq_sread(s.cq, out, 32, nullptr, 100);
+					if (n == -FI_EAGAIN)
+						continue;
+					if (n < 0) {
+						bad++;
+						return;
+					}
+					for (ssize_t i = 0; i < n; i++) {
+						auto id =
+						    reinterpret_cast<uintptr_t>(out[i].op_context);
+						if (id >= total || seen[id].fetch_add(1) != 0)
+							bad++;
+					}
+					consumed += static_cast<uintptr_t>(n);
+				}
+			});
+		for (auto &t : s.threads)
+			t.join();
+		s.threads.clear();
+		long ms = ms_since(t0);
+		print_message(
+		    "wait_obj %d: %lu completions, 4 producers, 2 sread consumers: %ld ms "
+		    "(%.2f M/s)\n",
+		    w, static_cast<unsigned long>(total), ms, ms ? total / 1000.0 / ms : 0.0);
+		assert_int_equal(bad.load(), 0);
+		assert_int_equal(consumed.load(), total);
+		for (uintptr_t i = 0; i < total; i++)
+			if (seen[i].load() != 1)
+				fail_msg("id %lu seen %d times", static_cast<unsigned long>(i),
+				         seen[i].load());
+		close_cq(s);
+	}
+}
+
+/* ---------------------------------------------------------------- poll sets, trywait */
+
+void in_poll_set(void **st)
+{
+	state &s = st_of(st);
+	util::cq *q = open_cq(s, attr_of(FI_WAIT_NONE, FI_CQ_FORMAT_CONTEXT));
+	assert_int_equal(util::poll_open(&test_prov, nullptr, &s.pollset), 0);
+	assert_int_equal(fi_poll_add(s.pollset, &s.cq->fid, 0), 0);
+	void *ctx[4] = {};
+	assert_int_equal(fi_poll(s.pollset, ctx, 4), 0);
+	assert_int_equal(q->push(entry(1)), 0);
+	assert_int_equal(fi_poll(s.pollset, ctx, 4), 1);
+	assert_ptr_equal(ctx[0], &s); /* the CQ's context */
+	/* still not empty: reported again */
+	assert_int_equal(fi_poll(s.pollset, ctx, 4), 1);
+	struct fi_cq_entry out;
+	assert_int_equal(fi_cq_read(s.cq, &out, 1), 1);
+	assert_int_equal(fi_poll(s.pollset, ctx, 4), 0);
+	/* closing a CQ still in a poll set is refused */
+	assert_int_equal(fi_close(&s.cq->fid), -FI_EBUSY);
+	assert_int_equal(fi_poll_del(s.pollset, &s.cq->fid, 0), 0);
+}
+
+void trywait_wait_set(void **st)
+{
+	state &s = st_of(st);
+	util::cq *q = open_waiting(s, FI_WAIT_SET, attr_of(FI_WAIT_NONE, FI_CQ_FORMAT_CONTEXT));
+	struct fid *fids[2] = {&s.cq->fid, &s.set->fid};
+	assert_int_equal(util::trywait(&test_prov, fids, 2), 0);
+	s.threads.emplace_back([q] {
+		std::this_thread::sleep_for(std::chrono::milliseconds(50));
+		q->push(entry(1));
+	});
+	auto t0 = steady::now();
+	assert_int_equal(fi_wait(s.set, 5000), 0);
+	assert_true(ms_since(t0) < 1000);
+	assert_int_equal(util::trywait(&test_prov, fids, 2), -FI_EAGAIN);
+	struct fi_cq_entry out;
+	assert_int_equal(fi_cq_read(s.cq, &out, 1), 1);
+	assert_int_equal(fi_wait(s.set, 100), -FI_ETIMEDOUT);
+}
+
+/* The verbs CQ's shape: progress() feeds the ring, arm() is the trywait step. */
+class fed_cq : public util::cq
+{
+public:
+	using util::cq::cq;
+	std::atomic<int> backlog{0}; /* completions "in hardware" */
+	std::atomic<int> arms{0};
+
+protected:
+	void progress() noexcept override
+	{
+		while (backlog.load() > 0) {
+			if (push(entry(static_cast<uintptr_t>(backlog.load()))) != 0)
+				break;
+			backlog--;
+		}
+	}
+	int arm() noexcept override
+	{
+		arms++;
+		return FI_SUCCESS;
+	}
+	std::string describe_error(int prov_errno, const void *) const override
+	{
+		return "hw status " + std::to_string(prov_errno);
+	}
+};
+
+void subclass_hooks(void **st)
+{
+	state &s = st_of(st);
+	struct fi_cq_attr a = attr_of(FI_WAIT_FD, FI_CQ_FORMAT_CONTEXT);
+	auto obj = std::make_unique<fed_cq>(&test_prov, a, FI_VERSION(1, 17));
+	fed_cq *q = obj.get();
+	assert_int_equal(util::cq_install(std::move(obj), &s.cq, nullptr), 0);
+	struct fid *fids[1] = {&s.cq->fid};
+	assert_int_equal(util::trywait(&test_prov, fids, 1), 0);
+	assert_true(q->arms.load() >= 1);
+	q->backlog = 3;
+	struct fi_cq_entry out[8];
+	assert_int_equal(fi_cq_read(s.cq, out, 8), 3); /* read drives progress */
+	q->backlog = 2;
+	assert_int_equal(fi_cq_sread(s.cq, out, 8, nullptr, 1000), 2);
+	q->backlog = 1;
+	assert_int_equal(util::trywait(&test_prov, fids, 1), -FI_EAGAIN);
+	char buf[32];
+	assert_string_equal(fi_cq_strerror(s.cq, 7, nullptr, buf, sizeof(buf)), "hw status 7");
+}
+
+} // namespace
+
+int main()
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(format_context, setup, teardown),
+	    cmocka_unit_test_setup_teardown(format_unspec_is_context, setup, teardown),
+	    cmocka_unit_test_setup_teardown(format_msg, setup, teardown),
+	    cmocka_unit_test_setup_teardown(format_data, setup, teardown),
+	    cmocka_unit_test_setup_teardown(format_tagged, setup, teardown),
+	    cmocka_unit_test_setup_teardown(readfrom_source, setup, teardown),
+	    cmocka_unit_test_setup_teardown(count_zero_and_size, setup, teardown),
+	    cmocka_unit_test_setup_teardown(error_in_order, setup, teardown),
+	    cmocka_unit_test_setup_teardown(error_user_buffer, setup, teardown),
+	    cmocka_unit_test_setup_teardown(error_old_api, setup, teardown),
+	    cmocka_unit_test_setup_teardown(strerror_text, setup, teardown),
+	    cmocka_unit_test_setup_teardown(bad_input, setup, teardown),
+	    cmocka_unit_test_setup_teardown(close_busy, setup, teardown),
+	    cmocka_unit_test_setup_teardown(each_wait_object, setup, teardown),
+	    cmocka_unit_test_setup_teardown(getwait, setup, teardown),
+	    cmocka_unit_test_setup_teardown(fd_readable, setup, teardown),
+	    cmocka_unit_test_setup_teardown(sread_two_seconds, setup, teardown),
+	    cmocka_unit_test_setup_teardown(threshold, setup, teardown),
+	    cmocka_unit_test_setup_teardown(signal_before_sread, setup, teardown),
+	    cmocka_unit_test_setup_teardown(signal_wakes_all, setup, teardown),
+	    cmocka_unit_test_setup_teardown(many_threads, setup, teardown),
+	    cmocka_unit_test_setup_teardown(in_poll_set, setup, teardown),
+	    cmocka_unit_test_setup_teardown(trywait_wait_set, setup, teardown),
+	    cmocka_unit_test_setup_teardown(subclass_hooks, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, nullptr, nullptr);
+}

@@ -1,0 +1,513 @@
+/* util::eq, the software event queue: fi_eq_write / read of entries of any length, FI_PEEK,
+ * CM entries cut short, error entries and the err_data rules, bad input, every wait object
+ * standalone and in a wait set, sread timing, fi_eq_write ending a blocked sread, and many
+ * threads writing and reading. */
+#include "vwait/util/eq.h"
+#include "vwait/util/trywait.h"
+#include "vwait/util/wait.h"
+
+#include <rdma/fi_cm.h>
+#include <rdma/fi_errno.h>
+
+#include "vwait_cmocka.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace
+{
+
+using namespace vwait;
+using steady = std::chrono::steady_clock;
+
+struct fi_provider test_prov = {
+    .version = FI_VERSION(0, 1),
+    .fi_version = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION),
+    .name = "vwait-test",
+};
+
+struct state {
+	struct fid_eq *eq = nullptr;
+	struct fid_wait *set = nullptr;
+	std::vector<std::thread> threads;
+};
+
+int setup(void **st)
+{
+	*st = new state;
+	return 0;
+}
+
+int teardown(void **st)
+{
+	auto *s = static_cast<state *>(*st);
+	for (auto &t : s->threads)
+		if (t.joinable())
+			t.join();
+	if (s->eq)
+		fi_close(&s->eq->fid);
+	if (s->set)
+		fi_close(&s->set->fid);
+	delete s;
+	return 0;
+}
+
+state &st_of(void **st)
+{
+	return *static_cast<state *>(*st);
+}
+
+long ms_since(steady::time_point t0)
+{
+	return static_cast<long>(
+	    std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - t0).count());
+}
+
+util::eq *open_eq(state &s, enum fi_wait_obj w, size_t size = 0)
+{
+	struct fi_eq_attr a = {};
+	a.size = size;
+	a.flags = FI_WRITE;
+	a.wait_obj = w;
+	if (w == FI_WAIT_SET) {
+		struct fi_wait_attr wa = {};
+		wa.wait_obj = FI_WAIT_FD;
+		assert_int_equal(util::wait_open(&test_prov, &wa, &s.set), 0);
+		a.wait_set = s.set;
+	}
+	assert_int_equal(util::eq_open(&test_prov, &a, &s.eq, &s), 0);
+	util::eq *q = util::eq_of(s.eq);
+	assert_non_null(q);
+	return q;
+}
+
+void close_eq(state &s)
+{
+	for (auto &t : s.threads)
+		t.join();
+	s.threads.clear();
+	assert_int_equal(fi_close(&s.eq->fid), 0);
+	s.eq = nullptr;
+	if (s.set) {
+		assert_int_equal(fi_close(&s.set->fid), 0);
+		s.set = nullptr;
+	}
+}
+
+struct fi_eq_entry notify_entry(uint64_t data)
+{
+	struct fi_eq_entry e = {};
+	e.fid = nullptr;
+	e.context = reinterpret_cast<void *>(0x55);
+	e.data = data;
+	return e;
+}
+
+void write_read(void **st)
+{
+	state &s = st_of(st);
+	open_eq(s, FI_WAIT_NONE);
+	struct fi_eq_entry in = notify_entry(7);
+	assert_int_equal(fi_eq_write(s.eq, FI_NOTIFY, &in, sizeof(in), 0), sizeof(in));
+	in.data = 8;
+	assert_int_equal(fi_eq_write(s.eq, FI_MR_COMPLETE, &in, sizeof(in), 0), sizeof(in));
+	uint32_t event = 99;
+	struct fi_eq_entry out = {};
+	assert_int_equal(fi_eq_read(s.eq, &event, &out, sizeof(out), 0), sizeof(out));
+	assert_int_equal(event, FI_NOTIFY);
+	assert_int_equal(out.data, 7);
+	assert_ptr_equal(out.context, reinterpret_cast<void *>(0x55));
+	assert_int_equal(fi_eq_read(s.eq, &event, &out, sizeof(out), 0), sizeof(out));
+	assert_int_equal(event, FI_MR_COMPLETE);
+	assert_int_equal(out.data, 8);
+	assert_int_equal(fi_eq_read(s.eq, &event, &out, sizeof(out), 0), -FI_EAGAIN);
+}
+
+/* Any length from 1 byte to the maximum goes through unchanged. */
+void any_length(void **st)
+{
+	state &s = st_of(st);
+	open_eq(s, FI_WAIT_NONE);
+	std::vector<uint8_t> in(util::eq_max_entry_size), out(util::eq_max_entry_size);
+	for (size_t i = 0; i < in.size(); i++)
+		in[i] = static_cast<uint8_t>(i * 7 + 3);
+	for (size_t len : {size_t{1}, size_t{3}, sizeof(struct fi_eq_entry), size_t{1000},
+	                   util::eq_max_entry_size}) {
+		assert_int_equal(fi_eq_write(s.eq, 1000 + len, in.data(), len, 0), len);
+		uint32_t event = 0;
+		std::fill(out.begin(), out.end(), 0);
+		assert_int_equal(fi_eq_read(s.eq, &event, out.data(), out.size(), 0), len);
+		assert_int_equal(event, 1000 + len);
+		assert_memory_equal(out.data(), in.data(), len);
+	}
+	assert_int_equal(fi_eq_write(s.eq, 1, in.data(), util::eq_max_entry_size + 1, 0),
+	                 -FI_EINVAL);
+}
+
+void peek(void **st)
+{
+	state &s = st_of(st);
+	open_eq(s, FI_WAIT_NONE);
+	struct fi_eq_entry in = notify_entry(1);
+	assert_int_equal(fi_eq_write(s.eq, FI_NOTIFY, &in, sizeof(in), 0), sizeof(in));
+	in.data = 2;
+	assert_int_equal(fi_eq_write(s.eq, FI_NOTIFY, &in, sizeof(in), 0), sizeof(in));
+	uint32_t event;
+	struct fi_eq_entry out = {};
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(fi_eq_read(s.eq, &event, &out, sizeof(out), FI_PEEK), sizeof(out));
+		assert_int_equal(out.data, 1);
+	}
+	assert_int_equal(fi_eq_read(s.eq, &event, &out, sizeof(out), 0), sizeof(out));
+	assert_int_equal(out.data, 1);
+	assert_int_equal(fi_eq_read(s.eq, &event, &out, sizeof(out), 0), sizeof(out));
+	assert_int_equal(out.data, 2);
+}
+
+/* A buffer too small: -FI_ETOOSMALL and the entry stays; CM events may be cut to the room
+ * the reader gives, down to the fi_eq_cm_entry header. */
+void too_small_and_cm(void **st)
+{
+	state &s = st_of(st);
+	util::eq *q = open_eq(s, FI_WAIT_NONE);
+	struct fi_eq_entry in = notify_entry(3);
+	assert_int_equal(fi_eq_write(s.eq, FI_NOTIFY, &in, sizeof(in), 0), sizeof(in));
+	uint32_t event;
+	uint8_t small[8];
+	assert_int_equal(fi_eq_read(s.eq, &event, small, sizeof(small), 0), -FI_ETOOSMALL);
+	struct fi_eq_entry out;
+	assert_int_equal(fi_eq_read(s.eq, &event, &out, sizeof(out), 0), sizeof(out));
+
+	constexpr size_t data_len = 56;
+	std::vector<uint8_t> cm(sizeof(struct fi_eq_cm_entry) + data_len);
+	for (size_t i = 0; i < data_len; i++)
+		cm[sizeof(struct fi_eq_cm_entry) + i] = static_cast<uint8_t>(i);
+	assert_int_equal(q->push(FI_CONNREQ, cm.data(), cm.size()), 0);
+	std::vector<uint8_t> room(sizeof(struct fi_eq_cm_entry) + 16);
+	assert_int_equal(fi_eq_read(s.eq, &event, room.data(), room.size(), 0), room.size());
+	assert_int_equal(event, FI_CONNREQ);
+	assert_int_equal(room[sizeof(struct fi_eq_cm_entry) + 15], 15);
+	assert_int_equal(q->push(FI_CONNECTED, cm.data(), cm.size()), 0);
+	assert_int_equal(fi_eq_read(s.eq, &event, small, sizeof(small), 0), -FI_ETOOSMALL);
+}
+
+struct fi_eq_err_entry error_entry(int err)
+{
+	struct fi_eq_err_entry e = {};
+	e.context = reinterpret_cast<void *>(0x77);
+	e.data = 9;
+	e.err = err;
+	e.prov_errno = -err;
+	return e;
+}
+
+void errors(void **st)
+{
+	state &s = st_of(st);
+	util::eq *q = open_eq(s, FI_WAIT_NONE);
+	const char payload[] = "rejected by peer";
+	struct fi_eq_entry in = notify_entry(1);
+	assert_int_equal(fi_eq_write(s.eq, FI_NOTIFY, &in, sizeof(in), 0), sizeof(in));
+	assert_int_equal(q->push_error(error_entry(FI_ECONNREFUSED), payload, sizeof(payload)), 0);
+	assert_int_equal(q->push_error(error_entry(FI_ETIMEDOUT), payload, sizeof(payload)), 0);
+	assert_int_equal(q->push_error(error_entry(FI_EIO), payload, sizeof(payload)), 0);
+
+	uint32_t event;
+	struct fi_eq_entry out;
+	struct fi_eq_err_entry err = {};
+	assert_int_equal(fi_eq_readerr(s.eq, &err, 0), -FI_EAGAIN); /* not at the head */
+	assert_int_equal(fi_eq_read(s.eq, &event, &out, sizeof(out), 0), sizeof(out));
+	assert_int_equal(fi_eq_read(s.eq, &event, &out, sizeof(out), 0), -FI_EAVAIL);
+	assert_int_equal(fi_eq_read(s.eq, &event, &out, sizeof(out), FI_PEEK), -FI_EAVAIL);
+
+	/* provider buffer */
+	assert_int_equal(fi_eq_readerr(s.eq, &err, 0), sizeof(err));
+	assert_int_equal(err.err, FI_ECONNREFUSED);
+	assert_ptr_equal(err.context, reinterpret_cast<void *>(0x77));
+	assert_int_equal(err.data, 9);
+	assert_int_equal(err.err_data_size, sizeof(payload));
+	assert_memory_equal(err.err_data, payload, sizeof(payload));
+
+	/* the application's buffer, and FI_PEEK leaves the entry */
+	char mine[8];
+	err = {};
+	err.err_data = mine;
+	err.err_data_size = sizeof(mine);
+	assert_int_equal(fi_eq_readerr(s.eq, &err, FI_PEEK), sizeof(err));
+	assert_int_equal(err.err, FI_ETIMEDOUT);
+	assert_ptr_equal(err.err_data, mine);
+	assert_int_equal(err.err_data_size, sizeof(mine));
+	assert_memory_equal(mine, payload, sizeof(mine));
+	err = {};
+	assert_int_equal(fi_eq_readerr(s.eq, &err, 0), sizeof(err));
+	assert_int_equal(err.err, FI_ETIMEDOUT);
+	assert_int_equal(fi_close(&s.eq->fid), 0);
+	s.eq = nullptr;
+
+	/* an API older than 1.5: always the provider's buffer */
+	struct fi_eq_attr a = {};
+	assert_int_equal(util::eq_open(&test_prov, &a, &s.eq, nullptr, FI_VERSION(1, 4)), 0);
+	q = util::eq_of(s.eq);
+	assert_int_equal(q->push_error(error_entry(FI_EIO), payload, sizeof(payload)), 0);
+	err = {};
+	err.err_data = mine;
+	err.err_data_size = sizeof(mine);
+	assert_int_equal(fi_eq_readerr(s.eq, &err, 0), sizeof(err));
+	assert_ptr_not_equal(err.err_data, mine);
+	assert_int_equal(err.err_data_size, sizeof(payload));
+	char buf[64];
+	assert_ptr_equal(fi_eq_strerror(s.eq, 5, nullptr, buf, sizeof(buf)), buf);
+	assert_true(strlen(buf) > 0);
+}
+
+void bad_input(void **st)
+{
+	state &s = st_of(st);
+	struct fid_eq *eq = nullptr;
+	assert_int_equal(util::eq_open(&test_prov, nullptr, &eq, nullptr), -FI_EINVAL);
+	struct fi_eq_attr a = {};
+	assert_int_equal(util::eq_open(&test_prov, &a, nullptr, nullptr), -FI_EINVAL);
+	a.flags = FI_PEEK;
+	assert_int_equal(util::eq_open(&test_prov, &a, &eq, nullptr), -FI_EINVAL);
+	a = {};
+	a.wait_obj = static_cast<enum fi_wait_obj>(9);
+	assert_int_equal(util::eq_open(&test_prov, &a, &eq, nullptr), -FI_EINVAL);
+	a = {};
+	a.size = util::eq_max_size + 1;
+	assert_int_equal(util::eq_open(&test_prov, &a, &eq, nullptr), -FI_EINVAL);
+	assert_null(eq);
+
+	util::eq *q = open_eq(s, FI_WAIT_NONE, 2);
+	struct fi_eq_entry in = notify_entry(1);
+	uint32_t event;
+	struct fi_eq_entry out;
+	assert_int_equal(fi_eq_write(s.eq, FI_NOTIFY, nullptr, 8, 0), -FI_EINVAL);
+	assert_int_equal(fi_eq_write(s.eq, FI_NOTIFY, &in, 0, 0), -FI_EINVAL);
+	assert_int_equal(fi_eq_write(s.eq, FI_NOTIFY, &in, sizeof(in), FI_PEEK), -FI_EINVAL);
+	assert_int_equal(fi_eq_read(s.eq, nullptr, &out, sizeof(out), 0), -FI_EINVAL);
+	assert_int_equal(fi_eq_read(s.eq, &event, nullptr, sizeof(out), 0), -FI_EINVAL);
+	assert_int_equal(fi_eq_read(s.eq, &event, &out, sizeof(out), FI_SEND), -FI_EINVAL);
+	assert_int_equal(fi_eq_readerr(s.eq, nullptr, 0), -FI_EINVAL);
+	assert_int_equal(fi_eq_sread(s.eq, &event, &out, sizeof(out), 0, 0), -FI_EINVAL);
+	/* size 2: the third entry does not fit */
+	assert_int_equal(fi_eq_write(s.eq, FI_NOTIFY, &in, sizeof(in), 0), sizeof(in));
+	assert_int_equal(q->push(FI_NOTIFY, &in, sizeof(in)), 0);
+	assert_int_equal(fi_eq_write(s.eq, FI_NOTIFY, &in, sizeof(in), 0), -FI_EAGAIN);
+	assert_int_equal(fi_control(&s.eq->fid, 999, nullptr), -FI_ENOSYS);
+	q->hold();
+	assert_int_equal(fi_close(&s.eq->fid), -FI_EBUSY);
+	q->release();
+}
+
+/* For each wait object: a timed-out sread, a write from another thread ending an infinite
+ * sread, and sread(-1, FI_PEEK) which leaves the entry queued. */
+void each_wait_object(void **st)
+{
+	state &s = st_of(st);
+	for (enum fi_wait_obj w : {FI_WAIT_UNSPEC, FI_WAIT_FD, FI_WAIT_POLLFD, FI_WAIT_MUTEX_COND,
+	                           FI_WAIT_YIELD, FI_WAIT_SET}) {
+		open_eq(s, w);
+		uint32_t event;
+		struct fi_eq_entry out;
+		auto t0 = steady::now();
+		assert_int_equal(fi_eq_sread(s.eq, &event, &out, sizeof(out), 200, 0), -FI_EAGAIN);
+		long ms = ms_since(t0);
+		print_message("wait_obj %d: eq_sread(200 ms) timed out after %ld ms\n", w, ms);
+		assert_true(ms >= 190 && ms < 600);
+
+		for (uint64_t flags : {uint64_t{0}, uint64_t{FI_PEEK}}) {
+			s.threads.emplace_back([&s] {
+				std::this_thread::sleep_for(std::chrono::milliseconds(50));
+				struct fi_eq_entry in = notify_entry(5);
+				fi_eq_write(s.eq, FI_NOTIFY, &in, sizeof(in), 0);
+			});
+			t0 = steady::now();
+			assert_int_equal(fi_eq_sread(s.eq, &event, &out, sizeof(out), -1, flags),
+			                 sizeof(out));
+			ms = ms_since(t0);
+			print_message(
+			    "wait_obj %d: fi_eq_write ended sread(-1, 0x%llx) after %ld ms\n", w,
+			    static_cast<unsigned long long>(flags), ms);
+			assert_true(ms < 1000);
+			assert_int_equal(out.data, 5);
+			s.threads.back().join();
+			s.threads.clear();
+		}
+		/* the peeked entry is still there */
+		assert_int_equal(fi_eq_read(s.eq, &event, &out, sizeof(out), 0), sizeof(out));
+		assert_int_equal(fi_eq_read(s.eq, &event, &out, sizeof(out), 0), -FI_EAGAIN);
+		close_eq(s);
+	}
+}
+
+void sread_two_seconds(void **st)
+{
+	state &s = st_of(st);
+	open_eq(s, FI_WAIT_FD);
+	uint32_t event;
+	struct fi_eq_entry out;
+	auto t0 = steady::now();
+	assert_int_equal(fi_eq_sread(s.eq, &event, &out, sizeof(out), 2000, 0), -FI_EAGAIN);
+	long ms = ms_since(t0);
+	print_message("eq_sread(2000 ms): -FI_EAGAIN after %ld ms\n", ms);
+	assert_true(ms >= 1500 && ms <= 2500);
+}
+
+void getwait_trywait(void **st)
+{
+	state &s = st_of(st);
+	open_eq(s, FI_WAIT_FD);
+	int fd = -1;
+	assert_int_equal(fi_control(&s.eq->fid, FI_GETWAIT, &fd), 0);
+	assert_true(fd >= 0);
+	enum fi_wait_obj obj;
+	assert_int_equal(fi_control(&s.eq->fid, FI_GETWAITOBJ, &obj), 0);
+	assert_int_equal(obj, FI_WAIT_FD);
+	struct fid *fids[1] = {&s.eq->fid};
+	assert_int_equal(util::trywait(&test_prov, fids, 1), 0);
+	struct fi_eq_entry in = notify_entry(1);
+	assert_int_equal(fi_eq_write(s.eq, FI_NOTIFY, &in, sizeof(in), 0), sizeof(in));
+	assert_int_equal(util::trywait(&test_prov, fids, 1), -FI_EAGAIN);
+	close_eq(s);
+
+	open_eq(s, FI_WAIT_SET);
+	assert_int_equal(fi_control(&s.eq->fid, FI_GETWAITOBJ, &obj), 0);
+	assert_int_equal(obj, FI_WAIT_FD); /* the set's */
+	struct fid *both[2] = {&s.eq->fid, &s.set->fid};
+	assert_int_equal(util::trywait(&test_prov, both, 2), 0);
+	s.threads.emplace_back([&s] {
+		std::this_thread::sleep_for(std::chrono::milliseconds(50));
+		struct fi_eq_entry e = notify_entry(2);
+		fi_eq_write(s.eq, FI_NOTIFY, &e, sizeof(e), 0);
+	});
+	auto t0 = steady::now();
+	assert_int_equal(fi_wait(s.set, 5000), 0);
+	assert_true(ms_since(t0) < 1000);
+	close_eq(s);
+}
+
+/* 4 writers x 25000 entries, 2 readers with sread: every entry read exactly once. */
+void many_threads(void **st)
+{
+	state &s = st_of(st);
+	open_eq(s, FI_WAIT_FD, 512);
+	constexpr uint64_t writers = 4, per_writer = 25000, total = writers * per_writer;
+	std::vector<std::atomic<int>> seen(total);
+	std::atomic<uint64_t> consumed{0};
+	std::atomic<long> bad{0};
+	auto t0 = steady::now();
+	for (uint64_t w = 0; w < writers; w++)
+		s.threads.emplace_back([&s, w] {
+			for (uint64_t i = 0; i < per_writer; i++) {
+				struct fi_eq_entry e = notify_entry(w * per_writer + i);
+				while (fi_eq_write(s.eq, FI_NOTIFY, &e, sizeof(e), 0) == -FI_EAGAIN)
+					std::this_thread::yield();
+			}
+		});
+	for (int r = 0; r < 2; r++)
+		s.threads.emplace_back([&] {
+			while (consumed.load() < total) {
+				uint32_t event;
+				struct fi_eq_entry e;
+				ssize_t n = fi_eq_sread(s.eq, &event, &e, sizeof(e), 100, 0);
+				if (n == -FI_EAGAIN)
+					continue;
+				if (n != sizeof(e) || e.data >= total ||
+				    seen[e.data].fetch_add(1) != 0) {
+					bad++;
+					return;
+				}
+				consumed++;
+			}
+		});
+	for (auto &t : s.threads)
+		t.join();
+	s.threads.clear();
+	print_message("%lu EQ entries, 4 writers, 2 sread readers: %ld ms\n",
+	              static_cast<unsigned long>(total), ms_since(t0));
+	assert_int_equal(bad.load(), 0);
+	assert_int_equal(consumed.load(), total);
+	for (uint64_t i = 0; i < total; i++)
+		if (seen[i].load() != 1)
+			fail_msg("entry %lu seen %d times", static_cast<unsigned long>(i),
+			         seen[i].load());
+}
+
+/* The verbs EQ's shape: progress() drains a source into the queue (here a backlog standing in
+ * for the rdma_cm channel), discard() releases what unread entries own at close. */
+class fed_eq : public util::eq
+{
+public:
+	fed_eq(const struct fi_eq_attr &a, std::atomic<int> *discarded)
+	    : util::eq(&test_prov, a, FI_VERSION(1, 17)), discarded_(discarded)
+	{
+	}
+	std::atomic<int> backlog{0};
+
+protected:
+	void progress() noexcept override
+	{
+		while (backlog.load() > 0) {
+			struct fi_eq_cm_entry cm = {};
+			if (push(FI_CONNECTED, &cm, sizeof(cm)) != 0)
+				break;
+			backlog--;
+		}
+	}
+	void discard(uint32_t event, const void *, size_t len) noexcept override
+	{
+		if (event == FI_CONNECTED && len == sizeof(struct fi_eq_cm_entry))
+			(*discarded_)++;
+	}
+
+private:
+	std::atomic<int> *discarded_;
+};
+
+void subclass_hooks(void **st)
+{
+	state &s = st_of(st);
+	std::atomic<int> discarded{0};
+	struct fi_eq_attr a = {};
+	a.wait_obj = FI_WAIT_FD;
+	auto obj = std::make_unique<fed_eq>(a, &discarded);
+	fed_eq *q = obj.get();
+	assert_int_equal(util::eq_install(std::move(obj), &s.eq, nullptr), 0);
+	struct fid *fids[1] = {&s.eq->fid};
+	q->backlog = 1;
+	assert_int_equal(util::trywait(&test_prov, fids, 1), -FI_EAGAIN); /* progress found it */
+	uint32_t event = 0;
+	struct fi_eq_cm_entry cm;
+	assert_int_equal(fi_eq_read(s.eq, &event, &cm, sizeof(cm), 0), sizeof(cm));
+	assert_int_equal(event, FI_CONNECTED);
+	q->backlog = 1;
+	assert_int_equal(fi_eq_sread(s.eq, &event, &cm, sizeof(cm), 1000, 0), sizeof(cm));
+	q->backlog = 3;
+	assert_int_equal(fi_eq_read(s.eq, &event, &cm, sizeof(cm), FI_PEEK), sizeof(cm));
+	assert_int_equal(fi_close(&s.eq->fid), 0);
+	s.eq = nullptr;
+	assert_int_equal(discarded.load(), 3);
+}
+
+} // namespace
+
+int main()
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(write_read, setup, teardown),
+	    cmocka_unit_test_setup_teardown(any_length, setup, teardown),
+	    cmocka_unit_test_setup_teardown(peek, setup, teardown),
+	    cmocka_unit_test_setup_teardown(too_small_and_cm, setup, teardown),
+	    cmocka_unit_test_setup_teardown(errors, setup, teardown),
+	    cmocka_unit_test_setup_teardown(bad_input, setup, teardown),
+	    cmocka_unit_test_setup_teardown(each_wait_object, setup, teardown),
+	    cmocka_unit_test_setup_teardown(sread_two_seconds, setup, teardown),
+	    cmocka_unit_test_setup_teardown(getwait_trywait, setup, teardown),
+	    cmocka_unit_test_setup_teardown(many_threads, setup, teardown),
+	    cmocka_unit_test_setup_teardown(subclass_hooks, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, nullptr, nullptr);
+}
