@@ -2,9 +2,39 @@
 #ifndef VWAIT_FABRIC_H
 #define VWAIT_FABRIC_H
 
+#include "vwait/util/fid.h"
+
 #include <rdma/fabric.h>
 
-namespace vwait {
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+namespace vwait
+{
+
+class fabric
+{
+public:
+	fabric(const char *name, uint32_t api_version)
+	    : name_(name ? name : ""), api_version_(api_version)
+	{
+	}
+
+	/* Objects opened from this fabric hold a reference; close fails while any is held. */
+	void hold() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
+	void release() noexcept { refs_.fetch_sub(1, std::memory_order_release); }
+	bool busy() const noexcept { return refs_.load(std::memory_order_acquire) != 0; }
+	const std::string &name() const noexcept { return name_; }
+	uint32_t api_version() const noexcept { return api_version_; }
+
+private:
+	std::string name_;
+	uint32_t api_version_;
+	std::atomic<int> refs_{0};
+};
+
+using fabric_box = util::fid_box<struct fid_fabric, fabric>;
 
 /* struct fi_provider::fabric */
 int fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *context) noexcept;

@@ -5,11 +5,13 @@
 
 #include <infiniband/verbs.h>
 #include <rdma/fi_errno.h>
+#include <rdma/rdma_cma.h>
 
 #include <cerrno>
 #include <memory>
 
-namespace vwait::verbs {
+namespace vwait::verbs
+{
 
 /* NULL + errno / -1 + errno: the errno, negated (never 0: a failure is a failure). */
 inline int errno_code() noexcept
@@ -38,7 +40,10 @@ struct pd_deleter {
 using pd = std::unique_ptr<struct ibv_pd, pd_deleter>;
 
 struct comp_channel_deleter {
-	void operator()(struct ibv_comp_channel *ch) const noexcept { ibv_destroy_comp_channel(ch); }
+	void operator()(struct ibv_comp_channel *ch) const noexcept
+	{
+		ibv_destroy_comp_channel(ch);
+	}
 };
 using comp_channel = std::unique_ptr<struct ibv_comp_channel, comp_channel_deleter>;
 
@@ -51,6 +56,53 @@ struct mr_deleter {
 	void operator()(struct ibv_mr *mr) const noexcept { ibv_dereg_mr(mr); }
 };
 using mr = std::unique_ptr<struct ibv_mr, mr_deleter>;
+
+/* An rdma_cm id; its QP, when rdma_create_qp made one, goes first (rdma_destroy_id refuses
+ * nothing, but the QP would leak). */
+struct cm_id_deleter {
+	void operator()(struct rdma_cm_id *id) const noexcept
+	{
+		if (id->qp)
+			rdma_destroy_qp(id);
+		rdma_destroy_id(id);
+	}
+};
+using cm_id = std::unique_ptr<struct rdma_cm_id, cm_id_deleter>;
+
+struct event_channel_deleter {
+	void operator()(struct rdma_event_channel *ch) const noexcept
+	{
+		rdma_destroy_event_channel(ch);
+	}
+};
+using event_channel = std::unique_ptr<struct rdma_event_channel, event_channel_deleter>;
+
+/* rdma_cm's own device contexts: the ones every rdma_cm_id of the process points at. */
+struct cm_devices_deleter {
+	void operator()(struct ibv_context **list) const noexcept { rdma_free_devices(list); }
+};
+using cm_devices = std::unique_ptr<struct ibv_context *[], cm_devices_deleter>;
+
+struct addrinfo_deleter {
+	void operator()(struct rdma_addrinfo *ai) const noexcept { rdma_freeaddrinfo(ai); }
+};
+using addrinfo = std::unique_ptr<struct rdma_addrinfo, addrinfo_deleter>;
+
+/* rdma_cm calls return -1 + errno. */
+inline int cm_code(int ret) noexcept
+{
+	return ret == 0 ? 0 : errno_code();
+}
+
+/* A synchronous id (no event channel: rdma_resolve_* block until done), or a channel's id. */
+inline int create_id(struct rdma_event_channel *ch, void *owner, cm_id *out) noexcept
+{
+	struct rdma_cm_id *id = nullptr;
+	if (rdma_create_id(ch, &id, owner, RDMA_PS_TCP) != 0)
+		return errno_code();
+	out->reset(id);
+	return 0;
+}
 
 /* The device list, or an empty pointer with *count = 0 (no device, or no verbs at all). */
 inline device_list get_device_list(int *count) noexcept

@@ -2,6 +2,9 @@
  * and runs fi_trywait. */
 #include "config.h"
 
+#include "vwait/domain.h"
+#include "vwait/ep.h"
+#include "vwait/eq.h"
 #include "vwait/fabric.h"
 #include "vwait/nic.h"
 #include "vwait/util/enosys.h"
@@ -18,24 +21,6 @@ namespace vwait
 
 namespace
 {
-
-class fabric
-{
-public:
-	explicit fabric(const char *name) : name_(name ? name : "") {}
-
-	/* Objects opened from this fabric hold a reference; close fails while any is held. */
-	void hold() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
-	void release() noexcept { refs_.fetch_sub(1, std::memory_order_release); }
-	bool busy() const noexcept { return refs_.load(std::memory_order_acquire) != 0; }
-	const std::string &name() const noexcept { return name_; }
-
-private:
-	std::string name_;
-	std::atomic<int> refs_{0};
-};
-
-using fabric_box = util::fid_box<struct fid_fabric, fabric>;
 
 int fabric_close(struct fid *fid) noexcept
 {
@@ -85,9 +70,9 @@ struct fi_ops fabric_fi_ops = {
 
 struct fi_ops_fabric fabric_ops = {
     .size = sizeof(struct fi_ops_fabric),
-    .domain = util::enosys_domain,
-    .passive_ep = util::enosys_passive_ep,
-    .eq_open = util::enosys_eq_open,
+    .domain = domain_open,
+    .passive_ep = pep_open,
+    .eq_open = eq_open,
     .wait_open = util::enosys_wait_open,
     .trywait = util::enosys_trywait,
 };
@@ -102,7 +87,7 @@ int fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **out, void *cont
 	}
 	*out = nullptr;
 	return guarded([&] {
-		auto obj = std::make_unique<fabric>(attr->name);
+		auto obj = std::make_unique<fabric>(attr->name, attr->api_version);
 		auto box = std::make_unique<fabric_box>();
 		box->fid.fid.fclass = FI_CLASS_FABRIC;
 		box->fid.fid.context = context;

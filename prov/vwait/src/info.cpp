@@ -1,13 +1,21 @@
-/* fi_getinfo: one info per verbs device, active port and endpoint type. */
+/* fi_getinfo: one info per verbs device, active port and endpoint type (FI_EP_MSG), with the
+ * device's limits, filtered by the hints. Addresses are resolved through rdma_cm, which also
+ * tells which device an address belongs to. */
 #include "config.h"
 
+#include "vwait/ep.h"
 #include "vwait/info.h"
+#include "vwait/nic.h"
 #include "vwait/verbs.h"
 #include "vwait/vwait.h"
 
 #include <rdma/fi_endpoint.h>
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -16,14 +24,11 @@
 #include <string>
 #include <vector>
 
-namespace vwait {
+namespace vwait
+{
 
-namespace {
-
-struct info_deleter {
-	void operator()(struct fi_info *info) const noexcept { fi_freeinfo(info); }
-};
-using info_ptr = std::unique_ptr<struct fi_info, info_deleter>;
+namespace
+{
 
 /* What vwait learned of one active port of one device. */
 struct port_desc {
@@ -41,8 +46,8 @@ std::vector<port_desc> active_ports()
 	verbs::device_list list = verbs::get_device_list(&count);
 	if (count == 0) {
 		FI_INFO(&prov, FI_LOG_CORE,
-			"no verbs device found (ibv_get_device_list: %s); vwait offers nothing\n",
-			errno ? strerror(errno) : "empty list");
+		        "no verbs device found (ibv_get_device_list: %s); vwait offers nothing\n",
+		        errno ? strerror(errno) : "empty list");
 		return ports;
 	}
 	const std::string &only = get_params().device;
@@ -53,13 +58,13 @@ std::vector<port_desc> active_ports()
 		verbs::context ctx(ibv_open_device(list[i]));
 		if (!ctx) {
 			FI_WARN(&prov, FI_LOG_CORE, "ibv_open_device(%s): %s\n", name,
-				strerror(errno));
+			        strerror(errno));
 			continue;
 		}
 		struct ibv_device_attr dev_attr;
 		if (int ret = ibv_query_device(ctx.get(), &dev_attr)) {
 			FI_WARN(&prov, FI_LOG_CORE, "ibv_query_device(%s): %s\n", name,
-				strerror(ret));
+			        strerror(ret));
 			continue;
 		}
 		for (uint8_t p = 1; p <= dev_attr.phys_port_cnt; p++) {
@@ -75,13 +80,167 @@ std::vector<port_desc> active_ports()
 				continue;
 			char fabric[32];
 			snprintf(fabric, sizeof(fabric), "IB-0x%" PRIx64,
-				 static_cast<uint64_t>(be64toh(gid.global.subnet_prefix)));
+			         static_cast<uint64_t>(be64toh(gid.global.subnet_prefix)));
 			ports.push_back(port_desc{name, fabric, p, dev_attr, port_attr});
 		}
 	}
 	if (ports.empty())
 		FI_INFO(&prov, FI_LOG_CORE, "no verbs device has an active port\n");
 	return ports;
+}
+
+size_t sockaddr_len(const struct sockaddr *sa) noexcept
+{
+	return sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+}
+
+/* An address with the device rdma_cm binds it to. */
+struct cm_addr {
+	struct sockaddr_storage addr = {};
+	std::string device;
+	bool valid() const noexcept { return addr.ss_family != 0; }
+	const struct sockaddr *sa() const noexcept
+	{
+		return reinterpret_cast<const struct sockaddr *>(&addr);
+	}
+};
+
+cm_addr make_addr(const struct sockaddr *sa, struct ibv_context *verbs)
+{
+	cm_addr a;
+	memcpy(&a.addr, sa, sockaddr_len(sa));
+	if (verbs)
+		a.device = ibv_get_device_name(verbs->device);
+	return a;
+}
+
+/* Binds sa to learn its device (empty when the address is not on an RDMA device). */
+cm_addr bind_probe(const struct sockaddr *sa)
+{
+	verbs::cm_id id;
+	if (verbs::create_id(nullptr, nullptr, &id) != 0)
+		return {};
+	if (rdma_bind_addr(id.get(), const_cast<struct sockaddr *>(sa)) != 0 || !id->verbs)
+		return {};
+	return make_addr(sa, id->verbs);
+}
+
+/* The IP addresses of the host's interfaces that rdma_cm binds to an RDMA device. */
+std::vector<cm_addr> device_addrs()
+{
+	std::vector<cm_addr> out;
+	struct ifaddrs *ifs = nullptr;
+	if (getifaddrs(&ifs) != 0)
+		return out;
+	std::unique_ptr<struct ifaddrs, void (*)(struct ifaddrs *)> owner(ifs, freeifaddrs);
+	for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
+		if (!i->ifa_addr ||
+		    (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6))
+			continue;
+		cm_addr a = bind_probe(i->ifa_addr);
+		if (!a.device.empty())
+			out.push_back(a);
+	}
+	return out;
+}
+
+/* Where the application wants to talk: source and/or destination, and the device of them. */
+struct endpoints {
+	cm_addr src;
+	cm_addr dst;
+	std::string device; /* empty: any */
+};
+
+void set_port(struct sockaddr_storage *ss, uint16_t port_be)
+{
+	if (ss->ss_family == AF_INET)
+		reinterpret_cast<struct sockaddr_in *>(ss)->sin_port = port_be;
+	else if (ss->ss_family == AF_INET6)
+		reinterpret_cast<struct sockaddr_in6 *>(ss)->sin6_port = port_be;
+}
+
+/* -FI_ENODATA when node/service/hints name addresses vwait cannot use. */
+int resolve(const char *node, const char *service, uint64_t flags, const struct fi_info *hints,
+            endpoints *ep)
+{
+	const struct sockaddr *hint_src =
+	    hints ? static_cast<const struct sockaddr *>(hints->src_addr) : nullptr;
+	const struct sockaddr *hint_dst =
+	    hints ? static_cast<const struct sockaddr *>(hints->dest_addr) : nullptr;
+	const struct sockaddr *src = hint_src;
+	const struct sockaddr *dst = hint_dst;
+	verbs::addrinfo ai;
+	if (node || service) {
+		struct rdma_addrinfo want = {};
+		want.ai_port_space = RDMA_PS_TCP;
+		bool passive = (flags & FI_SOURCE) || !node;
+		if (passive)
+			want.ai_flags |= RAI_PASSIVE;
+		if (flags & FI_NUMERICHOST)
+			want.ai_flags |= RAI_NUMERICHOST;
+		struct rdma_addrinfo *res = nullptr;
+		if (rdma_getaddrinfo(node, service, &want, &res) != 0) {
+			FI_INFO(&prov, FI_LOG_CORE, "rdma_getaddrinfo(%s, %s): %s\n",
+			        node ? node : "-", service ? service : "-", strerror(errno));
+			return -FI_ENODATA;
+		}
+		ai.reset(res);
+		if (passive)
+			src = ai->ai_src_addr;
+		else
+			dst = ai->ai_dst_addr;
+	}
+	if (dst) {
+		verbs::cm_id id;
+		if (verbs::create_id(nullptr, nullptr, &id) != 0)
+			return -FI_ENODATA;
+		if (rdma_resolve_addr(id.get(), const_cast<struct sockaddr *>(src),
+		                      const_cast<struct sockaddr *>(dst),
+		                      get_params().cm_timeout_ms) != 0 ||
+		    !id->verbs) {
+			FI_INFO(&prov, FI_LOG_CORE, "rdma_resolve_addr: %s\n", strerror(errno));
+			return -FI_ENODATA;
+		}
+		ep->dst = make_addr(dst, id->verbs);
+		ep->src = make_addr(rdma_get_local_addr(id.get()), id->verbs);
+		if (!src)
+			set_port(&ep->src.addr, 0);
+		ep->device = ep->dst.device;
+		return 0;
+	}
+	if (src) {
+		bool any = (src->sa_family == AF_INET &&
+		            reinterpret_cast<const struct sockaddr_in *>(src)->sin_addr.s_addr ==
+		                htonl(INADDR_ANY));
+		if (any) {
+			/* a port on every device: keep the port, take each device's address */
+			ep->src = make_addr(src, nullptr);
+			return 0;
+		}
+		/* a port already in use cannot be probed by binding: probe with port 0 */
+		struct sockaddr_storage probe = {};
+		memcpy(&probe, src, sockaddr_len(src));
+		set_port(&probe, 0);
+		cm_addr a = bind_probe(reinterpret_cast<struct sockaddr *>(&probe));
+		if (a.device.empty()) {
+			FI_INFO(&prov, FI_LOG_CORE, "source address is on no RDMA device\n");
+			return -FI_ENODATA;
+		}
+		ep->src = make_addr(src, nullptr);
+		ep->src.device = a.device;
+		ep->device = a.device;
+	}
+	return 0;
+}
+
+void *dup_sockaddr(const struct sockaddr *sa, size_t *len)
+{
+	*len = sockaddr_len(sa);
+	void *p = malloc(*len);
+	if (!p)
+		throw std::bad_alloc();
+	memcpy(p, sa, *len);
+	return p;
 }
 
 char *dup(const std::string &s)
@@ -92,83 +251,297 @@ char *dup(const std::string &s)
 	return p;
 }
 
-info_ptr msg_info(const port_desc &port)
+constexpr uint64_t msg_caps = FI_MSG | FI_SEND | FI_RECV;
+constexpr uint64_t rma_caps = FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+constexpr uint64_t secondary_caps = FI_LOCAL_COMM | FI_REMOTE_COMM;
+constexpr uint64_t all_caps = msg_caps | rma_caps | secondary_caps;
+constexpr uint64_t required_mr_mode =
+    FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+constexpr size_t default_size = 256;
+constexpr size_t default_iov_limit = 4;
+constexpr size_t default_inject_size = 64;
+constexpr uint64_t rc_msg_order = FI_ORDER_RAR | FI_ORDER_RAW | FI_ORDER_RAS | FI_ORDER_WAW |
+                                  FI_ORDER_WAS | FI_ORDER_SAW | FI_ORDER_SAS;
+
+/* The caps to report: what was asked (a primary cap without direction bits gets both), or
+ * everything. */
+uint64_t pick_caps(const struct fi_info *hints)
 {
+	if (!hints || !hints->caps)
+		return all_caps;
+	uint64_t caps = hints->caps & all_caps;
+	if ((caps & FI_MSG) && !(caps & (FI_SEND | FI_RECV)))
+		caps |= FI_SEND | FI_RECV;
+	if ((caps & FI_RMA) && !(caps & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)))
+		caps |= FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+	return caps | secondary_caps;
+}
+
+/* mr_mode as the application speaks it; -1 when it cannot be met. */
+int64_t pick_mr_mode(uint32_t version, const struct fi_info *hints, uint64_t *mode)
+{
+	if (!hints || !hints->domain_attr) {
+		if (!FI_VERSION_LT(version, FI_VERSION(1, 5)))
+			return static_cast<int64_t>(required_mr_mode);
+		*mode |= FI_LOCAL_MR;
+		return FI_MR_BASIC;
+	}
+	int user = hints->domain_attr->mr_mode;
+	bool old = FI_VERSION_LT(version, FI_VERSION(1, 5)) || user == FI_MR_BASIC ||
+	           user == FI_MR_SCALABLE;
+	if (old) {
+		if (user == FI_MR_SCALABLE)
+			return -1;
+		if (!(hints->mode & FI_LOCAL_MR))
+			return -1;
+		*mode |= FI_LOCAL_MR;
+		return FI_MR_BASIC;
+	}
+	uint64_t have = static_cast<uint64_t>(user);
+	if (hints->mode & FI_LOCAL_MR)
+		have |= FI_MR_LOCAL;
+	if ((have & required_mr_mode) != required_mr_mode)
+		return -1;
+	return static_cast<int64_t>(required_mr_mode);
+}
+
+/* Why hints cannot be met, or nullptr. */
+const char *unmet(const port_desc &port, const struct fi_info *hints, uint64_t caps)
+{
+	if (!hints)
+		return nullptr;
+	if (hints->caps & ~all_caps)
+		return "caps";
+	if (!(caps & (FI_MSG | FI_RMA)))
+		return "caps (neither FI_MSG nor FI_RMA)";
+	if (hints->ep_attr) {
+		const struct fi_ep_attr *e = hints->ep_attr;
+		if (e->type != FI_EP_UNSPEC && e->type != FI_EP_MSG)
+			return "ep_attr->type";
+		if (e->protocol != FI_PROTO_UNSPEC && e->protocol != FI_PROTO_RDMA_CM_IB_RC)
+			return "ep_attr->protocol";
+		if (e->max_msg_size > port.port_attr.max_msg_sz)
+			return "ep_attr->max_msg_size";
+		if (e->tx_ctx_cnt > 1 && e->tx_ctx_cnt != FI_SHARED_CONTEXT)
+			return "ep_attr->tx_ctx_cnt";
+		if (e->rx_ctx_cnt > 1 && e->rx_ctx_cnt != FI_SHARED_CONTEXT)
+			return "ep_attr->rx_ctx_cnt";
+	}
+	size_t max_wr = static_cast<size_t>(port.dev_attr.max_qp_wr);
+	size_t max_sge = std::min<size_t>(static_cast<size_t>(port.dev_attr.max_sge), 16);
+	if (hints->tx_attr) {
+		if (hints->tx_attr->size > max_wr)
+			return "tx_attr->size";
+		if (hints->tx_attr->iov_limit > max_sge)
+			return "tx_attr->iov_limit";
+		if (hints->tx_attr->rma_iov_limit > 1)
+			return "tx_attr->rma_iov_limit";
+		if (hints->tx_attr->caps & ~all_caps)
+			return "tx_attr->caps";
+	}
+	if (hints->rx_attr) {
+		if (hints->rx_attr->size > max_wr)
+			return "rx_attr->size";
+		if (hints->rx_attr->iov_limit > max_sge)
+			return "rx_attr->iov_limit";
+		if (hints->rx_attr->caps & ~all_caps)
+			return "rx_attr->caps";
+	}
+	switch (hints->addr_format) {
+	case FI_FORMAT_UNSPEC:
+	case FI_SOCKADDR:
+	case FI_SOCKADDR_IN:
+	case FI_SOCKADDR_IN6:
+		break;
+	default:
+		return "addr_format";
+	}
+	if (hints->domain_attr) {
+		if (hints->domain_attr->name && port.device != hints->domain_attr->name)
+			return "domain_attr->name";
+		if (hints->domain_attr->mr_key_size > sizeof(uint32_t))
+			return "domain_attr->mr_key_size";
+		if (hints->domain_attr->cq_data_size > sizeof(uint32_t))
+			return "domain_attr->cq_data_size";
+		if (hints->domain_attr->av_type != FI_AV_UNSPEC)
+			return "domain_attr->av_type";
+	}
+	if (hints->fabric_attr) {
+		if (hints->fabric_attr->name && port.fabric != hints->fabric_attr->name)
+			return "fabric_attr->name";
+		if (hints->fabric_attr->prov_name &&
+		    strcasestr(hints->fabric_attr->prov_name, prov_name) == nullptr)
+			return "fabric_attr->prov_name";
+	}
+	return nullptr;
+}
+
+info_ptr msg_info(uint32_t version, const port_desc &port, const struct fi_info *hints,
+                  const cm_addr &src, const cm_addr &dst)
+{
+	uint64_t caps = pick_caps(hints);
+	if (const char *why = unmet(port, hints, caps)) {
+		FI_INFO(&prov, FI_LOG_CORE, "%s: hints->%s cannot be met\n", port.device.c_str(),
+		        why);
+		return nullptr;
+	}
+	uint64_t mode = 0;
+	int64_t mr_mode = pick_mr_mode(version, hints, &mode);
+	if (mr_mode < 0) {
+		FI_INFO(&prov, FI_LOG_CORE,
+		        "%s: hints mr_mode 0x%x lacks FI_MR_LOCAL | "
+		        "FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY\n",
+		        port.device.c_str(), hints->domain_attr->mr_mode);
+		return nullptr;
+	}
+	/* a receive that takes remote CQ data consumes a posted buffer */
+	uint64_t rx_mode = 0;
+	if (!hints || ((hints->mode | (hints->rx_attr ? hints->rx_attr->mode : 0)) & FI_RX_CQ_DATA))
+		rx_mode = FI_RX_CQ_DATA;
+
 	info_ptr info(fi_allocinfo());
 	if (!info)
 		throw std::bad_alloc();
-	info->caps = FI_MSG | FI_SEND | FI_RECV;
-	info->mode = 0;
-	info->addr_format = FI_SOCKADDR_IN;
-	info->tx_attr->caps = FI_MSG | FI_SEND;
-	info->tx_attr->op_flags = 0;
-	info->tx_attr->msg_order = FI_ORDER_SAS;
-	info->tx_attr->size = static_cast<size_t>(port.dev_attr.max_qp_wr);
-	info->tx_attr->iov_limit = static_cast<size_t>(port.dev_attr.max_sge);
-	info->rx_attr->caps = FI_MSG | FI_RECV;
-	info->rx_attr->msg_order = FI_ORDER_SAS;
-	info->rx_attr->size = static_cast<size_t>(port.dev_attr.max_qp_wr);
-	info->rx_attr->iov_limit = static_cast<size_t>(port.dev_attr.max_sge);
+	const struct fi_tx_attr *htx = hints ? hints->tx_attr : nullptr;
+	const struct fi_rx_attr *hrx = hints ? hints->rx_attr : nullptr;
+	const struct fi_domain_attr *hdom = hints ? hints->domain_attr : nullptr;
+	size_t max_wr = static_cast<size_t>(port.dev_attr.max_qp_wr);
+	size_t max_sge = std::min<size_t>(static_cast<size_t>(port.dev_attr.max_sge), 16);
+
+	info->caps = caps;
+	info->mode = mode;
+	info->addr_format =
+	    src.valid() && src.addr.ss_family == AF_INET6 ? FI_SOCKADDR_IN6 : FI_SOCKADDR_IN;
+	if (src.valid())
+		info->src_addr = dup_sockaddr(src.sa(), &info->src_addrlen);
+	if (dst.valid())
+		info->dest_addr = dup_sockaddr(dst.sa(), &info->dest_addrlen);
+
+	info->tx_attr->caps = caps & (FI_MSG | FI_RMA | FI_SEND | FI_READ | FI_WRITE);
+	info->tx_attr->mode = mode;
+	info->tx_attr->op_flags = htx ? htx->op_flags : 0;
+	info->tx_attr->msg_order = rc_msg_order;
+	info->tx_attr->comp_order = FI_ORDER_STRICT;
+	info->tx_attr->inject_size =
+	    std::max<size_t>(default_inject_size, htx ? htx->inject_size : 0);
+	info->tx_attr->size = htx && htx->size ? htx->size : std::min(default_size, max_wr);
+	info->tx_attr->iov_limit =
+	    htx && htx->iov_limit ? htx->iov_limit : std::min(default_iov_limit, max_sge);
+	info->tx_attr->rma_iov_limit = 1;
+
+	info->rx_attr->caps = caps & (FI_MSG | FI_RMA | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE);
+	info->rx_attr->mode = mode | rx_mode;
+	info->rx_attr->op_flags = hrx ? hrx->op_flags : 0;
+	info->rx_attr->msg_order = rc_msg_order;
+	info->rx_attr->comp_order = FI_ORDER_STRICT;
+	info->rx_attr->size = hrx && hrx->size ? hrx->size : std::min(default_size, max_wr);
+	info->rx_attr->iov_limit =
+	    hrx && hrx->iov_limit ? hrx->iov_limit : std::min(default_iov_limit, max_sge);
+
 	info->ep_attr->type = FI_EP_MSG;
 	info->ep_attr->protocol = FI_PROTO_RDMA_CM_IB_RC;
 	info->ep_attr->protocol_version = 1;
 	info->ep_attr->max_msg_size = port.port_attr.max_msg_sz;
+	info->ep_attr->max_order_raw_size = port.port_attr.max_msg_sz;
+	info->ep_attr->max_order_war_size = port.port_attr.max_msg_sz;
+	info->ep_attr->max_order_waw_size = port.port_attr.max_msg_sz;
+	info->ep_attr->tx_ctx_cnt = 1;
+	info->ep_attr->rx_ctx_cnt = 1;
+
 	info->domain_attr->name = dup(port.device);
-	info->domain_attr->threading = FI_THREAD_SAFE;
-	info->domain_attr->control_progress = FI_PROGRESS_AUTO;
-	info->domain_attr->data_progress = FI_PROGRESS_AUTO;
+	info->domain_attr->threading = hdom && hdom->threading ? hdom->threading : FI_THREAD_SAFE;
+	info->domain_attr->control_progress =
+	    hdom && hdom->control_progress ? hdom->control_progress : FI_PROGRESS_AUTO;
+	info->domain_attr->data_progress =
+	    hdom && hdom->data_progress ? hdom->data_progress : FI_PROGRESS_AUTO;
 	info->domain_attr->resource_mgmt = FI_RM_ENABLED;
-	info->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
-				     FI_MR_PROV_KEY;
+	info->domain_attr->av_type = FI_AV_UNSPEC;
+	info->domain_attr->mr_mode = static_cast<int>(mr_mode);
+	info->domain_attr->mr_key_size = sizeof(uint32_t);
+	info->domain_attr->cq_data_size = sizeof(uint32_t);
 	info->domain_attr->cq_cnt = static_cast<size_t>(port.dev_attr.max_cq);
 	info->domain_attr->ep_cnt = static_cast<size_t>(port.dev_attr.max_qp);
-	info->domain_attr->cq_data_size = sizeof(uint32_t);
+	info->domain_attr->tx_ctx_cnt = static_cast<size_t>(port.dev_attr.max_qp);
+	info->domain_attr->rx_ctx_cnt = static_cast<size_t>(port.dev_attr.max_qp);
+	info->domain_attr->max_ep_tx_ctx = 1;
+	info->domain_attr->max_ep_rx_ctx = 1;
+	info->domain_attr->mr_iov_limit = 1;
+	info->domain_attr->mr_cnt = static_cast<size_t>(port.dev_attr.max_mr);
+	info->domain_attr->caps = secondary_caps;
+
 	info->fabric_attr->name = dup(port.fabric);
 	info->fabric_attr->prov_version = prov.version;
 	info->fabric_attr->api_version = api_version;
-	return info;
-}
 
-bool matches(const struct fi_info *info, const struct fi_info *hints)
-{
-	if (!hints)
-		return true;
-	if ((hints->caps & info->caps) != hints->caps)
-		return false;
-	if (hints->ep_attr && hints->ep_attr->type != FI_EP_UNSPEC &&
-	    hints->ep_attr->type != info->ep_attr->type)
-		return false;
-	if (hints->addr_format != FI_FORMAT_UNSPEC && hints->addr_format != info->addr_format)
-		return false;
-	if (hints->domain_attr && hints->domain_attr->name &&
-	    strcmp(hints->domain_attr->name, info->domain_attr->name) != 0)
-		return false;
-	if (hints->fabric_attr && hints->fabric_attr->name &&
-	    strcmp(hints->fabric_attr->name, info->fabric_attr->name) != 0)
-		return false;
-	return true;
+	nic_desc nd;
+	nd.device = port.device;
+	nd.firmware = port.dev_attr.fw_ver;
+	nd.vendor_id = port.dev_attr.vendor_id;
+	nd.vendor_part = port.dev_attr.vendor_part_id;
+	nd.hw_ver = port.dev_attr.hw_ver;
+	nd.up = port.port_attr.state == IBV_PORT_ACTIVE;
+	nd.network_type =
+	    port.port_attr.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand";
+	info->nic = nic_create(nd);
+	return info;
 }
 
 } // namespace
 
 int getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
-	    const struct fi_info *hints, struct fi_info **info) noexcept
+            const struct fi_info *hints, struct fi_info **info) noexcept
 {
-	(void)node;
-	(void)service;
-	(void)flags;
 	*info = nullptr;
 	if (version < min_api_version) {
 		FI_INFO(&prov, FI_LOG_CORE, "API version %u.%u is older than 1.5\n",
-			FI_MAJOR(version), FI_MINOR(version));
+		        FI_MAJOR(version), FI_MINOR(version));
 		return -FI_ENODATA;
 	}
 	return guarded([&] {
+		std::vector<port_desc> ports = active_ports();
+		if (ports.empty())
+			return -FI_ENODATA;
+		endpoints where;
+		if (int ret = resolve(node, service, flags, hints, &where))
+			return ret;
+		std::vector<cm_addr> addrs;
+		if (!where.src.valid() || where.src.device.empty())
+			addrs = device_addrs();
+		uint32_t want_family = AF_UNSPEC;
+		if (hints && hints->addr_format == FI_SOCKADDR_IN)
+			want_family = AF_INET;
+		else if (hints && hints->addr_format == FI_SOCKADDR_IN6)
+			want_family = AF_INET6;
+
 		info_ptr head; /* owns the whole list until it is handed out */
 		struct fi_info *last = nullptr;
-		for (const port_desc &port : active_ports()) {
-			info_ptr one = msg_info(port);
-			if (!matches(one.get(), hints))
+		for (const port_desc &port : ports) {
+			if (!where.device.empty() && where.device != port.device)
+				continue;
+			cm_addr src = where.src;
+			if (!src.valid() || src.device.empty()) {
+				/* the device's own address (the port asked for, if any) */
+				uint16_t port_be = 0;
+				if (src.valid())
+					port_be = reinterpret_cast<struct sockaddr_in *>(&src.addr)
+					              ->sin_port;
+				auto it =
+				    std::find_if(addrs.begin(), addrs.end(), [&](const cm_addr &a) {
+					    return a.device == port.device &&
+					           (want_family == AF_UNSPEC ||
+					            a.addr.ss_family == want_family);
+				    });
+				if (it == addrs.end()) {
+					FI_INFO(&prov, FI_LOG_CORE,
+					        "%s has no IP address: no MSG endpoint\n",
+					        port.device.c_str());
+					continue;
+				}
+				src = *it;
+				set_port(&src.addr, port_be);
+			}
+			info_ptr one = msg_info(version, port, hints, src, where.dst);
+			if (!one)
 				continue;
 			struct fi_info *raw = one.release();
 			if (last)

@@ -1,0 +1,83 @@
+/* The vwait domain: one rdma_cm device context and one protection domain; and its memory
+ * regions. */
+#ifndef VWAIT_DOMAIN_H
+#define VWAIT_DOMAIN_H
+
+#include "vwait/fabric.h"
+#include "vwait/util/fid.h"
+#include "vwait/verbs.h"
+
+#include <rdma/fi_domain.h>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+namespace vwait
+{
+
+class domain
+{
+public:
+	domain(fabric *fab, verbs::cm_devices devices, struct ibv_context *ctx, verbs::pd pd,
+	       const struct ibv_device_attr &attr, uint32_t api_version);
+	~domain();
+	domain(const domain &) = delete;
+	domain &operator=(const domain &) = delete;
+
+	void hold() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
+	void release() noexcept { refs_.fetch_sub(1, std::memory_order_release); }
+	bool busy() const noexcept { return refs_.load(std::memory_order_acquire) != 0; }
+
+	struct ibv_context *context() const noexcept { return ctx_; }
+	struct ibv_pd *pd() const noexcept { return pd_.get(); }
+	const struct ibv_device_attr &device_attr() const noexcept { return attr_; }
+	uint32_t api_version() const noexcept { return api_version_; }
+	const char *name() const noexcept { return ibv_get_device_name(ctx_->device); }
+	fabric *parent() const noexcept { return fabric_; }
+
+	/* Reads the device's asynchronous events without blocking: a CQ overrun
+	 * (IBV_EVENT_CQ_ERR) is handed to that CQ; the rest are logged. */
+	void poll_async_events() noexcept;
+
+private:
+	fabric *fabric_;
+	verbs::cm_devices devices_; /* keeps ctx_ alive */
+	struct ibv_context *ctx_;
+	verbs::pd pd_;
+	struct ibv_device_attr attr_;
+	uint32_t api_version_;
+	std::mutex async_mutex_;
+	std::atomic<int> refs_{0};
+};
+
+using domain_box = util::fid_box<struct fid_domain, domain>;
+
+inline domain *domain_of(struct fid_domain *fid) noexcept
+{
+	return util::owner<domain>(fid);
+}
+
+/* struct fi_ops_fabric::domain */
+int domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_domain **domain,
+                void *context) noexcept;
+
+/* struct fi_ops_mr (mr.cpp) */
+int mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t access, uint64_t offset,
+           uint64_t requested_key, uint64_t flags, struct fid_mr **mr, void *context) noexcept;
+int mr_regv(struct fid *fid, const struct iovec *iov, size_t count, uint64_t access,
+            uint64_t offset, uint64_t requested_key, uint64_t flags, struct fid_mr **mr,
+            void *context) noexcept;
+int mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64_t flags,
+               struct fid_mr **mr) noexcept;
+
+/* The local key behind a descriptor that fi_mr_desc handed out. */
+inline uint32_t mr_lkey(void *desc) noexcept
+{
+	return static_cast<struct ibv_mr *>(desc)->lkey;
+}
+
+} // namespace vwait
+
+#endif

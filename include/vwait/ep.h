@@ -1,0 +1,142 @@
+/* vwait MSG endpoints (RC QPs through rdma_cm) and passive endpoints. */
+#ifndef VWAIT_EP_H
+#define VWAIT_EP_H
+
+#include "vwait/cq.h"
+#include "vwait/domain.h"
+#include "vwait/eq.h"
+#include "vwait/fabric.h"
+#include "vwait/util/fid.h"
+#include "vwait/verbs.h"
+
+#include <rdma/fi_cm.h>
+#include <rdma/fi_endpoint.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+
+namespace vwait
+{
+
+struct info_deleter {
+	void operator()(struct fi_info *info) const noexcept { fi_freeinfo(info); }
+};
+using info_ptr = std::unique_ptr<struct fi_info, info_deleter>;
+
+class pep final : public cm_target
+{
+public:
+	pep(fabric *fab, info_ptr info, verbs::cm_id id);
+	~pep() override;
+
+	struct fid *cm_fid() noexcept override { return fid_; }
+	bool active_side() const noexcept override { return false; }
+	struct fi_info *connreq_info(struct rdma_cm_id *id) noexcept override;
+	void disconnected() noexcept override {}
+
+	int bind(struct fid *bfid, uint64_t flags) noexcept;
+	int listen() noexcept;
+	int getname(void *addr, size_t *addrlen) noexcept;
+	int setname(void *addr, size_t addrlen) noexcept;
+	int reject(struct fid *handle, const void *param, size_t paramlen) noexcept;
+	int getopt(int level, int optname, void *optval, size_t *optlen) noexcept;
+
+	void set_fid(struct fid *fid) noexcept { fid_ = fid; }
+	fabric *parent() const noexcept { return fabric_; }
+
+private:
+	fabric *fabric_;
+	info_ptr info_;
+	verbs::cm_id id_;
+	eq *eq_ = nullptr;
+	bool bound_ = false;
+	bool listening_ = false;
+	struct fid *fid_ = nullptr;
+	std::mutex mutex_;
+};
+
+class ep final : public cm_target
+{
+public:
+	ep(domain *dom, info_ptr info, verbs::cm_id id, bool from_connreq);
+	~ep() override;
+
+	struct fid *cm_fid() noexcept override { return fid_; }
+	bool active_side() const noexcept override { return !passive_; }
+	struct fi_info *connreq_info(struct rdma_cm_id *) noexcept override { return nullptr; }
+	void disconnected() noexcept override;
+
+	int bind(struct fid *bfid, uint64_t flags) noexcept;
+	int enable() noexcept;
+	int connect(const void *addr, const void *param, size_t paramlen) noexcept;
+	int accept(const void *param, size_t paramlen) noexcept;
+	int shutdown() noexcept;
+	int getname(void *addr, size_t *addrlen) noexcept;
+	int getpeer(void *addr, size_t *addrlen) noexcept;
+	int getopt(int level, int optname, void *optval, size_t *optlen) noexcept;
+	int setopt(int level, int optname, const void *optval, size_t optlen) noexcept;
+	ssize_t tx_size_left() const noexcept;
+	ssize_t rx_size_left() const noexcept;
+
+	/* Data transfer. iov/desc/count describe local memory; flags are FI_* op flags;
+	 * silent: fi_inject*, never a completion entry (errors aside). */
+	ssize_t post_send(const struct iovec *iov, void **desc, size_t count, uint64_t data,
+	                  void *context, uint64_t flags, bool silent = false) noexcept;
+	ssize_t post_recv(const struct iovec *iov, void **desc, size_t count, void *context,
+	                  uint64_t flags) noexcept;
+	ssize_t post_rma(bool write, const struct iovec *iov, void **desc, size_t count,
+	                 uint64_t addr, uint64_t key, uint64_t data, void *context, uint64_t flags,
+	                 bool silent = false) noexcept;
+
+	uint64_t tx_op_flags() const noexcept { return tx_flags_; }
+	uint64_t rx_op_flags() const noexcept { return rx_flags_; }
+
+	void set_fid(struct fid *fid) noexcept { fid_ = fid; }
+	/* opened with a dest_addr (resolved then) or from a connection request */
+	void set_route_resolved(bool yes) noexcept { route_resolved_ = yes; }
+	domain *parent() const noexcept { return domain_; }
+
+private:
+	int check_iov(const char *op, const struct iovec *iov, void **desc, size_t count,
+	              size_t limit, bool need_desc, struct ibv_sge *sge, size_t *total) noexcept;
+	ssize_t post_tx_wr(struct ibv_send_wr *wr, void *context, uint64_t cq_flags, size_t len,
+	                   bool report) noexcept;
+	int migrate_to_eq() noexcept;
+
+	domain *domain_;
+	info_ptr info_;
+	verbs::cm_id id_;
+	bool passive_;
+	cq *tx_cq_ = nullptr;
+	cq *rx_cq_ = nullptr;
+	eq *eq_ = nullptr;
+	bool tx_selective_ = false;
+	bool rx_selective_ = false;
+	uint64_t tx_flags_ = 0;
+	uint64_t rx_flags_ = 0;
+	size_t inject_size_ = 0;
+	size_t max_msg_size_ = 0;
+	size_t tx_iov_limit_ = 1;
+	size_t rx_iov_limit_ = 1;
+	size_t rma_iov_limit_ = 1;
+	std::shared_ptr<wr_ring> tx_;
+	std::shared_ptr<wr_ring> rx_;
+	std::atomic<bool> enabled_{false};
+	bool connecting_ = false;
+	bool route_resolved_ = false;
+	struct fid *fid_ = nullptr;
+	mutable std::mutex mutex_;
+	std::mutex rx_mutex_;
+};
+
+/* struct fi_ops_domain::endpoint */
+int ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep **ep,
+            void *context) noexcept;
+/* struct fi_ops_fabric::passive_ep */
+int pep_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_pep **pep,
+             void *context) noexcept;
+
+} // namespace vwait
+
+#endif

@@ -1,0 +1,186 @@
+/* The vwait domain: the rdma_cm context of one verbs device and a protection domain on it.
+ * It opens CQs, endpoints and memory regions (mr.cpp). */
+#include "config.h"
+
+#include "vwait/cq.h"
+#include "vwait/domain.h"
+#include "vwait/ep.h"
+#include "vwait/slots.h"
+#include "vwait/util/enosys.h"
+#include "vwait/vwait.h"
+
+#include <fcntl.h>
+
+#include <cstring>
+#include <memory>
+
+namespace vwait
+{
+
+domain::domain(fabric *fab, verbs::cm_devices devices, struct ibv_context *ctx, verbs::pd pd,
+               const struct ibv_device_attr &attr, uint32_t api_version)
+    : fabric_(fab), devices_(std::move(devices)), ctx_(ctx), pd_(std::move(pd)), attr_(attr),
+      api_version_(api_version)
+{
+	fabric_->hold();
+}
+
+domain::~domain()
+{
+	pd_.reset();
+	fabric_->release();
+}
+
+void domain::poll_async_events() noexcept
+{
+	std::unique_lock<std::mutex> lock(async_mutex_, std::try_to_lock);
+	if (!lock.owns_lock())
+		return;
+	struct ibv_async_event ev;
+	while (ibv_get_async_event(ctx_, &ev) == 0) {
+		switch (ev.event_type) {
+		case IBV_EVENT_CQ_ERR:
+			/* rxe raises one per lost entry: the CQ warns once */
+			if (ev.element.cq && ev.element.cq->cq_context &&
+			    static_cast<cq *>(ev.element.cq->cq_context)->set_overrun())
+				FI_WARN(&prov, FI_LOG_CQ,
+				        "%s: completion queue overrun (IBV_EVENT_CQ_ERR), "
+				        "completions were lost\n",
+				        name());
+			break;
+		case IBV_EVENT_QP_FATAL:
+		case IBV_EVENT_QP_REQ_ERR:
+		case IBV_EVENT_QP_ACCESS_ERR:
+			FI_WARN(&prov, FI_LOG_EP_DATA, "%s: QP %u: %s\n", name(),
+			        ev.element.qp ? ev.element.qp->qp_num : 0,
+			        ibv_event_type_str(ev.event_type));
+			break;
+		default:
+			FI_INFO(&prov, FI_LOG_DOMAIN, "%s: async event %s\n", name(),
+			        ibv_event_type_str(ev.event_type));
+			break;
+		}
+		ibv_ack_async_event(&ev);
+	}
+}
+
+namespace
+{
+
+int domain_close(struct fid *fid) noexcept
+{
+	auto *box = reinterpret_cast<domain_box *>(fid);
+	if (box->obj->busy()) {
+		FI_WARN(&prov, FI_LOG_DOMAIN, "fi_close(domain %s): objects still open\n",
+		        box->obj->name());
+		return -FI_EBUSY;
+	}
+	delete box->obj;
+	delete box;
+	return FI_SUCCESS;
+}
+
+struct fi_ops domain_fi_ops = {
+    .size = sizeof(struct fi_ops),
+    .close = domain_close,
+    .bind = util::enosys_bind,
+    .control = util::enosys_control,
+    .ops_open = util::enosys_ops_open,
+    .tostr = util::enosys_tostr,
+    .ops_set = util::enosys_ops_set,
+};
+
+struct fi_ops_domain domain_ops = {
+    .size = sizeof(struct fi_ops_domain),
+    .av_open = unsupported{},
+    .cq_open = cq_open,
+    .endpoint = ep_open,
+    .scalable_ep = unsupported{},
+    .cntr_open = unsupported{},
+    .poll_open = unsupported{},
+    .stx_ctx = unsupported{},
+    .srx_ctx = unsupported{},
+    .query_atomic = unsupported{},
+    .query_collective = unsupported{},
+};
+
+struct fi_ops_mr domain_mr_ops = {
+    .size = sizeof(struct fi_ops_mr),
+    .reg = mr_reg,
+    .regv = mr_regv,
+    .regattr = mr_regattr,
+};
+
+/* rdma_cm's context of the device called name (it owns the list the context lives in). */
+struct ibv_context *find_context(const char *name, verbs::cm_devices *devices)
+{
+	int count = 0;
+	devices->reset(rdma_get_devices(&count));
+	if (!*devices)
+		return nullptr;
+	for (int i = 0; i < count; i++) {
+		struct ibv_context *ctx = (*devices)[i];
+		if (strcmp(ibv_get_device_name(ctx->device), name) == 0)
+			return ctx;
+	}
+	return nullptr;
+}
+
+} // namespace
+
+int domain_open(struct fid_fabric *fabric_fid, struct fi_info *info, struct fid_domain **out,
+                void *context) noexcept
+{
+	if (!fabric_fid || !info || !out) {
+		FI_WARN(&prov, FI_LOG_DOMAIN, "fi_domain: %s is NULL\n",
+		        !fabric_fid ? "fabric" : (!info ? "info" : "domain"));
+		return -FI_EINVAL;
+	}
+	*out = nullptr;
+	if (!info->domain_attr || !info->domain_attr->name) {
+		FI_WARN(&prov, FI_LOG_DOMAIN, "fi_domain: info->domain_attr->name is NULL\n");
+		return -FI_EINVAL;
+	}
+	return guarded([&] {
+		const char *name = info->domain_attr->name;
+		verbs::cm_devices devices;
+		struct ibv_context *ctx = find_context(name, &devices);
+		if (!ctx) {
+			FI_WARN(&prov, FI_LOG_DOMAIN, "fi_domain: no verbs device named %s\n",
+			        name);
+			return -FI_ENODEV;
+		}
+		struct ibv_device_attr attr;
+		if (int ret = ibv_query_device(ctx, &attr)) {
+			FI_WARN(&prov, FI_LOG_DOMAIN, "ibv_query_device(%s): %s\n", name,
+			        strerror(ret));
+			return verbs::positive_code(ret);
+		}
+		verbs::pd pd(ibv_alloc_pd(ctx));
+		if (!pd) {
+			int ret = verbs::errno_code();
+			FI_WARN(&prov, FI_LOG_DOMAIN, "ibv_alloc_pd(%s): %s\n", name,
+			        fi_strerror(-ret));
+			return ret;
+		}
+		/* async events are read without blocking, from the CQ read path */
+		int fl = fcntl(ctx->async_fd, F_GETFL);
+		if (fl < 0 || fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK) < 0)
+			FI_WARN(&prov, FI_LOG_DOMAIN, "%s: async fd stays blocking: %s\n", name,
+			        strerror(errno));
+		auto *fab = util::owner<fabric>(fabric_fid);
+		auto obj = std::make_unique<domain>(fab, std::move(devices), ctx, std::move(pd),
+		                                    attr, fabric_fid->api_version);
+		auto box = std::make_unique<domain_box>();
+		box->fid.fid.fclass = FI_CLASS_DOMAIN;
+		box->fid.fid.context = context;
+		box->fid.fid.ops = &domain_fi_ops;
+		box->fid.ops = &domain_ops;
+		box->fid.mr = &domain_mr_ops;
+		box->obj = obj.release();
+		*out = &box.release()->fid;
+		return FI_SUCCESS;
+	});
+}
+
+} // namespace vwait

@@ -1,0 +1,163 @@
+/* vwait memory regions: ibv_reg_mr on the domain's protection domain. fi_mr_desc is the
+ * ibv_mr (its lkey), fi_mr_key the rkey (FI_MR_PROV_KEY, FI_MR_VIRT_ADDR). */
+#include "config.h"
+
+#include "vwait/domain.h"
+#include "vwait/util/enosys.h"
+#include "vwait/vwait.h"
+
+#include <cinttypes>
+#include <cstring>
+#include <memory>
+
+namespace vwait
+{
+
+namespace
+{
+
+class mr
+{
+public:
+	mr(domain *dom, verbs::mr hw) : domain_(dom), hw_(std::move(hw)) { domain_->hold(); }
+	~mr()
+	{
+		hw_.reset();
+		domain_->release();
+	}
+	mr(const mr &) = delete;
+	mr &operator=(const mr &) = delete;
+
+	struct ibv_mr *hw() const noexcept { return hw_.get(); }
+
+private:
+	domain *domain_;
+	verbs::mr hw_;
+};
+
+using mr_box = util::fid_box<struct fid_mr, mr>;
+
+int mr_close(struct fid *fid) noexcept
+{
+	auto *box = reinterpret_cast<mr_box *>(fid);
+	delete box->obj;
+	delete box;
+	return FI_SUCCESS;
+}
+
+struct fi_ops mr_fi_ops = {
+    .size = sizeof(struct fi_ops),
+    .close = mr_close,
+    .bind = util::enosys_bind,
+    .control = util::enosys_control,
+    .ops_open = util::enosys_ops_open,
+    .tostr = util::enosys_tostr,
+    .ops_set = util::enosys_ops_set,
+};
+
+constexpr uint64_t access_bits =
+    FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+
+int access_to_ibv(uint64_t access)
+{
+	if (access == 0)
+		access = access_bits;
+	int ibv = 0;
+	/* local writes: receives, the target buffer of a read, and remote writes */
+	if (access & (FI_RECV | FI_READ | FI_REMOTE_WRITE))
+		ibv |= IBV_ACCESS_LOCAL_WRITE;
+	if (access & FI_REMOTE_READ)
+		ibv |= IBV_ACCESS_REMOTE_READ;
+	if (access & FI_REMOTE_WRITE)
+		ibv |= IBV_ACCESS_REMOTE_WRITE;
+	return ibv;
+}
+
+int reg(struct fid *fid, const void *buf, size_t len, uint64_t access, uint64_t flags,
+        struct fid_mr **out, void *context) noexcept
+{
+	if (!fid || !out) {
+		FI_WARN(&prov, FI_LOG_MR, "fi_mr_reg: %s is NULL\n", !fid ? "domain" : "mr");
+		return -FI_EINVAL;
+	}
+	*out = nullptr;
+	if (fid->fclass != FI_CLASS_DOMAIN) {
+		FI_WARN(&prov, FI_LOG_MR, "fi_mr_reg: fid class %zu is not a domain\n",
+		        fid->fclass);
+		return -FI_EINVAL;
+	}
+	if (access & ~access_bits) {
+		FI_WARN(&prov, FI_LOG_MR, "fi_mr_reg: access 0x%" PRIx64 " has unknown bits\n",
+		        access);
+		return -FI_EINVAL;
+	}
+	if (flags) {
+		FI_WARN(&prov, FI_LOG_MR, "fi_mr_reg: flags 0x%" PRIx64 " not supported\n", flags);
+		return -FI_EBADFLAGS;
+	}
+	if (!buf && len) {
+		FI_WARN(&prov, FI_LOG_MR, "fi_mr_reg: buf is NULL with len %zu\n", len);
+		return -FI_EINVAL;
+	}
+	auto *dom = util::owner_of_fid<domain, struct fid_domain>(fid);
+	return guarded([&] {
+		verbs::mr hw(
+		    ibv_reg_mr(dom->pd(), const_cast<void *>(buf), len, access_to_ibv(access)));
+		if (!hw) {
+			int ret = verbs::errno_code();
+			FI_WARN(&prov, FI_LOG_MR, "ibv_reg_mr(%p, %zu): %s\n", buf, len,
+			        fi_strerror(-ret));
+			return ret;
+		}
+		auto obj = std::make_unique<mr>(dom, std::move(hw));
+		auto box = std::make_unique<mr_box>();
+		box->fid.fid.fclass = FI_CLASS_MR;
+		box->fid.fid.context = context;
+		box->fid.fid.ops = &mr_fi_ops;
+		box->fid.mem_desc = obj->hw();
+		box->fid.key = obj->hw()->rkey;
+		box->obj = obj.release();
+		*out = &box.release()->fid;
+		return FI_SUCCESS;
+	});
+}
+
+} // namespace
+
+int mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t access, uint64_t offset,
+           uint64_t requested_key, uint64_t flags, struct fid_mr **mr, void *context) noexcept
+{
+	(void)offset;
+	(void)requested_key; /* FI_MR_PROV_KEY: the key is the device's */
+	return reg(fid, buf, len, access, flags, mr, context);
+}
+
+int mr_regv(struct fid *fid, const struct iovec *iov, size_t count, uint64_t access,
+            uint64_t offset, uint64_t requested_key, uint64_t flags, struct fid_mr **mr,
+            void *context) noexcept
+{
+	if (count > 1 || (count == 1 && !iov)) {
+		FI_WARN(&prov, FI_LOG_MR, "fi_mr_regv: count %zu (mr_iov_limit is 1)\n", count);
+		return -FI_EINVAL;
+	}
+	return mr_reg(fid, count ? iov[0].iov_base : nullptr, count ? iov[0].iov_len : 0, access,
+	              offset, requested_key, flags, mr, context);
+}
+
+int mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64_t flags,
+               struct fid_mr **mr) noexcept
+{
+	if (!attr) {
+		FI_WARN(&prov, FI_LOG_MR, "fi_mr_regattr: attr is NULL\n");
+		return -FI_EINVAL;
+	}
+	if (attr->iface != FI_HMEM_SYSTEM) {
+		FI_WARN(&prov, FI_LOG_MR, "fi_mr_regattr: iface %d is not FI_HMEM_SYSTEM\n",
+		        static_cast<int>(attr->iface));
+		return -FI_ENOSYS;
+	}
+	return mr_regv(fid, attr->mr_iov, attr->iov_count, attr->access, attr->offset,
+	               attr->requested_key, flags, mr, attr->context);
+}
+
+} // namespace vwait

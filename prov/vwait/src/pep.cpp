@@ -1,0 +1,386 @@
+/* vwait passive endpoints: an rdma_cm id that listens; each connection request becomes an
+ * FI_CONNREQ event whose fi_info carries the new id as its handle. */
+#include "config.h"
+
+#include "vwait/ep.h"
+#include "vwait/slots.h"
+#include "vwait/util/enosys.h"
+#include "vwait/vwait.h"
+
+#include <infiniband/ib.h>
+#include <netinet/in.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+namespace vwait
+{
+
+namespace
+{
+
+size_t sockaddr_size(const struct sockaddr *sa) noexcept
+{
+	switch (sa->sa_family) {
+	case AF_INET6:
+		return sizeof(struct sockaddr_in6);
+	case AF_IB:
+		return sizeof(struct sockaddr_ib);
+	default:
+		return sizeof(struct sockaddr_in);
+	}
+}
+
+/* a malloc'ed copy, as fi_freeinfo frees it */
+void *dup_addr(const struct sockaddr *sa, size_t *len) noexcept
+{
+	*len = sockaddr_size(sa);
+	void *p = malloc(*len);
+	if (p)
+		memcpy(p, sa, *len);
+	return p;
+}
+
+uint32_t addr_format_of(const struct sockaddr *sa) noexcept
+{
+	switch (sa->sa_family) {
+	case AF_INET6:
+		return FI_SOCKADDR_IN6;
+	case AF_IB:
+		return FI_SOCKADDR_IB;
+	default:
+		return FI_SOCKADDR_IN;
+	}
+}
+
+} // namespace
+
+/* Shared with ep_msg.cpp through this declaration only. */
+int copy_sockaddr(const struct sockaddr *sa, void *addr, size_t *addrlen, const char *what) noexcept
+{
+	if (!addrlen) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL, "%s: addrlen is NULL\n", what);
+		return -FI_EINVAL;
+	}
+	size_t need = sockaddr_size(sa);
+	size_t have = *addrlen;
+	*addrlen = need;
+	if (!addr || have < need)
+		return -FI_ETOOSMALL;
+	memcpy(addr, sa, need);
+	return FI_SUCCESS;
+}
+
+pep::pep(fabric *fab, info_ptr info, verbs::cm_id id)
+    : fabric_(fab), info_(std::move(info)), id_(std::move(id))
+{
+	id_->context = static_cast<cm_target *>(this);
+	bound_ = rdma_get_local_addr(id_.get())->sa_family != 0;
+	fabric_->hold();
+}
+
+pep::~pep()
+{
+	id_.reset();
+	if (eq_)
+		eq_->release();
+	fabric_->release();
+}
+
+struct fi_info *pep::connreq_info(struct rdma_cm_id *id) noexcept
+{
+	info_ptr info(fi_dupinfo(info_.get()));
+	if (!info)
+		return nullptr;
+	free(info->src_addr);
+	free(info->dest_addr);
+	info->src_addr = dup_addr(rdma_get_local_addr(id), &info->src_addrlen);
+	info->dest_addr = dup_addr(rdma_get_peer_addr(id), &info->dest_addrlen);
+	if (!info->src_addr || !info->dest_addr)
+		return nullptr;
+	info->addr_format = addr_format_of(rdma_get_peer_addr(id));
+	if (id->verbs) {
+		char *name = strdup(ibv_get_device_name(id->verbs->device));
+		if (!name)
+			return nullptr;
+		free(info->domain_attr->name);
+		info->domain_attr->name = name;
+	}
+	auto *req = static_cast<connreq *>(calloc(1, sizeof(connreq)));
+	if (!req)
+		return nullptr;
+	req->fid.fclass = FI_CLASS_CONNREQ;
+	req->id = id;
+	info->handle = &req->fid;
+	return info.release();
+}
+
+int pep::bind(struct fid *bfid, uint64_t flags) noexcept
+{
+	if (!bfid) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_pep_bind: bfid is NULL\n");
+		return -FI_EINVAL;
+	}
+	if (bfid->fclass != FI_CLASS_EQ) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_pep_bind: fid class %zu is not an EQ\n",
+		        bfid->fclass);
+		return -FI_EINVAL;
+	}
+	if (flags) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_pep_bind: flags 0x%llx must be 0\n",
+		        static_cast<unsigned long long>(flags));
+		return -FI_EBADFLAGS;
+	}
+	std::lock_guard<std::mutex> lock(mutex_);
+	if (eq_) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_pep_bind: already bound to an EQ\n");
+		return -FI_EINVAL;
+	}
+	eq *q = util::owner_of_fid<eq, struct fid_eq>(bfid);
+	if (rdma_migrate_id(id_.get(), q->channel()) != 0) {
+		int ret = verbs::errno_code();
+		FI_WARN(&prov, FI_LOG_EP_CTRL, "rdma_migrate_id: %s\n", fi_strerror(-ret));
+		return ret;
+	}
+	eq_ = q;
+	eq_->hold();
+	return FI_SUCCESS;
+}
+
+int pep::listen() noexcept
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	if (!eq_) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_listen: passive endpoint has no EQ bound\n");
+		return -FI_ENOEQ;
+	}
+	if (listening_)
+		return FI_SUCCESS;
+	if (!bound_) {
+		struct sockaddr_in any = {};
+		any.sin_family = AF_INET;
+		if (rdma_bind_addr(id_.get(), reinterpret_cast<struct sockaddr *>(&any)) != 0) {
+			int ret = verbs::errno_code();
+			FI_WARN(&prov, FI_LOG_EP_CTRL, "rdma_bind_addr(any): %s\n",
+			        fi_strerror(-ret));
+			return ret;
+		}
+		bound_ = true;
+	}
+	if (rdma_listen(id_.get(), 1024) != 0) {
+		int ret = verbs::errno_code();
+		FI_WARN(&prov, FI_LOG_EP_CTRL, "rdma_listen: %s\n", fi_strerror(-ret));
+		return ret;
+	}
+	listening_ = true;
+	return FI_SUCCESS;
+}
+
+int pep::getname(void *addr, size_t *addrlen) noexcept
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	return copy_sockaddr(rdma_get_local_addr(id_.get()), addr, addrlen, "fi_getname");
+}
+
+int pep::setname(void *addr, size_t addrlen) noexcept
+{
+	if (!addr || addrlen < sizeof(struct sockaddr_in)) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_setname: addr %p / addrlen %zu invalid\n", addr,
+		        addrlen);
+		return -FI_EINVAL;
+	}
+	std::lock_guard<std::mutex> lock(mutex_);
+	if (listening_) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_setname: passive endpoint already listens\n");
+		return -FI_EOPBADSTATE;
+	}
+	/* an rdma_cm id binds once: a new name takes a new id */
+	verbs::cm_id fresh;
+	if (int ret = verbs::create_id(eq_ ? eq_->channel() : nullptr,
+	                               static_cast<cm_target *>(this), &fresh))
+		return ret;
+	if (rdma_bind_addr(fresh.get(), static_cast<struct sockaddr *>(addr)) != 0) {
+		int ret = verbs::errno_code();
+		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_setname: rdma_bind_addr: %s\n",
+		        fi_strerror(-ret));
+		return ret;
+	}
+	id_ = std::move(fresh);
+	bound_ = true;
+	return FI_SUCCESS;
+}
+
+int pep::reject(struct fid *handle, const void *param, size_t paramlen) noexcept
+{
+	if (!handle || handle->fclass != FI_CLASS_CONNREQ) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_reject: handle %p is not a connection request\n",
+		        static_cast<void *>(handle));
+		return -FI_EINVAL;
+	}
+	if (paramlen > cm_reject_data_max || (paramlen && !param)) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_reject: paramlen %zu (max %zu) or NULL param\n",
+		        paramlen, cm_reject_data_max);
+		return -FI_EINVAL;
+	}
+	auto *req = reinterpret_cast<connreq *>(handle);
+	return guarded([&] {
+		std::vector<uint8_t> data = cm_wrap(param, paramlen);
+		int ret = verbs::cm_code(
+		    rdma_reject(req->id, data.data(), static_cast<uint8_t>(data.size())));
+		if (ret)
+			FI_WARN(&prov, FI_LOG_EP_CTRL, "rdma_reject: %s\n", fi_strerror(-ret));
+		rdma_destroy_id(req->id);
+		free(req);
+		return ret;
+	});
+}
+
+int pep::getopt(int level, int optname, void *optval, size_t *optlen) noexcept
+{
+	if (level != FI_OPT_ENDPOINT || optname != FI_OPT_CM_DATA_SIZE)
+		return -FI_ENOPROTOOPT;
+	if (!optval || !optlen || *optlen < sizeof(size_t)) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL,
+		        "fi_getopt(FI_OPT_CM_DATA_SIZE): buffer too small\n");
+		return -FI_ETOOSMALL;
+	}
+	*static_cast<size_t *>(optval) = cm_connect_data_max;
+	*optlen = sizeof(size_t);
+	return FI_SUCCESS;
+}
+
+namespace
+{
+
+using pep_box = util::fid_box<struct fid_pep, pep>;
+
+pep *pep_of(struct fid *fid) noexcept
+{
+	return util::owner_of_fid<pep, struct fid_pep>(fid);
+}
+
+int pep_close(struct fid *fid) noexcept
+{
+	auto *box = reinterpret_cast<pep_box *>(fid);
+	delete box->obj;
+	delete box;
+	return FI_SUCCESS;
+}
+
+int pep_bind(struct fid *fid, struct fid *bfid, uint64_t flags) noexcept
+{
+	return pep_of(fid)->bind(bfid, flags);
+}
+
+int pep_getopt(fid_t fid, int level, int optname, void *optval, size_t *optlen) noexcept
+{
+	return pep_of(fid)->getopt(level, optname, optval, optlen);
+}
+
+int pep_setname(fid_t fid, void *addr, size_t addrlen) noexcept
+{
+	return pep_of(fid)->setname(addr, addrlen);
+}
+
+int pep_getname(fid_t fid, void *addr, size_t *addrlen) noexcept
+{
+	return pep_of(fid)->getname(addr, addrlen);
+}
+
+int pep_listen(struct fid_pep *fid) noexcept
+{
+	return util::owner<pep>(fid)->listen();
+}
+
+int pep_reject(struct fid_pep *fid, fid_t handle, const void *param, size_t paramlen) noexcept
+{
+	return util::owner<pep>(fid)->reject(handle, param, paramlen);
+}
+
+struct fi_ops pep_fi_ops = {
+    .size = sizeof(struct fi_ops),
+    .close = pep_close,
+    .bind = pep_bind,
+    .control = util::enosys_control,
+    .ops_open = util::enosys_ops_open,
+    .tostr = util::enosys_tostr,
+    .ops_set = util::enosys_ops_set,
+};
+
+struct fi_ops_ep pep_ep_ops = {
+    .size = sizeof(struct fi_ops_ep),
+    .cancel = unsupported{},
+    .getopt = pep_getopt,
+    .setopt = unsupported{},
+    .tx_ctx = unsupported{},
+    .rx_ctx = unsupported{},
+    .rx_size_left = unsupported{},
+    .tx_size_left = unsupported{},
+};
+
+struct fi_ops_cm pep_cm_ops = {
+    .size = sizeof(struct fi_ops_cm),
+    .setname = pep_setname,
+    .getname = pep_getname,
+    .getpeer = unsupported{},
+    .connect = unsupported{},
+    .listen = pep_listen,
+    .accept = unsupported{},
+    .reject = pep_reject,
+    .shutdown = unsupported{},
+    .join = unsupported{},
+};
+
+} // namespace
+
+int pep_open(struct fid_fabric *fabric_fid, struct fi_info *info, struct fid_pep **out,
+             void *context) noexcept
+{
+	if (!fabric_fid || !info || !out) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_passive_ep: %s is NULL\n",
+		        !fabric_fid ? "fabric" : (!info ? "info" : "pep"));
+		return -FI_EINVAL;
+	}
+	*out = nullptr;
+	if (info->ep_attr && info->ep_attr->type != FI_EP_MSG &&
+	    info->ep_attr->type != FI_EP_UNSPEC) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_passive_ep: ep type %d is not FI_EP_MSG\n",
+		        static_cast<int>(info->ep_attr->type));
+		return -FI_EINVAL;
+	}
+	return guarded([&] {
+		info_ptr copy(fi_dupinfo(info));
+		if (!copy)
+			return -FI_ENOMEM;
+		verbs::cm_id id;
+		if (int ret = verbs::create_id(nullptr, nullptr, &id)) {
+			FI_WARN(&prov, FI_LOG_EP_CTRL, "rdma_create_id: %s\n", fi_strerror(-ret));
+			return ret;
+		}
+		if (info->src_addr) {
+			if (rdma_bind_addr(id.get(),
+			                   static_cast<struct sockaddr *>(info->src_addr)) != 0) {
+				int ret = verbs::errno_code();
+				FI_WARN(&prov, FI_LOG_EP_CTRL,
+				        "fi_passive_ep: rdma_bind_addr(src_addr): %s\n",
+				        fi_strerror(-ret));
+				return ret;
+			}
+		}
+		auto *fab = util::owner<fabric>(fabric_fid);
+		auto obj = std::make_unique<pep>(fab, std::move(copy), std::move(id));
+		auto box = std::make_unique<pep_box>();
+		box->fid.fid.fclass = FI_CLASS_PEP;
+		box->fid.fid.context = context;
+		box->fid.fid.ops = &pep_fi_ops;
+		box->fid.ops = &pep_ep_ops;
+		box->fid.cm = &pep_cm_ops;
+		obj->set_fid(&box->fid.fid);
+		box->obj = obj.release();
+		*out = &box.release()->fid;
+		return FI_SUCCESS;
+	});
+}
+
+} // namespace vwait

@@ -1,0 +1,1163 @@
+/* Data-path integration tests of vwait on a real verbs device (soft-RoCE in the VM):
+ * fi_getinfo hints, connection setup and teardown, send/recv and RMA with data verified,
+ * error completions, reject, bad input, a peer killed mid-transfer.
+ *
+ *   dp_msg TEST      (TEST: info connect sendrecv rma rma-error reject selective eq
+ *                     bad-input peer-killed overrun all)
+ * Needs FI_PROVIDER_PATH (the built plugin) and RXE_ADDR. Exit 0 pass, 77 skip, 1 fail. */
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace
+{
+
+int failures = 0;
+
+bool check(bool ok, const char *what, long got, int line)
+{
+	if (!ok) {
+		printf("  FAILED line %d: %s (got %ld: %s)\n", line, what, got,
+		       got < 0 ? fi_strerror(static_cast<int>(-got)) : "");
+		failures++;
+	}
+	return ok;
+}
+#define EXPECT(cond, val) check((cond), #cond, static_cast<long>(val), __LINE__)
+#define EXPECT_OK(expr) expect_ok((expr), #expr, __LINE__)
+
+long expect_ok(long ret, const char *what, int line)
+{
+	check(ret == 0, what, ret, line);
+	return ret;
+}
+
+const uint32_t version = FI_VERSION(1, 17);
+const char *rxe_addr = nullptr;
+const char *self_path = nullptr;
+constexpr int timeout_ms = 20000;
+
+using clock_type = std::chrono::steady_clock;
+
+struct fi_info *msg_hints()
+{
+	struct fi_info *h = fi_allocinfo();
+	h->ep_attr->type = FI_EP_MSG;
+	h->caps = FI_MSG | FI_RMA;
+	h->mode = FI_CONTEXT | FI_RX_CQ_DATA;
+	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+	h->fabric_attr->prov_name = strdup("vwait");
+	return h;
+}
+
+/* An EQ entry with room for CM private data. */
+struct cm_buf {
+	alignas(struct fi_eq_cm_entry) uint8_t raw[sizeof(struct fi_eq_cm_entry) + 256];
+	struct fi_eq_cm_entry *const e = reinterpret_cast<struct fi_eq_cm_entry *>(raw);
+	uint8_t *data() { return raw + sizeof(struct fi_eq_cm_entry); }
+};
+
+/* One side of a connection: endpoint, CQs, registered buffer. */
+struct side {
+	struct fid_ep *ep = nullptr;
+	struct fid_cq *tx = nullptr;
+	struct fid_cq *rx = nullptr;
+	std::vector<uint8_t> buf;
+	struct fid_mr *mr = nullptr;
+};
+
+/* A fabric, a domain, an EQ, a listener, and a connected client/server pair. */
+struct world {
+	struct fi_info *info = nullptr;
+	struct fid_fabric *fabric = nullptr;
+	struct fid_domain *domain = nullptr;
+	struct fid_eq *eq = nullptr;
+	struct fid_pep *pep = nullptr;
+	side cli, srv;
+	struct sockaddr_in srv_addr = {};
+};
+
+int open_side(world &w, struct fi_info *info, side &s, size_t bufsize, uint64_t tx_bind = 0,
+              enum fi_cq_format fmt = FI_CQ_FORMAT_DATA, size_t cq_size = 0)
+{
+	struct fi_cq_attr ca = {};
+	ca.format = fmt;
+	ca.wait_obj = FI_WAIT_NONE;
+	ca.size = cq_size;
+	int ret = fi_cq_open(w.domain, &ca, &s.tx, nullptr);
+	if (ret)
+		return ret;
+	ret = fi_cq_open(w.domain, &ca, &s.rx, nullptr);
+	if (ret)
+		return ret;
+	ret = fi_endpoint(w.domain, info, &s.ep, nullptr);
+	if (ret)
+		return ret;
+	if ((ret = fi_ep_bind(s.ep, &s.tx->fid, FI_TRANSMIT | tx_bind)) ||
+	    (ret = fi_ep_bind(s.ep, &s.rx->fid, FI_RECV)) ||
+	    (ret = fi_ep_bind(s.ep, &w.eq->fid, 0)))
+		return ret;
+	if ((ret = fi_enable(s.ep)))
+		return ret;
+	s.buf.assign(bufsize, 0);
+	return fi_mr_reg(w.domain, s.buf.data(), s.buf.size(),
+	                 FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE,
+	                 0, 0, 0, &s.mr, nullptr);
+}
+
+/* Reads one EQ event within the timeout: the event, or a negative code. */
+long eq_event(struct fid_eq *eq, uint32_t *event, void *buf, size_t len, int ms = timeout_ms)
+{
+	return fi_eq_sread(eq, event, buf, len, ms, 0);
+}
+
+int open_world_from(world &w)
+{
+	int ret;
+	if ((ret = fi_fabric(w.info->fabric_attr, &w.fabric, nullptr)))
+		return ret;
+	struct fi_eq_attr ea = {};
+	ea.wait_obj = FI_WAIT_UNSPEC;
+	if ((ret = fi_eq_open(w.fabric, &ea, &w.eq, nullptr)))
+		return ret;
+	return fi_domain(w.fabric, w.info, &w.domain, nullptr);
+}
+
+int open_world(world &w)
+{
+	struct fi_info *hints = msg_hints();
+	int ret = fi_getinfo(version, nullptr, nullptr, 0, hints, &w.info);
+	fi_freeinfo(hints);
+	return ret ? ret : open_world_from(w);
+}
+
+int listen(world &w)
+{
+	int ret = fi_passive_ep(w.fabric, w.info, &w.pep, nullptr);
+	if (ret)
+		return ret;
+	if ((ret = fi_pep_bind(w.pep, &w.eq->fid, 0)) || (ret = fi_listen(w.pep)))
+		return ret;
+	size_t len = sizeof(w.srv_addr);
+	return fi_getname(&w.pep->fid, &w.srv_addr, &len);
+}
+
+/* Client connects with cdata, server accepts with adata; both CONNECTED seen. */
+int connect_pair(world &w, size_t bufsize, const std::string &cdata = "hello-connect",
+                 const std::string &adata = "hello-accept", uint64_t tx_bind = 0,
+                 size_t cli_cq_size = 0)
+{
+	int ret = open_side(w, w.info, w.cli, bufsize, tx_bind, FI_CQ_FORMAT_DATA, cli_cq_size);
+	if (ret)
+		return ret;
+	if ((ret = fi_connect(w.cli.ep, &w.srv_addr, cdata.data(), cdata.size())))
+		return ret;
+	cm_buf ent;
+	uint32_t ev = 0;
+	long n = eq_event(w.eq, &ev, ent.raw, sizeof(ent.raw));
+	if (!EXPECT(n >= static_cast<long>(sizeof(struct fi_eq_cm_entry)) && ev == FI_CONNREQ, n))
+		return -FI_EOTHER;
+	EXPECT(ent.e->fid == &w.pep->fid, 0);
+	EXPECT(static_cast<size_t>(n) == sizeof(struct fi_eq_cm_entry) + cdata.size(), n);
+	EXPECT(memcmp(ent.data(), cdata.data(), cdata.size()) == 0, 0);
+	EXPECT(ent.e->info && ent.e->info->handle && ent.e->info->dest_addr, 0);
+	struct fi_info *req = ent.e->info;
+	ret = open_side(w, req, w.srv, bufsize, tx_bind);
+	if (ret) {
+		fi_freeinfo(req);
+		return ret;
+	}
+	ret = fi_accept(w.srv.ep, adata.data(), adata.size());
+	fi_freeinfo(req);
+	if (ret)
+		return ret;
+	bool cli_up = false, srv_up = false;
+	for (int i = 0; i < 2; i++) {
+		n = eq_event(w.eq, &ev, ent.raw, sizeof(ent.raw));
+		if (!EXPECT(n >= static_cast<long>(sizeof(struct fi_eq_cm_entry)) &&
+		                ev == FI_CONNECTED,
+		            n))
+			return -FI_EOTHER;
+		if (ent.e->fid == &w.cli.ep->fid) {
+			cli_up = true;
+			EXPECT(static_cast<size_t>(n) ==
+			           sizeof(struct fi_eq_cm_entry) + adata.size(),
+			       n);
+			EXPECT(memcmp(ent.data(), adata.data(), adata.size()) == 0, 0);
+		} else if (ent.e->fid == &w.srv.ep->fid) {
+			srv_up = true;
+		}
+	}
+	return cli_up && srv_up ? 0 : -FI_EOTHER;
+}
+
+void close_fid(struct fid *f)
+{
+	if (f) {
+		int ret = fi_close(f);
+		EXPECT(ret == 0, ret);
+	}
+}
+
+void close_side(side &s)
+{
+	close_fid(s.ep ? &s.ep->fid : nullptr);
+	close_fid(s.mr ? &s.mr->fid : nullptr);
+	close_fid(s.tx ? &s.tx->fid : nullptr);
+	close_fid(s.rx ? &s.rx->fid : nullptr);
+	s = side{};
+}
+
+void close_world(world &w)
+{
+	close_side(w.cli);
+	close_side(w.srv);
+	close_fid(w.pep ? &w.pep->fid : nullptr);
+	close_fid(w.domain ? &w.domain->fid : nullptr);
+	close_fid(w.eq ? &w.eq->fid : nullptr);
+	close_fid(w.fabric ? &w.fabric->fid : nullptr);
+	fi_freeinfo(w.info);
+	w = world{};
+}
+
+/* Waits for one completion on cq: 1 with *e filled, or a negative code (-FI_EAVAIL: *err). */
+long wait_comp(struct fid_cq *cq, struct fi_cq_data_entry *e, struct fi_cq_err_entry *err = nullptr,
+               int ms = timeout_ms)
+{
+	auto end = clock_type::now() + std::chrono::milliseconds(ms);
+	for (;;) {
+		ssize_t n = fi_cq_read(cq, e, 1);
+		if (n == 1)
+			return 1;
+		if (n == -FI_EAVAIL) {
+			struct fi_cq_err_entry tmp = {};
+			struct fi_cq_err_entry *out = err ? err : &tmp;
+			*out = {};
+			ssize_t r = fi_cq_readerr(cq, out, 0);
+			EXPECT(r == 1, r);
+			return -FI_EAVAIL;
+		}
+		if (n != -FI_EAGAIN)
+			return n;
+		if (clock_type::now() > end)
+			return -FI_ETIMEDOUT;
+	}
+}
+
+/* Nothing more on cq for a little while. */
+bool cq_quiet(struct fid_cq *cq, int ms = 200)
+{
+	struct fi_cq_data_entry e;
+	return wait_comp(cq, &e, nullptr, ms) == -FI_ETIMEDOUT;
+}
+
+void fill(uint8_t *p, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = static_cast<uint8_t>((i * 131 + seed * 7 + (i >> 8)) & 0xff);
+}
+
+bool verify(const uint8_t *p, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != static_cast<uint8_t>((i * 131 + seed * 7 + (i >> 8)) & 0xff))
+			return false;
+	return true;
+}
+
+/* ------------------------------------------------------------------ tests */
+
+void test_info()
+{
+	struct fi_info *hints = msg_hints(), *info = nullptr;
+	int ret = fi_getinfo(version, nullptr, nullptr, 0, hints, &info);
+	if (EXPECT(ret == 0 && info, ret)) {
+		EXPECT(info->ep_attr->type == FI_EP_MSG, info->ep_attr->type);
+		EXPECT((info->caps & (FI_MSG | FI_RMA | FI_SEND | FI_RECV | FI_READ | FI_WRITE |
+		                      FI_REMOTE_READ | FI_REMOTE_WRITE)) ==
+		           (FI_MSG | FI_RMA | FI_SEND | FI_RECV | FI_READ | FI_WRITE |
+		            FI_REMOTE_READ | FI_REMOTE_WRITE),
+		       0);
+		EXPECT(info->src_addr && info->addr_format == FI_SOCKADDR_IN, info->addr_format);
+		EXPECT(info->fabric_attr->prov_name == nullptr ||
+		           strstr(info->fabric_attr->prov_name, "vwait"),
+		       0);
+		EXPECT(info->domain_attr->mr_mode ==
+		           (FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY),
+		       info->domain_attr->mr_mode);
+		EXPECT(info->ep_attr->max_msg_size >= (1u << 20), info->ep_attr->max_msg_size);
+		EXPECT(info->tx_attr->inject_size >= 64, info->tx_attr->inject_size);
+		EXPECT(info->domain_attr->cq_data_size == 4, info->domain_attr->cq_data_size);
+		EXPECT(info->rx_attr->mode & FI_RX_CQ_DATA, info->rx_attr->mode);
+		printf("  %s %s max_msg_size %zu inject %zu tx %zu rx %zu iov %zu\n",
+		       info->fabric_attr->name, info->domain_attr->name,
+		       info->ep_attr->max_msg_size, info->tx_attr->inject_size, info->tx_attr->size,
+		       info->rx_attr->size, info->tx_attr->iov_limit);
+	}
+	fi_freeinfo(info);
+	info = nullptr;
+
+	/* node + service: the destination, resolved through rdma_cm */
+	ret = fi_getinfo(version, rxe_addr, "7471", 0, hints, &info);
+	if (EXPECT(ret == 0 && info && info->dest_addr, ret)) {
+		auto *d = static_cast<struct sockaddr_in *>(info->dest_addr);
+		EXPECT(ntohs(d->sin_port) == 7471, ntohs(d->sin_port));
+		EXPECT(info->src_addr != nullptr, 0);
+	}
+	fi_freeinfo(info);
+	info = nullptr;
+	/* FI_SOURCE: node + service are the local address */
+	ret = fi_getinfo(version, rxe_addr, "7472", FI_SOURCE, hints, &info);
+	if (EXPECT(ret == 0 && info && info->src_addr && !info->dest_addr, ret)) {
+		auto *s = static_cast<struct sockaddr_in *>(info->src_addr);
+		EXPECT(ntohs(s->sin_port) == 7472, ntohs(s->sin_port));
+	}
+	fi_freeinfo(info);
+	info = nullptr;
+	/* unreachable: -FI_ENODATA */
+	ret = fi_getinfo(version, "127.0.0.1", "7471", FI_SOURCE, hints, &info);
+	EXPECT(ret == -FI_ENODATA, ret);
+
+	/* hints that cannot be met */
+	auto nodata = [&](const char *what, const std::function<void(struct fi_info *)> &edit,
+	                  uint32_t v = version) {
+		struct fi_info *h = msg_hints(), *i = nullptr;
+		edit(h);
+		int r = fi_getinfo(v, nullptr, nullptr, 0, h, &i);
+		if (!EXPECT(r == -FI_ENODATA, r))
+			printf("  (%s)\n", what);
+		fi_freeinfo(i);
+		fi_freeinfo(h);
+	};
+	nodata("RDM", [](struct fi_info *h) { h->ep_attr->type = FI_EP_DGRAM; });
+	nodata("tagged", [](struct fi_info *h) { h->caps |= FI_TAGGED; });
+	nodata("atomic", [](struct fi_info *h) { h->caps |= FI_ATOMIC; });
+	nodata("domain", [](struct fi_info *h) { h->domain_attr->name = strdup("nodev0"); });
+	nodata("fabric", [](struct fi_info *h) { h->fabric_attr->name = strdup("nofabric"); });
+	nodata("scalable", [](struct fi_info *h) { h->domain_attr->mr_mode = FI_MR_SCALABLE; });
+	nodata("mr_mode 0", [](struct fi_info *h) { h->domain_attr->mr_mode = 0; });
+	nodata("no MR_LOCAL", [](struct fi_info *h) { h->domain_attr->mr_mode &= ~FI_MR_LOCAL; });
+	nodata("tx size", [](struct fi_info *h) { h->tx_attr->size = 1u << 30; });
+	nodata("iov", [](struct fi_info *h) { h->tx_attr->iov_limit = 1u << 20; });
+	nodata("ib addr", [](struct fi_info *h) { h->addr_format = FI_SOCKADDR_IB; });
+	nodata("msg size", [](struct fi_info *h) { h->ep_attr->max_msg_size = SIZE_MAX; });
+	nodata(
+	    "api 1.4", [](struct fi_info *) {}, FI_VERSION(1, 4));
+
+	/* pre-1.5 MR encodings: FI_MR_BASIC with FI_LOCAL_MR */
+	{
+		struct fi_info *h = msg_hints(), *i = nullptr;
+		h->domain_attr->mr_mode = FI_MR_BASIC;
+		h->mode |= FI_LOCAL_MR;
+		int r = fi_getinfo(FI_VERSION(1, 5), nullptr, nullptr, 0, h, &i);
+		if (EXPECT(r == 0 && i, r)) {
+			EXPECT(i->domain_attr->mr_mode == FI_MR_BASIC, i->domain_attr->mr_mode);
+			EXPECT(i->mode & FI_LOCAL_MR, i->mode);
+		}
+		fi_freeinfo(i);
+		fi_freeinfo(h);
+	}
+	/* no hints at all */
+	ret = fi_getinfo(version, nullptr, nullptr, 0, nullptr, &info);
+	EXPECT(ret == 0 || ret == -FI_ENODATA, ret); /* other providers may answer too */
+	fi_freeinfo(info);
+	fi_freeinfo(hints);
+}
+
+void test_connect()
+{
+	world w;
+	if (EXPECT_OK(open_world(w)) || EXPECT_OK(listen(w))) {
+		close_world(w);
+		return;
+	}
+	if (EXPECT_OK(connect_pair(w, 4096)) == 0) {
+		struct sockaddr_in a = {}, p = {};
+		size_t alen = sizeof(a), plen = sizeof(p);
+		EXPECT_OK(fi_getname(&w.cli.ep->fid, &a, &alen));
+		EXPECT_OK(fi_getpeer(w.cli.ep, &p, &plen));
+		EXPECT(p.sin_port == w.srv_addr.sin_port, ntohs(p.sin_port));
+		size_t small = 4;
+		EXPECT(fi_getname(&w.cli.ep->fid, &a, &small) == -FI_ETOOSMALL, 0);
+		EXPECT(small == sizeof(struct sockaddr_in), small);
+		/* busy: the domain and CQs have children */
+		EXPECT(fi_close(&w.domain->fid) == -FI_EBUSY, 0);
+		EXPECT(fi_close(&w.cli.tx->fid) == -FI_EBUSY, 0);
+		EXPECT(fi_close(&w.eq->fid) == -FI_EBUSY, 0);
+		EXPECT(fi_close(&w.fabric->fid) == -FI_EBUSY, 0);
+		size_t cm = 0, cmlen = sizeof(cm);
+		EXPECT_OK(
+		    fi_getopt(&w.cli.ep->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &cm, &cmlen));
+		EXPECT(cm >= 32, cm);
+		/* shutdown: both sides see FI_SHUTDOWN */
+		EXPECT_OK(fi_shutdown(w.cli.ep, 0));
+		bool cli = false, srv = false;
+		for (int i = 0; i < 2; i++) {
+			struct fi_eq_cm_entry e;
+			uint32_t ev = 0;
+			long n = eq_event(w.eq, &ev, &e, sizeof(e));
+			if (!EXPECT(n == sizeof(e) && ev == FI_SHUTDOWN, n))
+				break;
+			cli |= e.fid == &w.cli.ep->fid;
+			srv |= e.fid == &w.srv.ep->fid;
+		}
+		EXPECT(cli && srv, 0);
+	}
+	/* closing in another order: CQs/MR before their endpoint is refused, then fine */
+	if (w.srv.ep) {
+		EXPECT(fi_close(&w.srv.rx->fid) == -FI_EBUSY, 0);
+		close_fid(&w.srv.ep->fid);
+		w.srv.ep = nullptr;
+		close_fid(&w.srv.rx->fid);
+		w.srv.rx = nullptr;
+	}
+	close_world(w);
+}
+
+void test_sendrecv()
+{
+	world w;
+	if (EXPECT_OK(open_world(w)) || EXPECT_OK(listen(w))) {
+		close_world(w);
+		return;
+	}
+	/* up to the device's max_msg_size (rxe: 8 MiB), within what the VM's memory allows */
+	const size_t max = std::min<size_t>(w.info->ep_attr->max_msg_size, 64u << 20);
+	if (EXPECT_OK(connect_pair(w, max + 1))) {
+		close_world(w);
+		return;
+	}
+	void *cdesc = fi_mr_desc(w.cli.mr), *sdesc = fi_mr_desc(w.srv.mr);
+	std::vector<size_t> sizes = {0, 1, 7, 63, 64, 65, 4095, 4096, 4097, 65536, 1u << 20, max};
+	unsigned seed = 1;
+	for (size_t sz : sizes) {
+		seed++;
+		int ctx_r = 0, ctx_s = 0;
+		memset(w.srv.buf.data(), 0, std::min(sz + 16, max));
+		EXPECT_OK(fi_recv(w.srv.ep, w.srv.buf.data(), max, sdesc, 0, &ctx_r));
+		fill(w.cli.buf.data(), sz, seed);
+		EXPECT_OK(fi_send(w.cli.ep, w.cli.buf.data(), sz, cdesc, 0, &ctx_s));
+		struct fi_cq_data_entry e = {};
+		if (EXPECT(wait_comp(w.cli.tx, &e) == 1, sz)) {
+			EXPECT(e.op_context == &ctx_s, 0);
+			EXPECT(e.flags == (FI_SEND | FI_MSG), e.flags);
+		}
+		e = {};
+		if (EXPECT(wait_comp(w.srv.rx, &e) == 1, sz)) {
+			EXPECT(e.op_context == &ctx_r, 0);
+			EXPECT(e.flags == (FI_RECV | FI_MSG), e.flags);
+			EXPECT(e.len == sz, e.len);
+			if (!EXPECT(verify(w.srv.buf.data(), sz, seed), sz))
+				printf("  data mismatch at size %zu\n", sz);
+		}
+	}
+	printf("  send/recv verified for %zu sizes up to %zu bytes\n", sizes.size(), max);
+	if (max == w.info->ep_attr->max_msg_size) {
+		EXPECT(fi_send(w.cli.ep, w.cli.buf.data(), max + 1, cdesc, 0, nullptr) ==
+		           -FI_EINVAL,
+		       0);
+		EXPECT(fi_recv(w.srv.ep, w.srv.buf.data(), max + 1, sdesc, 0, nullptr) ==
+		           -FI_EINVAL,
+		       0);
+	}
+
+	/* sendv / recvv (2 iovs), senddata with remote CQ data, inject, injectdata */
+	{
+		int c1 = 0, c2 = 0;
+		struct iovec riov[2] = {{w.srv.buf.data(), 100}, {w.srv.buf.data() + 1000, 100}};
+		void *rdesc[2] = {sdesc, sdesc};
+		EXPECT_OK(fi_recvv(w.srv.ep, riov, rdesc, 2, 0, &c1));
+		fill(w.cli.buf.data(), 150, 77);
+		struct iovec siov[2] = {{w.cli.buf.data(), 50}, {w.cli.buf.data() + 50, 100}};
+		void *sd[2] = {cdesc, cdesc};
+		EXPECT_OK(fi_sendv(w.cli.ep, siov, sd, 2, 0, &c2));
+		struct fi_cq_data_entry e = {};
+		EXPECT(wait_comp(w.cli.tx, &e) == 1 && e.op_context == &c2, 0);
+		if (EXPECT(wait_comp(w.srv.rx, &e) == 1 && e.len == 150, e.len)) {
+			std::vector<uint8_t> got(w.srv.buf.begin(), w.srv.buf.begin() + 100);
+			got.insert(got.end(), w.srv.buf.begin() + 1000, w.srv.buf.begin() + 1050);
+			EXPECT(verify(got.data(), 150, 77), 0);
+		}
+	}
+	{
+		int c1 = 0, c2 = 0;
+		EXPECT_OK(fi_recv(w.srv.ep, w.srv.buf.data(), 4096, sdesc, 0, &c1));
+		EXPECT_OK(fi_senddata(w.cli.ep, w.cli.buf.data(), 33, cdesc, 0xdeadbeef, 0, &c2));
+		struct fi_cq_data_entry e = {};
+		EXPECT(wait_comp(w.cli.tx, &e) == 1 && e.op_context == &c2, 0);
+		if (EXPECT(wait_comp(w.srv.rx, &e) == 1, 0)) {
+			EXPECT(e.flags == (FI_RECV | FI_MSG | FI_REMOTE_CQ_DATA), e.flags);
+			EXPECT(e.data == 0xdeadbeef, e.data);
+			EXPECT(e.len == 33, e.len);
+		}
+	}
+	{
+		int c1 = 0, c2 = 0;
+		char msg[48];
+		snprintf(msg, sizeof(msg), "inject %d", 42);
+		EXPECT_OK(fi_recv(w.srv.ep, w.srv.buf.data(), 4096, sdesc, 0, &c1));
+		EXPECT_OK(fi_recv(w.srv.ep, w.srv.buf.data() + 4096, 4096, sdesc, 0, &c2));
+		EXPECT_OK(fi_inject(w.cli.ep, msg, sizeof(msg), 0));
+		memset(msg, 0, sizeof(msg)); /* the buffer is free again */
+		EXPECT_OK(fi_injectdata(w.cli.ep, "x", 1, 12345, 0));
+		struct fi_cq_data_entry e = {};
+		if (EXPECT(wait_comp(w.srv.rx, &e) == 1 && e.op_context == &c1, 0))
+			EXPECT(strcmp(reinterpret_cast<char *>(w.srv.buf.data()), "inject 42") == 0,
+			       0);
+		if (EXPECT(wait_comp(w.srv.rx, &e) == 1 && e.op_context == &c2, 0))
+			EXPECT(e.data == 12345 && (e.flags & FI_REMOTE_CQ_DATA), e.data);
+		EXPECT(cq_quiet(w.cli.tx), 0); /* inject: no completion */
+	}
+	/* sendmsg / recvmsg */
+	{
+		int c1 = 0, c2 = 0;
+		struct iovec riov = {w.srv.buf.data(), 4096};
+		struct fi_msg rm = {};
+		rm.msg_iov = &riov;
+		rm.desc = &sdesc;
+		rm.iov_count = 1;
+		rm.context = &c1;
+		EXPECT_OK(fi_recvmsg(w.srv.ep, &rm, FI_COMPLETION));
+		struct iovec siov = {w.cli.buf.data(), 99};
+		struct fi_msg sm = {};
+		sm.msg_iov = &siov;
+		sm.desc = &cdesc;
+		sm.iov_count = 1;
+		sm.context = &c2;
+		sm.data = 7;
+		EXPECT_OK(fi_sendmsg(w.cli.ep, &sm,
+		                     FI_COMPLETION | FI_REMOTE_CQ_DATA | FI_TRANSMIT_COMPLETE));
+		struct fi_cq_data_entry e = {};
+		EXPECT(wait_comp(w.cli.tx, &e) == 1 && e.op_context == &c2, 0);
+		EXPECT(wait_comp(w.srv.rx, &e) == 1 && e.len == 99 && e.data == 7, e.len);
+	}
+	/* a receive too small: an error completion (truncation), not a crash */
+	{
+		int c1 = 0, c2 = 0;
+		EXPECT_OK(fi_recv(w.srv.ep, w.srv.buf.data(), 8, sdesc, 0, &c1));
+		EXPECT_OK(fi_send(w.cli.ep, w.cli.buf.data(), 4096, cdesc, 0, &c2));
+		struct fi_cq_data_entry e = {};
+		struct fi_cq_err_entry err = {};
+		long r = wait_comp(w.srv.rx, &e, &err);
+		if (EXPECT(r == -FI_EAVAIL, r)) {
+			EXPECT(err.op_context == &c1, 0);
+			EXPECT(err.err != 0, err.err);
+			char sbuf[64];
+			const char *s = fi_cq_strerror(w.srv.rx, err.prov_errno, err.err_data, sbuf,
+			                               sizeof(sbuf));
+			printf("  small receive: err %d (%s), %s\n", err.err, fi_strerror(err.err),
+			       s ? s : "(null)");
+			EXPECT(s != nullptr && strlen(s) > 0, 0);
+		}
+		r = wait_comp(w.cli.tx, &e, &err);
+		EXPECT(r == -FI_EAVAIL || r == 1, r);
+	}
+	close_world(w);
+}
+
+void test_rma()
+{
+	world w;
+	if (EXPECT_OK(open_world(w)) || EXPECT_OK(listen(w)) ||
+	    EXPECT_OK(connect_pair(w, 8u << 20))) {
+		close_world(w);
+		return;
+	}
+	void *cdesc = fi_mr_desc(w.cli.mr);
+	uint64_t skey = fi_mr_key(w.srv.mr);
+	auto raddr = reinterpret_cast<uint64_t>(w.srv.buf.data());
+	for (size_t sz : {size_t(1), size_t(64), size_t(4096), size_t(1) << 20, size_t(8) << 20}) {
+		int c = 0;
+		fill(w.cli.buf.data(), sz, 3);
+		memset(w.srv.buf.data(), 0, sz);
+		EXPECT_OK(fi_write(w.cli.ep, w.cli.buf.data(), sz, cdesc, 0, raddr, skey, &c));
+		struct fi_cq_data_entry e = {};
+		if (EXPECT(wait_comp(w.cli.tx, &e) == 1, sz)) {
+			EXPECT(e.flags == (FI_RMA | FI_WRITE), e.flags);
+			EXPECT(e.op_context == &c, 0);
+		}
+		EXPECT(verify(w.srv.buf.data(), sz, 3), sz);
+		/* read it back into another part of the client's buffer */
+		fill(w.srv.buf.data(), sz, 4);
+		memset(w.cli.buf.data(), 0, sz);
+		EXPECT_OK(fi_read(w.cli.ep, w.cli.buf.data(), sz, cdesc, 0, raddr, skey, &c));
+		if (EXPECT(wait_comp(w.cli.tx, &e) == 1, sz))
+			EXPECT(e.flags == (FI_RMA | FI_READ), e.flags);
+		EXPECT(verify(w.cli.buf.data(), sz, 4), sz);
+	}
+	printf("  RMA write/read verified up to 8 MiB\n");
+	/* writev / readv, writedata (consumes a receive), inject_write, writemsg */
+	{
+		int c = 0;
+		fill(w.cli.buf.data(), 300, 9);
+		struct iovec iov[2] = {{w.cli.buf.data(), 100}, {w.cli.buf.data() + 100, 200}};
+		void *d[2] = {cdesc, cdesc};
+		EXPECT_OK(fi_writev(w.cli.ep, iov, d, 2, 0, raddr, skey, &c));
+		struct fi_cq_data_entry e = {};
+		EXPECT(wait_comp(w.cli.tx, &e) == 1, 0);
+		EXPECT(verify(w.srv.buf.data(), 300, 9), 0);
+		memset(w.cli.buf.data(), 0, 300);
+		EXPECT_OK(fi_readv(w.cli.ep, iov, d, 2, 0, raddr, skey, &c));
+		EXPECT(wait_comp(w.cli.tx, &e) == 1, 0);
+		EXPECT(verify(w.cli.buf.data(), 300, 9), 0);
+
+		int rc = 0;
+		EXPECT_OK(fi_recv(w.srv.ep, w.srv.buf.data() + (4u << 20), 64, fi_mr_desc(w.srv.mr),
+		                  0, &rc));
+		EXPECT_OK(fi_writedata(w.cli.ep, w.cli.buf.data(), 128, cdesc, 0xabcd, 0, raddr,
+		                       skey, &c));
+		EXPECT(wait_comp(w.cli.tx, &e) == 1, 0);
+		if (EXPECT(wait_comp(w.srv.rx, &e) == 1, 0)) {
+			EXPECT(e.flags == (FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA), e.flags);
+			EXPECT(e.data == 0xabcd, e.data);
+			EXPECT(e.op_context == &rc, 0);
+		}
+		uint64_t v = 0x1122334455667788ULL;
+		EXPECT_OK(fi_inject_write(w.cli.ep, &v, sizeof(v), 0, raddr + 8, skey));
+		v = 0;
+		struct fi_rma_iov riov = {raddr + 16, 8, skey};
+		struct iovec liov = {w.cli.buf.data(), 8};
+		struct fi_msg_rma m = {};
+		m.msg_iov = &liov;
+		m.desc = &cdesc;
+		m.iov_count = 1;
+		m.rma_iov = &riov;
+		m.rma_iov_count = 1;
+		m.context = &c;
+		memset(w.cli.buf.data(), 0x5a, 8);
+		EXPECT_OK(fi_writemsg(w.cli.ep, &m, FI_COMPLETION));
+		EXPECT(wait_comp(w.cli.tx, &e) == 1 && e.op_context == &c, 0);
+		uint64_t got = 0;
+		memcpy(&got, w.srv.buf.data() + 8, 8);
+		EXPECT(got == 0x1122334455667788ULL, got);
+		EXPECT(w.srv.buf[16] == 0x5a && w.srv.buf[23] == 0x5a, w.srv.buf[16]);
+	}
+	close_world(w);
+}
+
+void test_rma_error()
+{
+	world w;
+	if (EXPECT_OK(open_world(w)) || EXPECT_OK(listen(w)) || EXPECT_OK(connect_pair(w, 4096))) {
+		close_world(w);
+		return;
+	}
+	int c = 0;
+	uint64_t bad_key = fi_mr_key(w.srv.mr) ^ 0x5a5a00;
+	auto raddr = reinterpret_cast<uint64_t>(w.srv.buf.data());
+	EXPECT_OK(
+	    fi_write(w.cli.ep, w.cli.buf.data(), 64, fi_mr_desc(w.cli.mr), 0, raddr, bad_key, &c));
+	struct fi_cq_data_entry e = {};
+	struct fi_cq_err_entry err = {};
+	long r = wait_comp(w.cli.tx, &e, &err);
+	if (EXPECT(r == -FI_EAVAIL, r)) {
+		EXPECT(err.op_context == &c, 0);
+		EXPECT(err.err == FI_EACCES, err.err);
+		char buf[64];
+		const char *s =
+		    fi_cq_strerror(w.cli.tx, err.prov_errno, err.err_data, buf, sizeof(buf));
+		printf("  bad rkey: err %d (%s), provider says \"%s\"\n", err.err,
+		       fi_strerror(err.err), s ? s : "(null)");
+		EXPECT(s && strstr(s, "access"), 0);
+	}
+	/* out of bounds of a valid key too */
+	c = 0;
+	EXPECT_OK(fi_read(w.cli.ep, w.cli.buf.data(), 64, fi_mr_desc(w.cli.mr), 0, raddr + 8192,
+	                  fi_mr_key(w.srv.mr), &c));
+	r = wait_comp(w.cli.tx, &e, &err);
+	EXPECT(r == -FI_EAVAIL, r);
+	/* the QP is now in error: the endpoint reports it, nothing hangs */
+	struct fi_eq_cm_entry ce;
+	uint32_t ev;
+	long n = eq_event(w.eq, &ev, &ce, sizeof(ce), 3000);
+	printf("  after the error the EQ gives %ld (event %u)\n", n, n > 0 ? ev : 0);
+	close_world(w);
+}
+
+void test_reject()
+{
+	world w;
+	if (EXPECT_OK(open_world(w)) || EXPECT_OK(listen(w))) {
+		close_world(w);
+		return;
+	}
+	if (EXPECT_OK(open_side(w, w.info, w.cli, 4096)) == 0) {
+		EXPECT_OK(fi_connect(w.cli.ep, &w.srv_addr, "knock", 5));
+		cm_buf ent;
+		uint32_t ev = 0;
+		long n = eq_event(w.eq, &ev, ent.raw, sizeof(ent.raw));
+		if (EXPECT(n > 0 && ev == FI_CONNREQ, n)) {
+			const char why[] = "go away";
+			EXPECT_OK(fi_reject(w.pep, ent.e->info->handle, why, sizeof(why)));
+			fi_freeinfo(ent.e->info);
+			n = eq_event(w.eq, &ev, ent.raw, sizeof(ent.raw));
+			EXPECT(n == -FI_EAVAIL, n);
+			struct fi_eq_err_entry err = {};
+			n = fi_eq_readerr(w.eq, &err, 0);
+			if (EXPECT(n == sizeof(err), n)) {
+				EXPECT(err.err == FI_ECONNREFUSED, err.err);
+				EXPECT(err.fid == &w.cli.ep->fid, 0);
+				EXPECT(err.err_data_size == sizeof(why), err.err_data_size);
+				EXPECT(err.err_data && memcmp(err.err_data, why, sizeof(why)) == 0,
+				       0);
+			}
+		}
+	}
+	/* nobody listening: refused as well */
+	side other;
+	if (EXPECT_OK(open_side(w, w.info, other, 64)) == 0) {
+		struct sockaddr_in none = w.srv_addr;
+		none.sin_port = htons(1);
+		EXPECT_OK(fi_connect(other.ep, &none, nullptr, 0));
+		uint32_t ev = 0;
+		struct fi_eq_cm_entry e;
+		long n = eq_event(w.eq, &ev, &e, sizeof(e));
+		EXPECT(n == -FI_EAVAIL, n);
+		struct fi_eq_err_entry err = {};
+		n = fi_eq_readerr(w.eq, &err, 0);
+		EXPECT(n == sizeof(err) && err.fid == &other.ep->fid && err.err != 0, err.err);
+		printf("  connect to a closed port: err %d (%s)\n", err.err, fi_strerror(err.err));
+	}
+	close_side(other);
+	close_world(w);
+}
+
+void test_selective()
+{
+	world w;
+	if (EXPECT_OK(open_world(w)) || EXPECT_OK(listen(w)) ||
+	    EXPECT_OK(connect_pair(w, 4096, "a", "b", FI_SELECTIVE_COMPLETION))) {
+		close_world(w);
+		return;
+	}
+	void *cdesc = fi_mr_desc(w.cli.mr), *sdesc = fi_mr_desc(w.srv.mr);
+	int r1 = 0, r2 = 0, s1 = 0, s2 = 0;
+	EXPECT_OK(fi_recv(w.srv.ep, w.srv.buf.data(), 100, sdesc, 0, &r1));
+	EXPECT_OK(fi_recv(w.srv.ep, w.srv.buf.data() + 100, 100, sdesc, 0, &r2));
+	EXPECT_OK(fi_send(w.cli.ep, w.cli.buf.data(), 10, cdesc, 0, &s1)); /* no FI_COMPLETION */
+	struct iovec iov = {w.cli.buf.data(), 10};
+	struct fi_msg m = {};
+	m.msg_iov = &iov;
+	m.desc = &cdesc;
+	m.iov_count = 1;
+	m.context = &s2;
+	EXPECT_OK(fi_sendmsg(w.cli.ep, &m, FI_COMPLETION));
+	struct fi_cq_data_entry e = {};
+	EXPECT(wait_comp(w.srv.rx, &e) == 1 && e.op_context == &r1, 0);
+	EXPECT(wait_comp(w.srv.rx, &e) == 1 && e.op_context == &r2, 0);
+	EXPECT(wait_comp(w.cli.tx, &e) == 1 && e.op_context == &s2, 0);
+	EXPECT(cq_quiet(w.cli.tx), 0);
+	/* many unsignalled sends do not exhaust the send queue */
+	ssize_t left = w.cli.ep->ops->tx_size_left(w.cli.ep);
+	EXPECT(left > 0, left);
+	for (int i = 0; i < 3 * left; i++) {
+		EXPECT_OK(fi_recv(w.srv.ep, w.srv.buf.data(), 100, sdesc, 0, &r1));
+		ssize_t ret;
+		while ((ret = fi_send(w.cli.ep, w.cli.buf.data(), 10, cdesc, 0, &s1)) == -FI_EAGAIN)
+			fi_cq_read(w.cli.tx, &e, 1);
+		EXPECT(ret == 0, ret);
+		EXPECT(wait_comp(w.srv.rx, &e) == 1, i);
+	}
+	close_world(w);
+}
+
+void test_eq()
+{
+	world w;
+	if (EXPECT_OK(open_world(w))) {
+		close_world(w);
+		return;
+	}
+	struct {
+		struct fi_eq_entry e;
+	} in = {}, out = {};
+	in.e.context = &w;
+	in.e.data = 99;
+	EXPECT(fi_eq_write(w.eq, FI_NOTIFY, &in, sizeof(in), 0) == sizeof(in), 0);
+	uint32_t ev = 0;
+	EXPECT(fi_eq_read(w.eq, &ev, &out, sizeof(out), FI_PEEK) == sizeof(out), 0);
+	EXPECT(ev == FI_NOTIFY && out.e.data == 99, ev);
+	out = {};
+	EXPECT(fi_eq_read(w.eq, &ev, &out, 4, 0) == -FI_ETOOSMALL, 0);
+	EXPECT(fi_eq_read(w.eq, &ev, &out, sizeof(out), 0) == sizeof(out), 0);
+	EXPECT(out.e.context == &w && out.e.data == 99, out.e.data);
+	EXPECT(fi_eq_read(w.eq, &ev, &out, sizeof(out), 0) == -FI_EAGAIN, 0);
+	auto t0 = clock_type::now();
+	long n = fi_eq_sread(w.eq, &ev, &out, sizeof(out), 300, 0);
+	auto ms =
+	    std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - t0).count();
+	EXPECT(n == -FI_EAGAIN && ms >= 290, ms);
+	/* a write from another thread ends a blocked sread */
+	std::thread t([&] {
+		std::this_thread::sleep_for(std::chrono::milliseconds(100));
+		fi_eq_write(w.eq, FI_NOTIFY, &in, sizeof(in), 0);
+	});
+	n = fi_eq_sread(w.eq, &ev, &out, sizeof(out), 10000, 0);
+	t.join();
+	EXPECT(n == sizeof(out), n);
+	struct fi_eq_err_entry err = {};
+	EXPECT(fi_eq_readerr(w.eq, &err, 0) == -FI_EAGAIN, 0);
+	close_world(w);
+}
+
+void test_bad_input()
+{
+	world w;
+	if (EXPECT_OK(open_world(w))) {
+		close_world(w);
+		return;
+	}
+	struct fid_cq *cq = nullptr;
+	struct fi_cq_attr ca = {};
+	ca.wait_obj = FI_WAIT_FD;
+	EXPECT(fi_cq_open(w.domain, &ca, &cq, nullptr) == -FI_ENOSYS, 0);
+	ca.wait_obj = FI_WAIT_NONE;
+	ca.format = static_cast<enum fi_cq_format>(99);
+	EXPECT(fi_cq_open(w.domain, &ca, &cq, nullptr) < 0, 0);
+	ca.format = FI_CQ_FORMAT_CONTEXT;
+	ca.size = 1u << 30; /* clamped to max_cqe */
+	EXPECT_OK(fi_cq_open(w.domain, &ca, &cq, nullptr));
+	struct fid_mr *mr = nullptr;
+	EXPECT(fi_mr_reg(w.domain, nullptr, 100, FI_SEND, 0, 0, 0, &mr, nullptr) == -FI_EINVAL, 0);
+	char b[64];
+	EXPECT(fi_mr_reg(w.domain, b, sizeof(b), 1ULL << 62, 0, 0, 0, &mr, nullptr) == -FI_EINVAL,
+	       0);
+	EXPECT_OK(fi_mr_reg(w.domain, b, sizeof(b), FI_SEND | FI_RECV, 0, 0, 0, &mr, nullptr));
+	struct iovec two[2] = {{b, 8}, {b + 8, 8}};
+	struct fid_mr *mr2 = nullptr;
+	EXPECT(fi_mr_regv(w.domain, two, 2, FI_SEND, 0, 0, 0, &mr2, nullptr) == -FI_EINVAL, 0);
+	/* an endpoint without CQs or EQ cannot be enabled; data calls refuse */
+	struct fid_ep *ep = nullptr;
+	EXPECT_OK(fi_endpoint(w.domain, w.info, &ep, nullptr));
+	if (ep) {
+		EXPECT(fi_enable(ep) == -FI_ENOCQ, 0);
+		EXPECT(fi_send(ep, b, 8, fi_mr_desc(mr), 0, nullptr) == -FI_EOPBADSTATE, 0);
+		EXPECT(fi_recv(ep, b, 8, fi_mr_desc(mr), 0, nullptr) == -FI_EOPBADSTATE, 0);
+		EXPECT(fi_connect(ep, nullptr, nullptr, 0) == -FI_EOPBADSTATE, 0);
+		EXPECT(fi_ep_bind(ep, &cq->fid, 0) == -FI_EBADFLAGS, 0);
+		EXPECT(fi_ep_bind(ep, nullptr, FI_RECV) == -FI_EINVAL, 0);
+		EXPECT(fi_ep_bind(ep, &mr->fid, FI_RECV) == -FI_EINVAL, 0);
+		EXPECT_OK(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV));
+		EXPECT(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT) == -FI_EINVAL, 0);
+		EXPECT(fi_enable(ep) == -FI_ENOEQ, 0);
+		EXPECT_OK(fi_ep_bind(ep, &w.eq->fid, 0));
+		EXPECT_OK(fi_enable(ep));
+		EXPECT(ep->ops->tx_size_left(ep) > 0, 0);
+		/* bad lengths, iovs, flags, descriptors */
+		EXPECT(fi_send(ep, nullptr, 8, fi_mr_desc(mr), 0, nullptr) == -FI_EINVAL, 0);
+		EXPECT(fi_send(ep, b, 1000, nullptr, 0, nullptr) == -FI_EINVAL, 0); /* no desc */
+		EXPECT(fi_recv(ep, b, 8, nullptr, 0, nullptr) == -FI_EINVAL, 0);
+		EXPECT(fi_send(ep, b, SIZE_MAX / 2, fi_mr_desc(mr), 0, nullptr) == -FI_EINVAL, 0);
+		EXPECT(fi_inject(ep, b, 1u << 20, 0) == -FI_EINVAL, 0);
+		std::vector<struct iovec> many(64, {b, 1});
+		std::vector<void *> descs(64, fi_mr_desc(mr));
+		EXPECT(fi_sendv(ep, many.data(), descs.data(), 64, 0, nullptr) == -FI_EINVAL, 0);
+		EXPECT(fi_recvv(ep, many.data(), descs.data(), 64, 0, nullptr) == -FI_EINVAL, 0);
+		struct fi_msg m = {};
+		m.msg_iov = two;
+		m.desc = descs.data();
+		m.iov_count = 2;
+		EXPECT(fi_sendmsg(ep, &m, 1ULL << 62) == -FI_EBADFLAGS, 0);
+		EXPECT(fi_sendmsg(ep, nullptr, 0) == -FI_EINVAL, 0);
+		EXPECT(fi_recvmsg(ep, &m, FI_REMOTE_CQ_DATA) == -FI_EBADFLAGS, 0);
+		EXPECT(fi_read(ep, b, 8, fi_mr_desc(mr), 0, 0, 1ULL << 40, nullptr) == -FI_EINVAL,
+		       0);
+		struct fi_msg_rma rm = {};
+		EXPECT(fi_writemsg(ep, &rm, 0) == 0 || fi_writemsg(ep, &rm, 0) < 0, 0);
+		EXPECT(fi_readmsg(ep, nullptr, 0) == -FI_EINVAL, 0);
+		EXPECT(fi_tsend(ep, b, 8, nullptr, 0, 0, nullptr) == -FI_ENOSYS, 0);
+		EXPECT(fi_accept(ep, nullptr, 0) == -FI_EOPBADSTATE, 0);
+		EXPECT(fi_connect(ep, nullptr, nullptr, 0) == -FI_EINVAL, 0);
+		char big[300] = {};
+		struct sockaddr_in to = {};
+		EXPECT(fi_connect(ep, &to, big, sizeof(big)) == -FI_EINVAL, 0);
+		EXPECT(fi_shutdown(ep, 0) < 0, 0);
+		EXPECT(fi_close(&cq->fid) == -FI_EBUSY, 0);
+		EXPECT(fi_close(&mr->fid) == 0, 0);
+		mr = nullptr;
+		close_fid(&ep->fid);
+	}
+	close_fid(mr ? &mr->fid : nullptr);
+	close_fid(&cq->fid);
+	/* EQ and passive endpoint misuse */
+	struct fid_eq *eq = nullptr;
+	struct fi_eq_attr ea = {};
+	ea.wait_obj = FI_WAIT_MUTEX_COND;
+	EXPECT(fi_eq_open(w.fabric, &ea, &eq, nullptr) == -FI_ENOSYS, 0);
+	uint32_t ev;
+	EXPECT(fi_eq_read(w.eq, nullptr, nullptr, 0, 0) == -FI_EINVAL, 0);
+	EXPECT(fi_eq_read(w.eq, &ev, b, sizeof(b), 1ULL << 40) == -FI_EBADFLAGS, 0);
+	struct fid_pep *pep = nullptr;
+	EXPECT_OK(fi_passive_ep(w.fabric, w.info, &pep, nullptr));
+	if (pep) {
+		EXPECT(fi_listen(pep) == -FI_ENOEQ, 0);
+		EXPECT(fi_pep_bind(pep, &w.domain->fid, 0) == -FI_EINVAL, 0);
+		struct fid f = {};
+		f.fclass = FI_CLASS_EP;
+		EXPECT(fi_reject(pep, &f, nullptr, 0) == -FI_EINVAL, 0);
+		EXPECT(fi_reject(pep, nullptr, nullptr, 0) == -FI_EINVAL, 0);
+		/* setname before listen, then getname */
+		struct sockaddr_in a = *static_cast<struct sockaddr_in *>(w.info->src_addr);
+		a.sin_port = htons(7999);
+		EXPECT_OK(fi_setname(&pep->fid, &a, sizeof(a)));
+		EXPECT_OK(fi_pep_bind(pep, &w.eq->fid, 0));
+		EXPECT_OK(fi_listen(pep));
+		struct sockaddr_in got = {};
+		size_t len = sizeof(got);
+		EXPECT_OK(fi_getname(&pep->fid, &got, &len));
+		EXPECT(ntohs(got.sin_port) == 7999, ntohs(got.sin_port));
+		EXPECT(fi_setname(&pep->fid, &a, sizeof(a)) == -FI_EOPBADSTATE, 0);
+		close_fid(&pep->fid);
+	}
+	struct fid_domain *dom = nullptr;
+	struct fi_info *bad = fi_dupinfo(w.info);
+	free(bad->domain_attr->name);
+	bad->domain_attr->name = strdup("nodev9");
+	EXPECT(fi_domain(w.fabric, bad, &dom, nullptr) == -FI_ENODEV, 0);
+	fi_freeinfo(bad);
+	close_world(w);
+}
+
+/* The server of peer-killed, in its own process: listens on RXE_ADDR:port, accepts, posts
+ * receives, writes one byte to fd 3 when connected, then waits to be killed. */
+int serve_until_killed(const char *port)
+{
+	world w;
+	struct fi_info *hints = msg_hints();
+	int ret = fi_getinfo(version, rxe_addr, port, FI_SOURCE, hints, &w.info);
+	fi_freeinfo(hints);
+	if (ret || open_world_from(w) || listen(w))
+		return 2;
+	cm_buf ent;
+	uint32_t ev;
+	if (eq_event(w.eq, &ev, ent.raw, sizeof(ent.raw)) <= 0 || ev != FI_CONNREQ)
+		return 3;
+	if (open_side(w, ent.e->info, w.srv, 1u << 20) || fi_accept(w.srv.ep, nullptr, 0))
+		return 4;
+	for (int i = 0; i < 16; i++)
+		fi_recv(w.srv.ep, w.srv.buf.data(), 1u << 20, fi_mr_desc(w.srv.mr), 0, nullptr);
+	if (eq_event(w.eq, &ev, ent.raw, sizeof(ent.raw)) <= 0 || ev != FI_CONNECTED)
+		return 5;
+	if (write(3, "u", 1) != 1)
+		return 6;
+	for (;;)
+		pause();
+}
+
+/* The server is another process, killed mid-transfer: the client gets error completions
+ * and FI_SHUTDOWN, never a hang. */
+void test_peer_killed()
+{
+	const char *port = "7474";
+	int pipefd[2];
+	if (pipe(pipefd) != 0)
+		return;
+	pid_t child = fork();
+	if (child == 0) {
+		dup2(pipefd[1], 3);
+		execl(self_path, self_path, "serve-until-killed", port,
+		      static_cast<char *>(nullptr));
+		_exit(127);
+	}
+	close(pipefd[1]);
+	world w;
+	struct fi_info *hints = msg_hints();
+	int ret = -FI_EOTHER;
+	for (int i = 0; i < 100 && ret; i++) {
+		/* the server needs a moment to listen */
+		std::this_thread::sleep_for(std::chrono::milliseconds(100));
+		fi_freeinfo(w.info);
+		w.info = nullptr;
+		ret = fi_getinfo(version, rxe_addr, port, 0, hints, &w.info);
+	}
+	fi_freeinfo(hints);
+	if (EXPECT_OK(ret) || EXPECT_OK(open_world_from(w)) ||
+	    EXPECT_OK(open_side(w, w.info, w.cli, 1u << 20))) {
+		kill(child, SIGKILL);
+		waitpid(child, nullptr, 0);
+		close(pipefd[0]);
+		close_world(w);
+		return;
+	}
+	struct fi_eq_cm_entry e;
+	uint32_t ev = 0;
+	long n = -FI_EOTHER;
+	for (int i = 0; i < 50; i++) {
+		/* until the server listens: a refused connect is retried on a new endpoint */
+		EXPECT_OK(fi_connect(w.cli.ep, nullptr, nullptr, 0));
+		n = eq_event(w.eq, &ev, &e, sizeof(e));
+		if (n != -FI_EAVAIL)
+			break;
+		struct fi_eq_err_entry err = {};
+		fi_eq_readerr(w.eq, &err, 0);
+		close_side(w.cli);
+		std::this_thread::sleep_for(std::chrono::milliseconds(100));
+		EXPECT_OK(open_side(w, w.info, w.cli, 1u << 20));
+	}
+	EXPECT(n == sizeof(e) && ev == FI_CONNECTED, n);
+	char u;
+	EXPECT(read(pipefd[0], &u, 1) == 1, 0);
+	/* keep sending 64 KiB messages; kill the server after a few */
+	int sent = 0, ok = 0, errors = 0;
+	bool killed = false, shutdown_seen = false;
+	auto end = clock_type::now() + std::chrono::seconds(60);
+	while (clock_type::now() < end && !(killed && shutdown_seen && ok + errors == sent)) {
+		if (sent < 64) {
+			ssize_t r = fi_send(w.cli.ep, w.cli.buf.data(), 65536, fi_mr_desc(w.cli.mr),
+			                    0, nullptr);
+			if (r == 0)
+				sent++;
+			else if (r != -FI_EAGAIN)
+				sent = 64;
+		}
+		struct fi_cq_data_entry ce;
+		ssize_t r = fi_cq_read(w.cli.tx, &ce, 1);
+		if (r == 1)
+			ok++;
+		if (r == -FI_EAVAIL) {
+			struct fi_cq_err_entry err = {};
+			if (fi_cq_readerr(w.cli.tx, &err, 0) == 1) {
+				if (errors == 0)
+					printf("  first error completion: %s\n",
+					       fi_strerror(err.err));
+				errors++;
+			}
+		}
+		if (!killed && ok >= 4) {
+			kill(child, SIGKILL);
+			killed = true;
+		}
+		n = fi_eq_read(w.eq, &ev, &e, sizeof(e), 0);
+		if (n == sizeof(e) && ev == FI_SHUTDOWN && e.fid == &w.cli.ep->fid)
+			shutdown_seen = true;
+		if (n == -FI_EAVAIL) {
+			struct fi_eq_err_entry err = {};
+			fi_eq_readerr(w.eq, &err, 0);
+		}
+	}
+	printf("  sent %d, completed %d, errors %d, FI_SHUTDOWN %s\n", sent, ok, errors,
+	       shutdown_seen ? "seen" : "not seen");
+	EXPECT(killed, 0);
+	EXPECT(errors > 0, errors);
+	EXPECT(ok + errors == sent, ok + errors);
+	EXPECT(shutdown_seen, 0);
+	kill(child, SIGKILL);
+	waitpid(child, nullptr, 0);
+	close(pipefd[0]);
+	close_world(w);
+}
+
+/* A CQ far too small for what completes on it: an error, never a hang. */
+void test_overrun()
+{
+	world w;
+	if (EXPECT_OK(open_world(w)) || EXPECT_OK(listen(w)) ||
+	    EXPECT_OK(connect_pair(w, 4096, "a", "b", 0, 1))) {
+		close_world(w);
+		return;
+	}
+	for (int i = 0; i < 200; i++)
+		fi_recv(w.srv.ep, w.srv.buf.data(), 64, fi_mr_desc(w.srv.mr), 0, nullptr);
+	int posted = 0;
+	for (int i = 0; i < 200; i++)
+		if (fi_send(w.cli.ep, w.cli.buf.data(), 8, fi_mr_desc(w.cli.mr), 0, nullptr) == 0)
+			posted++;
+	/* give the device time to overflow the tiny CQ, then read it */
+	std::this_thread::sleep_for(std::chrono::seconds(2));
+	struct fi_cq_data_entry e;
+	int got = 0;
+	bool overrun = false;
+	auto end = clock_type::now() + std::chrono::seconds(10);
+	while (clock_type::now() < end && !overrun) {
+		ssize_t r = fi_cq_read(w.cli.tx, &e, 1);
+		if (r == 1)
+			got++;
+		if (r == -FI_EAVAIL) {
+			struct fi_cq_err_entry err = {};
+			if (fi_cq_readerr(w.cli.tx, &err, 0) == 1 && err.err == FI_EOVERRUN)
+				overrun = true;
+		}
+	}
+	printf("  posted %d sends on a CQ of size 1: read %d, overrun %s\n", posted, got,
+	       overrun ? "reported" : "not reported");
+	EXPECT(overrun || got == posted, got);
+	close_world(w);
+}
+
+struct test {
+	const char *name;
+	void (*fn)();
+};
+const test tests[] = {
+    {"info", test_info},           {"connect", test_connect},
+    {"sendrecv", test_sendrecv},   {"rma", test_rma},
+    {"rma-error", test_rma_error}, {"reject", test_reject},
+    {"selective", test_selective}, {"eq", test_eq},
+    {"bad-input", test_bad_input}, {"peer-killed", test_peer_killed},
+    {"overrun", test_overrun},
+};
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, nullptr, _IOLBF, 0);
+	rxe_addr = getenv("RXE_ADDR");
+	if (!rxe_addr || !*rxe_addr) {
+		printf("SKIP: RXE_ADDR is not set (no verbs device)\n");
+		return 77;
+	}
+	struct fi_info *hints = msg_hints(), *info = nullptr;
+	int ret = fi_getinfo(version, nullptr, nullptr, 0, hints, &info);
+	fi_freeinfo(hints);
+	fi_freeinfo(info);
+	if (ret) {
+		printf("FAIL: fi_getinfo(vwait, FI_EP_MSG): %s (FI_PROVIDER_PATH=%s)\n",
+		       fi_strerror(-ret), getenv("FI_PROVIDER_PATH"));
+		return 1;
+	}
+	self_path = argv[0];
+	if (argc > 2 && strcmp(argv[1], "serve-until-killed") == 0)
+		return serve_until_killed(argv[2]);
+	const char *which = argc > 1 ? argv[1] : "all";
+	bool any = false;
+	for (const test &t : tests) {
+		if (strcmp(which, "all") != 0 && strcmp(which, t.name) != 0)
+			continue;
+		any = true;
+		int before = failures;
+		auto t0 = clock_type::now();
+		printf("== %s\n", t.name);
+		t.fn();
+		double s = std::chrono::duration<double>(clock_type::now() - t0).count();
+		printf("%s %s (%.2fs)\n", failures == before ? "ok" : "FAILED", t.name, s);
+	}
+	if (!any) {
+		printf("unknown test %s\n", which);
+		return 2;
+	}
+	printf("%d failure(s)\n", failures);
+	return failures ? 1 : 0;
+}
