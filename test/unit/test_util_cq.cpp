@@ -1,7 +1,9 @@
 /* util::cq, the software completion queue: every format, error entries and the err_data
  * rules, bad input, every wait object standalone and in a wait set, sread timing,
  * fi_cq_signal, FI_CQ_COND_THRESHOLD, and many threads pushing and reading. */
+#include "vwait/util/cntr.h"
 #include "vwait/util/cq.h"
+#include "vwait/util/eq.h"
 #include "vwait/util/poll.h"
 #include "vwait/util/trywait.h"
 #include "vwait/util/wait.h"
@@ -14,6 +16,7 @@
 #include <poll.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -35,6 +38,9 @@ struct fi_provider test_prov = {
 /* What a test owns lives here so that teardown releases it even after a failed assert. */
 struct state {
 	struct fid_cq *cq = nullptr;
+	struct fid_cq *cq2 = nullptr;
+	struct fid_cntr *cntr = nullptr;
+	struct fid_eq *eq = nullptr;
 	struct fid_wait *set = nullptr;
 	struct fid_poll *pollset = nullptr;
 	std::vector<std::thread> threads;
@@ -56,6 +62,12 @@ int teardown(void **st)
 		fi_close(&s->pollset->fid);
 	if (s->cq)
 		fi_close(&s->cq->fid);
+	if (s->cq2)
+		fi_close(&s->cq2->fid);
+	if (s->cntr)
+		fi_close(&s->cntr->fid);
+	if (s->eq)
+		fi_close(&s->eq->fid);
 	if (s->set)
 		fi_close(&s->set->fid);
 	delete s;
@@ -788,6 +800,171 @@ void subclass_hooks(void **st)
 	assert_string_equal(fi_cq_strerror(s.cq, 7, nullptr, buf, sizeof(buf)), "hw status 7");
 }
 
+/* ---------------------------------------------------------------- mixes */
+
+/* A CQ, a counter and an EQ in one wait set: fi_trywait over all of them, fi_wait ended by
+ * each kind, and each object's own blocking call through the set. */
+void mixed_wait_set(void **st)
+{
+	state &s = st_of(st);
+	struct fi_wait_attr wa = {};
+	wa.wait_obj = FI_WAIT_FD;
+	assert_int_equal(util::wait_open(&test_prov, &wa, &s.set), 0);
+	struct fi_cq_attr ca = attr_of(FI_WAIT_SET, FI_CQ_FORMAT_CONTEXT);
+	ca.wait_set = s.set;
+	util::cq *q = open_cq(s, ca);
+	struct fi_cntr_attr na = {};
+	na.wait_obj = FI_WAIT_SET;
+	na.wait_set = s.set;
+	assert_int_equal(util::cntr_open(&test_prov, &na, &s.cntr, nullptr), 0);
+	struct fi_eq_attr ea = {};
+	ea.wait_obj = FI_WAIT_SET;
+	ea.wait_set = s.set;
+	assert_int_equal(util::eq_open(&test_prov, &ea, &s.eq, nullptr), 0);
+	struct fid *fids[4] = {&s.cq->fid, &s.cntr->fid, &s.eq->fid, &s.set->fid};
+	int fd = -1;
+	assert_int_equal(fi_control(&s.set->fid, FI_GETWAIT, &fd), 0);
+
+	for (int kind = 0; kind < 3; kind++) {
+		assert_int_equal(util::trywait(&test_prov, fids, 4), 0);
+		struct pollfd p = {fd, POLLIN, 0};
+		assert_int_equal(poll(&p, 1, 0), 0);
+		s.threads.emplace_back([&s, q, kind] {
+			std::this_thread::sleep_for(std::chrono::milliseconds(30));
+			if (kind == 0) {
+				q->push(entry(1));
+			} else if (kind == 1) {
+				fi_cntr_add(s.cntr, 1);
+			} else {
+				struct fi_eq_entry e = {};
+				fi_eq_write(s.eq, FI_NOTIFY, &e, sizeof(e), 0);
+			}
+		});
+		/* the application's own loop: poll(2) on the set's fd */
+		auto t0 = steady::now();
+		assert_int_equal(poll(&p, 1, 5000), 1);
+		assert_true(ms_since(t0) < 1000);
+		s.threads.back().join();
+		s.threads.clear();
+		assert_int_equal(fi_wait(s.set, 0), 0);
+		if (kind == 0) {
+			assert_int_equal(util::trywait(&test_prov, fids, 4), -FI_EAGAIN);
+			struct fi_cq_entry out;
+			assert_int_equal(fi_cq_sread(s.cq, &out, 1, nullptr, 1000), 1);
+		} else if (kind == 1) {
+			assert_int_equal(fi_cntr_wait(s.cntr, 1, 1000), 0);
+		} else {
+			assert_int_equal(util::trywait(&test_prov, fids, 4), -FI_EAGAIN);
+			uint32_t event;
+			struct fi_eq_entry e;
+			assert_int_equal(fi_eq_sread(s.eq, &event, &e, sizeof(e), 1000, 0),
+			                 sizeof(e));
+		}
+	}
+	assert_int_equal(fi_close(&s.set->fid), -FI_EBUSY); /* members still attached */
+	assert_int_equal(fi_close(&s.eq->fid), 0);
+	s.eq = nullptr;
+	assert_int_equal(fi_close(&s.cntr->fid), 0);
+	s.cntr = nullptr;
+	assert_int_equal(fi_close(&s.cq->fid), 0);
+	s.cq = nullptr;
+}
+
+/* Two CQs and a counter in one poll set: fi_poll reports exactly those with something to
+ * report, with their contexts. */
+void mixed_poll_set(void **st)
+{
+	state &s = st_of(st);
+	int ctx_a = 0, ctx_b = 0, ctx_c = 0;
+	struct fi_cq_attr ca = attr_of(FI_WAIT_NONE, FI_CQ_FORMAT_CONTEXT);
+	assert_int_equal(util::cq_open(&test_prov, &ca, &s.cq, &ctx_a), 0);
+	assert_int_equal(util::cq_open(&test_prov, &ca, &s.cq2, &ctx_b), 0);
+	struct fi_cntr_attr na = {};
+	assert_int_equal(util::cntr_open(&test_prov, &na, &s.cntr, &ctx_c), 0);
+	assert_int_equal(util::poll_open(&test_prov, nullptr, &s.pollset), 0);
+	assert_int_equal(fi_poll_add(s.pollset, &s.cq->fid, 0), 0);
+	assert_int_equal(fi_poll_add(s.pollset, &s.cq2->fid, 0), 0);
+	assert_int_equal(fi_poll_add(s.pollset, &s.cntr->fid, 0), 0);
+	void *ctx[4] = {};
+	assert_int_equal(fi_poll(s.pollset, ctx, 4), 0);
+	assert_int_equal(util::cq_of(s.cq2)->push(entry(1)), 0);
+	fi_cntr_add(s.cntr, 1);
+	int n = fi_poll(s.pollset, ctx, 4);
+	assert_int_equal(n, 2);
+	bool b = false, c = false;
+	for (int i = 0; i < n; i++) {
+		b = b || ctx[i] == &ctx_b;
+		c = c || ctx[i] == &ctx_c;
+		assert_ptr_not_equal(ctx[i], &ctx_a);
+	}
+	assert_true(b && c);
+	/* the CQ still holds its entry, the counter did not change again */
+	assert_int_equal(fi_poll(s.pollset, ctx, 4), 1);
+	assert_ptr_equal(ctx[0], &ctx_b);
+	/* an error entry counts as something to report */
+	struct fi_cq_entry out;
+	assert_int_equal(fi_cq_read(s.cq2, &out, 1), 1);
+	assert_int_equal(util::cq_of(s.cq)->push_error(error_entry(1), nullptr, 0), 0);
+	assert_int_equal(fi_poll(s.pollset, ctx, 4), 1);
+	assert_ptr_equal(ctx[0], &ctx_a);
+	for (struct fid *f : {&s.cq->fid, &s.cq2->fid, &s.cntr->fid})
+		assert_int_equal(fi_poll_del(s.pollset, f, 0), 0);
+}
+
+/* Ping-pong between two threads through two CQs with blocking reads: the round trip of a
+ * completion that wakes a sread, per wait object (a figure for the report, and no wakeup
+ * may be lost: every one of the round trips completes). */
+void pingpong_latency(void **st)
+{
+	state &s = st_of(st);
+	for (enum fi_wait_obj w : {FI_WAIT_FD, FI_WAIT_POLLFD, FI_WAIT_MUTEX_COND, FI_WAIT_YIELD}) {
+		struct fi_cq_attr a = attr_of(w, FI_CQ_FORMAT_CONTEXT);
+		assert_int_equal(util::cq_open(&test_prov, &a, &s.cq, nullptr), 0);
+		assert_int_equal(util::cq_open(&test_prov, &a, &s.cq2, nullptr), 0);
+		util::cq *ping = util::cq_of(s.cq), *pong = util::cq_of(s.cq2);
+		constexpr int rounds = 2000;
+		std::atomic<int> echoed{0};
+		s.threads.emplace_back([&s, ping, &echoed] {
+			struct fi_cq_entry e;
+			for (int i = 0; i < rounds; i++) {
+				if (fi_cq_sread(s.cq2, &e, 1, nullptr, 5000) != 1)
+					return;
+				ping->push(entry(static_cast<uintptr_t>(i)));
+				echoed++;
+			}
+		});
+		std::vector<long> ns;
+		ns.reserve(rounds);
+		int done = 0;
+		for (int i = 0; i < rounds; i++) {
+			auto t0 = steady::now();
+			pong->push(entry(static_cast<uintptr_t>(i)));
+			struct fi_cq_entry e;
+			if (fi_cq_sread(s.cq, &e, 1, nullptr, 5000) != 1)
+				break;
+			ns.push_back(static_cast<long>(
+			    std::chrono::duration_cast<std::chrono::nanoseconds>(steady::now() - t0)
+			        .count()));
+			done++;
+		}
+		for (auto &t : s.threads)
+			t.join();
+		s.threads.clear();
+		std::sort(ns.begin(), ns.end());
+		print_message(
+		    "wait_obj %d: sread ping-pong round trip over %d rounds: median %.1f us, "
+		    "p99 %.1f us\n",
+		    w, done, ns.empty() ? 0.0 : ns[ns.size() / 2] / 1000.0,
+		    ns.empty() ? 0.0 : ns[ns.size() * 99 / 100] / 1000.0);
+		assert_int_equal(done, rounds);
+		assert_int_equal(echoed.load(), rounds);
+		assert_int_equal(fi_close(&s.cq->fid), 0);
+		s.cq = nullptr;
+		assert_int_equal(fi_close(&s.cq2->fid), 0);
+		s.cq2 = nullptr;
+	}
+}
+
 } // namespace
 
 int main()
@@ -817,6 +994,9 @@ int main()
 	    cmocka_unit_test_setup_teardown(in_poll_set, setup, teardown),
 	    cmocka_unit_test_setup_teardown(trywait_wait_set, setup, teardown),
 	    cmocka_unit_test_setup_teardown(subclass_hooks, setup, teardown),
+	    cmocka_unit_test_setup_teardown(mixed_wait_set, setup, teardown),
+	    cmocka_unit_test_setup_teardown(mixed_poll_set, setup, teardown),
+	    cmocka_unit_test_setup_teardown(pingpong_latency, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
