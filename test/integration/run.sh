@@ -27,11 +27,13 @@
 #     RXE_GIDX          GID index of RXE_DEV's IPv4 (RoCE v2) GID, for raw verbs
 #     VWAIT_TEST_TMPDIR this test's scratch directory (also its cwd)
 #     VWAIT_TEST_TIMEOUT the test's own timeout (seconds)
-# * C++ test programs: list them in test/integration/Makefile.include as
-#   check_PROGRAMS (built by make check-integration before the VM boots) and run
-#   them from a .test script as "$VWAIT_BUILDDIR/test/integration/<prog>".
-#   Add every .test to integration_tests there (it goes into dist_check_SCRIPTS,
-#   so make distcheck carries it).
+# * C++ test programs: list them in test/integration/Makefile.include (or a
+#   test/integration/*.mk fragment beside it) as check_PROGRAMS (built by make
+#   check-integration before the VM boots) and run them from a .test script as
+#   "$VWAIT_BUILDDIR/test/integration/<prog>".  Add every .test to
+#   dist_check_SCRIPTS (directly or through integration_tests), so make distcheck
+#   carries it; make check (runner-selftest.sh) fails on a committed .test that
+#   is not there.
 # * Shared helpers: `. "$VWAIT_SRCDIR/test/integration/common.sh"` (skip, fail,
 #   need_rxe, need_cmd, run_pair, expect_grep).
 # * Output: the test's stdout+stderr go to
