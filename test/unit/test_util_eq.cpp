@@ -11,6 +11,9 @@
 
 #include "vwait_cmocka.h"
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -492,6 +495,86 @@ void subclass_hooks(void **st)
 	assert_int_equal(discarded.load(), 3);
 }
 
+/* The verbs EQ's fd source: an eventfd stands in for the rdma_cm channel; each count read
+ * from it becomes an FI_CONNECTED entry, in progress(), called by the waiter when it polls
+ * readable. */
+class channel_eq : public util::eq
+{
+public:
+	channel_eq(const struct fi_eq_attr &a, int fd)
+	    : util::eq(&test_prov, a, FI_VERSION(1, 17)), fd_(fd)
+	{
+	}
+	int start() noexcept { return watch(fd_); }
+
+protected:
+	void progress() noexcept override
+	{
+		uint64_t n = 0;
+		if (::read(fd_, &n, sizeof(n)) != sizeof(n))
+			return;
+		for (uint64_t i = 0; i < n; i++) {
+			struct fi_eq_cm_entry cm = {};
+			push(FI_CONNECTED, &cm, sizeof(cm));
+		}
+	}
+
+private:
+	int fd_;
+};
+
+void fd_source(void **st)
+{
+	state &s = st_of(st);
+	for (enum fi_wait_obj w : {FI_WAIT_FD, FI_WAIT_POLLFD, FI_WAIT_MUTEX_COND, FI_WAIT_SET}) {
+		int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		assert_true(efd >= 0);
+		struct fi_eq_attr a = {};
+		a.wait_obj = w;
+		if (w == FI_WAIT_SET) {
+			struct fi_wait_attr wa = {};
+			wa.wait_obj = FI_WAIT_FD;
+			assert_int_equal(util::wait_open(&test_prov, &wa, &s.set), 0);
+			a.wait_set = s.set;
+		}
+		auto obj = std::make_unique<channel_eq>(a, efd);
+		channel_eq *q = obj.get();
+		assert_int_equal(util::eq_install(std::move(obj), &s.eq, nullptr), 0);
+		assert_int_equal(q->start(), 0);
+		assert_int_equal(q->start(), -FI_EALREADY);
+
+		/* an event on the channel ends a blocked sread */
+		s.threads.emplace_back([efd] {
+			std::this_thread::sleep_for(std::chrono::milliseconds(50));
+			uint64_t one = 1;
+			if (::write(efd, &one, sizeof(one)) != sizeof(one))
+				abort();
+		});
+		uint32_t event = 0;
+		struct fi_eq_cm_entry cm;
+		auto t0 = steady::now();
+		assert_int_equal(fi_eq_sread(s.eq, &event, &cm, sizeof(cm), 5000, 0), sizeof(cm));
+		long ms = ms_since(t0);
+		print_message("wait_obj %d: a channel event ended eq_sread after %ld ms\n", w, ms);
+		assert_true(ms < 1000);
+		assert_int_equal(event, FI_CONNECTED);
+		s.threads.back().join();
+		s.threads.clear();
+
+		/* fi_trywait covers the channel: an event pending there means -FI_EAGAIN */
+		struct fid *fids[2] = {&s.eq->fid, s.set ? &s.set->fid : nullptr};
+		int nfids = s.set ? 2 : 1;
+		assert_int_equal(util::trywait(&test_prov, fids, nfids), 0);
+		uint64_t two = 2;
+		assert_int_equal(::write(efd, &two, sizeof(two)), sizeof(two));
+		assert_int_equal(util::trywait(&test_prov, fids, nfids), -FI_EAGAIN);
+		assert_int_equal(fi_eq_read(s.eq, &event, &cm, sizeof(cm), 0), sizeof(cm));
+		assert_int_equal(fi_eq_read(s.eq, &event, &cm, sizeof(cm), 0), sizeof(cm));
+		close_eq(s);
+		close(efd);
+	}
+}
+
 } // namespace
 
 int main()
@@ -508,6 +591,7 @@ int main()
 	    cmocka_unit_test_setup_teardown(getwait_trywait, setup, teardown),
 	    cmocka_unit_test_setup_teardown(many_threads, setup, teardown),
 	    cmocka_unit_test_setup_teardown(subclass_hooks, setup, teardown),
+	    cmocka_unit_test_setup_teardown(fd_source, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

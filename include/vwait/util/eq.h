@@ -51,8 +51,10 @@ public:
 	const char *strerror(int prov_errno, const void *err_data, char *buf, size_t len) noexcept;
 	int control(int command, void *arg) noexcept;
 	int close_check() noexcept;
-	/* fi_close, after close_check(): hands unread entries to discard(). */
+	/* fi_close, after close_check(): stops watching the source fd (unwatch()), then, once
+	 * the EQ left its waiters, hands unread entries to discard(). */
 	void discard_unread() noexcept;
+	void unwatch() noexcept;
 	void hold() noexcept;
 	void release() noexcept;
 
@@ -75,13 +77,16 @@ public:
 	void set_fid(struct fid *f) noexcept { fid_ = f; }
 	size_t size() const noexcept { return size_; }
 	const struct fi_provider *provider() const noexcept { return prov_; }
-	/* The verbs EQ adds its rdma_cm channel fd to wait_object() (its own waiter or its wait
-	 * set's) with waiter::add_source, a drain callback that calls progress() or push(). */
 
 protected:
 	/* Extension points for the verbs EQ (called without the EQ's lock held). */
 	/* Drains the source below (the rdma_cm channel) into the queue. */
 	virtual void progress() noexcept {}
+	/* Makes fd (the rdma_cm event channel, non-blocking) a source of the EQ's waiter (its
+	 * own, or its wait set's): whenever fd polls readable, whoever waits calls progress().
+	 * One fd per EQ; fi_close removes it. 0, or -FI_E* (-FI_EALREADY for a second fd).
+	 * Without a waiter (FI_WAIT_NONE) only read/sread/trywait call progress(). */
+	int watch(int fd) noexcept;
 	/* Arms the source below for fi_trywait; 0, -FI_EAGAIN, or -FI_E*. */
 	virtual int arm() noexcept { return FI_SUCCESS; }
 	virtual std::string describe_error(int prov_errno, const void *err_data) const;
@@ -102,6 +107,7 @@ private:
 		std::vector<uint8_t> err_data;
 	};
 	ssize_t read_locked(uint32_t *event, void *buf, size_t len, uint64_t flags) noexcept;
+	static void drain_source(void *self) noexcept;
 
 	const struct fi_provider *prov_;
 	const enum fi_wait_obj wait_obj_;
@@ -116,6 +122,7 @@ private:
 	std::deque<record> queue_;
 	std::vector<uint8_t> last_err_data_;
 	int refs_ = 0;
+	int watched_fd_ = -1;
 };
 
 int eq_install(std::unique_ptr<eq> obj, struct fid_eq **out, void *context) noexcept;

@@ -11,8 +11,11 @@
 #include <rdma/fi_errno.h>
 #include <rdma/providers/fi_log.h>
 
+#include <poll.h>
+
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 namespace vwait::util
 {
@@ -42,7 +45,10 @@ eq::eq(const struct fi_provider *prov, const struct fi_eq_attr &attr, uint32_t a
 {
 }
 
-eq::~eq() = default;
+eq::~eq()
+{
+	unwatch();
+}
 
 int eq::init_wait() noexcept
 {
@@ -307,6 +313,42 @@ int eq::close_check() noexcept
 	return FI_SUCCESS;
 }
 
+void eq::drain_source(void *self) noexcept
+{
+	static_cast<eq *>(self)->progress();
+}
+
+int eq::watch(int fd) noexcept
+{
+	waiter *w = wait_object();
+	if (!w)
+		return FI_SUCCESS; /* FI_WAIT_NONE: progress() runs from the read calls */
+	{
+		std::lock_guard<std::mutex> g(lock_);
+		if (watched_fd_ >= 0)
+			return -FI_EALREADY;
+		watched_fd_ = fd;
+	}
+	int ret = w->add_source(fd, POLLIN, drain_source, this);
+	if (ret) {
+		FI_WARN(prov_, FI_LOG_EQ, "EQ: cannot watch fd %d: %s\n", fd, fi_strerror(-ret));
+		std::lock_guard<std::mutex> g(lock_);
+		watched_fd_ = -1;
+	}
+	return ret;
+}
+
+void eq::unwatch() noexcept
+{
+	int fd;
+	{
+		std::lock_guard<std::mutex> g(lock_);
+		fd = std::exchange(watched_fd_, -1);
+	}
+	if (fd >= 0 && wait_object())
+		wait_object()->remove_source(fd);
+}
+
 void eq::discard_unread() noexcept
 {
 	std::deque<record> left;
@@ -336,6 +378,7 @@ int eq_close(struct fid *f) noexcept
 	int ret = box->obj->close_check();
 	if (ret)
 		return ret;
+	box->obj->unwatch(); /* before leaving the waiter: a wait set outlives the EQ */
 	box->obj->close_wait();
 	box->obj->discard_unread();
 	delete box->obj;
