@@ -17,7 +17,11 @@
  *                    changed, fi_eq signal): wakes blocked waiters, ends one fi_wait on its
  *                    wait set, makes the next fi_trywait on its wait object return -FI_EAGAIN,
  *                    and marks it on poll sets' ready lists too;
- *  5. blocks in sread / cntr_wait / eq_sread with wait_object()->wait_until(deadline, pred);
+ *  5. blocks in sread / cntr_wait / eq_sread with wait_object()->wait_until(deadline, pred)
+ *     (deadline from util::deadline_after(timeout) computed once at entry; -FI_ETIMEDOUT
+ *     at the deadline, which sread / eq_sread turn into -FI_EAGAIN);
+ *     FI_WAIT_MUTEX_COND: never call notify()/wake() while holding the mutex handed out by
+ *     FI_GETWAIT (notify takes it to broadcast the cond);
  *  6. FIRST THING in its close (before any member is destroyed): if in_poll_set() refuse with
  *     -FI_EBUSY if it wants to, then close_wait(). After close_wait() returns no waiter or poll
  *     set calls it again.
@@ -125,9 +129,10 @@ public:
 	/* Whether some poll set still holds this object. */
 	bool in_poll_set() const noexcept;
 
-	/* FI_GETWAIT / FI_GETWAITOBJ / ctl_get_waitable / ctl_get_waiter for the object's control
-	 * slot: returns -FI_ENOSYS for any other command (the object handles its own first).
-	 * FI_GETWAIT on FI_WAIT_NONE or on a wait-set member: -FI_EINVAL (ask the wait set). */
+	/* FI_GETWAIT / FI_GETWAITOBJ / ctl_get_waitable for the object's control slot; -FI_ENOSYS
+	 * for any other command (the object handles its own first). FI_GETWAIT / FI_GETWAITOBJ
+	 * answer for the private waiter or, for a wait-set member, for the wait set (its fd, its
+	 * kind); with FI_WAIT_NONE they return -FI_ENODATA. */
 	int answer_control(int command, void *arg) noexcept;
 
 	/* ---- used by util::waiter and util::poll_set only ---- */

@@ -9,6 +9,8 @@
 #include "vwait/nic.h"
 #include "vwait/util/enosys.h"
 #include "vwait/util/fid.h"
+#include "vwait/util/trywait.h"
+#include "vwait/util/wait.h"
 #include "vwait/vwait.h"
 
 #include <atomic>
@@ -68,13 +70,30 @@ struct fi_ops fabric_fi_ops = {
     .ops_set = util::enosys_ops_set,
 };
 
+/* Wait sets hold the fabric open; fi_trywait runs over any mix of vwait waitables. */
+int fabric_wait_open(struct fid_fabric *fid, struct fi_wait_attr *attr,
+		     struct fid_wait **waitset) noexcept
+{
+	fabric *fab = util::owner<fabric>(fid);
+	fab->hold();
+	int ret = util::wait_open(&prov, attr, waitset, [fab] { fab->release(); });
+	if (ret)
+		fab->release();
+	return ret;
+}
+
+int fabric_trywait(struct fid_fabric *, struct fid **fids, int count) noexcept
+{
+	return util::trywait(&prov, fids, count);
+}
+
 struct fi_ops_fabric fabric_ops = {
     .size = sizeof(struct fi_ops_fabric),
     .domain = domain_open,
     .passive_ep = pep_open,
     .eq_open = eq_open,
-    .wait_open = util::enosys_wait_open,
-    .trywait = util::enosys_trywait,
+    .wait_open = fabric_wait_open,
+    .trywait = fabric_trywait,
 };
 
 } // namespace
