@@ -26,6 +26,15 @@ namespace
 using namespace vwait;
 using steady = std::chrono::steady_clock;
 
+/* Puts a value outside its enum into an attr field, as a buggy application would (without
+ * an out-of-range enum conversion in the test itself). */
+template <typename E>
+void set_raw(E &field, int v)
+{
+	static_assert(sizeof(E) == sizeof(int), "an enum of int size");
+	std::memcpy(&field, &v, sizeof(v));
+}
+
 struct fi_provider test_prov = {
     .version = FI_VERSION(0, 1),
     .fi_version = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION),
@@ -276,7 +285,7 @@ void bad_input(void **st)
 	a.flags = FI_PEEK;
 	assert_int_equal(util::eq_open(&test_prov, &a, &eq, nullptr), -FI_EINVAL);
 	a = {};
-	a.wait_obj = static_cast<enum fi_wait_obj>(9);
+	set_raw(a.wait_obj, 9);
 	assert_int_equal(util::eq_open(&test_prov, &a, &eq, nullptr), -FI_EINVAL);
 	a = {};
 	a.size = util::eq_max_size + 1;

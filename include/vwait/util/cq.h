@@ -6,6 +6,7 @@
 #define VWAIT_UTIL_CQ_H
 
 /* before waitable.h, which names struct fi_provider without declaring it */
+#include <rdma/providers/fi_log.h>
 #include <rdma/providers/fi_prov.h>
 
 #include "vwait/util/waitable.h"
@@ -16,6 +17,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -39,6 +41,21 @@ int guard(F &&fn) noexcept
 		return -FI_EOTHER;
 	}
 }
+
+/* The value an enum field of an application's attr holds, read as an int: a value outside
+ * the enum (a bad argument) must be reported, and loading it as the enum is undefined. */
+template <typename E>
+int raw_enum(const E &field) noexcept
+{
+	static_assert(sizeof(E) == sizeof(int), "an enum of int size");
+	int v;
+	std::memcpy(&v, &field, sizeof(v));
+	return v;
+}
+/* 0, or -FI_EINVAL with one warning line naming who and the value, for a wait_obj that is
+ * not one of enum fi_wait_obj (shared by cq, cntr and eq). */
+int check_wait_obj(const struct fi_provider *prov, enum fi_log_subsys subsys, const char *who,
+                   const enum fi_wait_obj &wait_obj) noexcept;
 
 /* One completion as the queue stores it: the widest format (tagged) plus the source. */
 struct cq_entry {

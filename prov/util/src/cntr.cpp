@@ -20,9 +20,9 @@ int cntr_check_attr(const struct fi_provider *prov, const struct fi_cntr_attr *a
 		FI_WARN(prov, FI_LOG_CNTR, "fi_cntr_open: attr is NULL\n");
 		return -FI_EINVAL;
 	}
-	if (attr->events != FI_CNTR_EVENTS_COMP) {
+	if (raw_enum(attr->events) != FI_CNTR_EVENTS_COMP) {
 		FI_WARN(prov, FI_LOG_CNTR, "fi_cntr_open: attr->events %d is not supported\n",
-		        static_cast<int>(attr->events));
+		        raw_enum(attr->events));
 		return -FI_ENOSYS;
 	}
 	if (attr->flags) {
@@ -30,7 +30,7 @@ int cntr_check_attr(const struct fi_provider *prov, const struct fi_cntr_attr *a
 		        static_cast<unsigned long long>(attr->flags));
 		return -FI_EINVAL;
 	}
-	return FI_SUCCESS;
+	return check_wait_obj(prov, FI_LOG_CNTR, "fi_cntr_open", attr->wait_obj);
 }
 
 cntr::cntr(const struct fi_provider *prov, const struct fi_cntr_attr &attr)

@@ -62,15 +62,28 @@ void cq_entry_copy_out(enum fi_cq_format format, const cq_entry &e, void *dst) n
 	}
 }
 
+int check_wait_obj(const struct fi_provider *prov, enum fi_log_subsys subsys, const char *who,
+                   const enum fi_wait_obj &wait_obj) noexcept
+{
+	const int v = raw_enum(wait_obj);
+	if (v < FI_WAIT_NONE || v > FI_WAIT_POLLFD) {
+		FI_WARN(prov, subsys, "%s: attr->wait_obj %d is not an fi_wait_obj\n", who, v);
+		return -FI_EINVAL;
+	}
+	return FI_SUCCESS;
+}
+
 int cq_check_attr(const struct fi_provider *prov, const struct fi_cq_attr *attr) noexcept
 {
 	if (!attr) {
 		FI_WARN(prov, FI_LOG_CQ, "fi_cq_open: attr is NULL\n");
 		return -FI_EINVAL;
 	}
-	if (attr->format != FI_CQ_FORMAT_UNSPEC && !cq_entry_size(attr->format)) {
+	const int format = raw_enum(attr->format);
+	if (format != FI_CQ_FORMAT_UNSPEC &&
+	    (format < FI_CQ_FORMAT_CONTEXT || format > FI_CQ_FORMAT_TAGGED)) {
 		FI_WARN(prov, FI_LOG_CQ, "fi_cq_open: attr->format %d is not an fi_cq_format\n",
-		        static_cast<int>(attr->format));
+		        format);
 		return -FI_EINVAL;
 	}
 	if (attr->size > cq_max_size) {
@@ -83,13 +96,13 @@ int cq_check_attr(const struct fi_provider *prov, const struct fi_cq_attr *attr)
 		        static_cast<unsigned long long>(attr->flags));
 		return -FI_EINVAL;
 	}
-	if (attr->wait_cond != FI_CQ_COND_NONE && attr->wait_cond != FI_CQ_COND_THRESHOLD) {
+	const int cond = raw_enum(attr->wait_cond);
+	if (cond != FI_CQ_COND_NONE && cond != FI_CQ_COND_THRESHOLD) {
 		FI_WARN(prov, FI_LOG_CQ,
-		        "fi_cq_open: attr->wait_cond %d is not an fi_cq_wait_cond\n",
-		        static_cast<int>(attr->wait_cond));
+		        "fi_cq_open: attr->wait_cond %d is not an fi_cq_wait_cond\n", cond);
 		return -FI_EINVAL;
 	}
-	return FI_SUCCESS;
+	return check_wait_obj(prov, FI_LOG_CQ, "fi_cq_open", attr->wait_obj);
 }
 
 cq::cq(const struct fi_provider *prov, const struct fi_cq_attr &attr, uint32_t api_version)

@@ -36,7 +36,7 @@ int eq_check_attr(const struct fi_provider *prov, const struct fi_eq_attr *attr)
 		        static_cast<unsigned long long>(attr->flags));
 		return -FI_EINVAL;
 	}
-	return FI_SUCCESS;
+	return check_wait_obj(prov, FI_LOG_EQ, "fi_eq_open", attr->wait_obj);
 }
 
 eq::eq(const struct fi_provider *prov, const struct fi_eq_attr &attr, uint32_t api_version)
