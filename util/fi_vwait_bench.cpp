@@ -1,0 +1,481 @@
+/* fi_vwait_bench: ping-pong over libfabric MSG endpoints in which both sides wait for their
+ * completions the way an application chooses to: spinning on fi_cq_read, or blocking in
+ * fi_cq_sread on a CQ of a given wait object, or the fi_trywait + poll() loop of fi_poll(3),
+ * or fi_wait on a wait set. Prints latency, and the CPU time each message costs, so that
+ * providers (vwait, upstream verbs) and wait modes can be compared in one run.
+ *
+ *   server: fi_vwait_bench -p vwait -m sread-fd [-S size] [-I iters] [-P port]
+ *   client: fi_vwait_bench -p vwait -m sread-fd [-S size] [-I iters] [-P port] <server address>
+ *
+ * Uses the public libfabric API only. Exit status 0 on success, 1 on any error, 2 on usage,
+ * 3 when the provider does not support the mode (e.g. a wait object it refuses). */
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+
+#include <poll.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr int exit_unsupported = 3;
+
+enum class mode { spin, sread, trywait_poll, waitset };
+
+struct options {
+	std::string prov = "vwait";
+	std::string mode_name = "sread-fd";
+	mode how = mode::sread;
+	enum fi_wait_obj wait_obj = FI_WAIT_FD;
+	size_t size = 64;
+	int iters = 1000;
+	int warmup = 20;
+	std::string port = "7471";
+	std::string server; /* empty: be the server */
+};
+
+struct mode_desc {
+	const char *name;
+	mode how;
+	enum fi_wait_obj wait_obj;
+	const char *what;
+};
+
+const mode_desc modes[] = {
+	{"spin", mode::spin, FI_WAIT_NONE, "busy-poll fi_cq_read"},
+	{"sread-unspec", mode::sread, FI_WAIT_UNSPEC, "fi_cq_sread, FI_WAIT_UNSPEC CQ"},
+	{"sread-fd", mode::sread, FI_WAIT_FD, "fi_cq_sread, FI_WAIT_FD CQ"},
+	{"sread-pollfd", mode::sread, FI_WAIT_POLLFD, "fi_cq_sread, FI_WAIT_POLLFD CQ"},
+	{"sread-mutex", mode::sread, FI_WAIT_MUTEX_COND, "fi_cq_sread, FI_WAIT_MUTEX_COND CQ"},
+	{"sread-yield", mode::sread, FI_WAIT_YIELD, "fi_cq_sread, FI_WAIT_YIELD CQ"},
+	{"trywait-poll", mode::trywait_poll, FI_WAIT_FD,
+	 "fi_trywait + poll() on FI_GETWAIT fd (fi_poll(3) loop)"},
+	{"waitset", mode::waitset, FI_WAIT_FD, "CQ in an FI_WAIT_FD wait set, fi_wait + fi_cq_read"},
+};
+
+void usage()
+{
+	fprintf(stderr, "usage: fi_vwait_bench [-p provider] [-m mode] [-S size] [-I iterations] "
+			"[-P port] [server address]\nmodes:\n");
+	for (const mode_desc &m : modes)
+		fprintf(stderr, "  %-13s %s\n", m.name, m.what);
+}
+
+#define FI_CALL(call)                                                                      \
+	do {                                                                               \
+		int ret_ = static_cast<int>(call);                                         \
+		if (ret_ < 0) {                                                            \
+			fprintf(stderr, "%s:%d: %s: %s (%d)\n", __FILE__, __LINE__, #call, \
+				fi_strerror(-ret_), ret_);                                 \
+			return ret_;                                                       \
+		}                                                                          \
+	} while (0)
+
+class bench {
+public:
+	explicit bench(const options &o) : opt_(o) {}
+	~bench() { teardown(); }
+	bench(const bench &) = delete;
+	bench &operator=(const bench &) = delete;
+
+	int run()
+	{
+		FI_CALL(open_fabric());
+		FI_CALL(opt_.server.empty() ? accept_one() : connect_one());
+		return pingpong();
+	}
+
+	bool unsupported() const { return unsupported_; }
+
+private:
+	int open_fabric()
+	{
+		struct fi_info *hints = fi_allocinfo();
+		if (!hints)
+			return -FI_ENOMEM;
+		hints->ep_attr->type = FI_EP_MSG;
+		hints->caps = FI_MSG;
+		hints->mode = FI_CONTEXT;
+		hints->domain_attr->mr_mode =
+			FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+		hints->fabric_attr->prov_name = strdup(opt_.prov.c_str());
+		const char *node = opt_.server.empty() ? nullptr : opt_.server.c_str();
+		uint64_t flags = opt_.server.empty() ? FI_SOURCE : 0;
+		int ret = fi_getinfo(FI_VERSION(1, 5), node, opt_.port.c_str(), flags, hints, &info_);
+		fi_freeinfo(hints);
+		FI_CALL(ret);
+		FI_CALL(fi_fabric(info_->fabric_attr, &fabric_, nullptr));
+		struct fi_eq_attr eq_attr = {};
+		eq_attr.wait_obj = FI_WAIT_UNSPEC;
+		FI_CALL(fi_eq_open(fabric_, &eq_attr, &eq_, nullptr));
+		return 0;
+	}
+
+	/* the next CM event, waited for by fi_eq_sread */
+	int cm_event(uint32_t want, struct fi_eq_cm_entry *entry)
+	{
+		uint32_t event = 0;
+		ssize_t n = fi_eq_sread(eq_, &event, entry, sizeof(*entry), 30000, 0);
+		if (n == -FI_EAVAIL) {
+			struct fi_eq_err_entry err = {};
+			fi_eq_readerr(eq_, &err, 0);
+			fprintf(stderr, "CM error: %s\n", fi_strerror(err.err));
+			return -err.err;
+		}
+		if (n < 0) {
+			fprintf(stderr, "fi_eq_sread: %s\n", fi_strerror(static_cast<int>(-n)));
+			return static_cast<int>(n);
+		}
+		if (event != want) {
+			fprintf(stderr, "CM event %u, expected %u\n", event, want);
+			return -FI_EOTHER;
+		}
+		return 0;
+	}
+
+	int accept_one()
+	{
+		FI_CALL(fi_passive_ep(fabric_, info_, &pep_, nullptr));
+		FI_CALL(fi_pep_bind(pep_, &eq_->fid, 0));
+		FI_CALL(fi_listen(pep_));
+		struct fi_eq_cm_entry entry = {};
+		FI_CALL(cm_event(FI_CONNREQ, &entry));
+		conn_info_ = entry.info;
+		FI_CALL(fi_domain(fabric_, conn_info_, &domain_, nullptr));
+		FI_CALL(open_cq());
+		FI_CALL(fi_endpoint(domain_, conn_info_, &ep_, nullptr));
+		FI_CALL(bind_ep());
+		FI_CALL(post_recv());
+		FI_CALL(fi_accept(ep_, nullptr, 0));
+		FI_CALL(cm_event(FI_CONNECTED, &entry));
+		return 0;
+	}
+
+	int connect_one()
+	{
+		FI_CALL(fi_domain(fabric_, info_, &domain_, nullptr));
+		FI_CALL(open_cq());
+		FI_CALL(fi_endpoint(domain_, info_, &ep_, nullptr));
+		FI_CALL(bind_ep());
+		FI_CALL(post_recv());
+		FI_CALL(fi_connect(ep_, info_->dest_addr, nullptr, 0));
+		struct fi_eq_cm_entry entry = {};
+		FI_CALL(cm_event(FI_CONNECTED, &entry));
+		return 0;
+	}
+
+	int open_cq()
+	{
+		struct fi_cq_attr attr = {};
+		attr.format = FI_CQ_FORMAT_CONTEXT;
+		attr.size = 64;
+		attr.wait_obj = opt_.wait_obj;
+		if (opt_.how == mode::waitset) {
+			struct fi_wait_attr wattr = {};
+			wattr.wait_obj = FI_WAIT_FD;
+			int ret = fi_wait_open(fabric_, &wattr, &waitset_);
+			if (ret) {
+				fprintf(stderr, "fi_wait_open(FI_WAIT_FD): %s\n", fi_strerror(-ret));
+				unsupported_ = ret == -FI_ENOSYS || ret == -FI_EINVAL;
+				return ret;
+			}
+			attr.wait_obj = FI_WAIT_SET;
+			attr.wait_set = waitset_;
+		}
+		int ret = fi_cq_open(domain_, &attr, &cq_, nullptr);
+		if (ret) {
+			fprintf(stderr, "fi_cq_open(wait_obj %d): %s\n", attr.wait_obj,
+				fi_strerror(-ret));
+			unsupported_ = ret == -FI_ENOSYS || ret == -FI_EINVAL;
+			return ret;
+		}
+		if (opt_.how == mode::trywait_poll) {
+			ret = fi_control(&cq_->fid, FI_GETWAIT, &wait_fd_);
+			if (ret) {
+				fprintf(stderr, "fi_control(FI_GETWAIT): %s\n", fi_strerror(-ret));
+				unsupported_ = true;
+				return ret;
+			}
+		}
+		return 0;
+	}
+
+	int bind_ep()
+	{
+		FI_CALL(fi_ep_bind(ep_, &eq_->fid, 0));
+		FI_CALL(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV));
+		FI_CALL(fi_enable(ep_));
+		buf_.assign(opt_.size ? opt_.size : 1, 0);
+		rbuf_.assign(opt_.size ? opt_.size : 1, 0);
+		FI_CALL(fi_mr_reg(domain_, buf_.data(), buf_.size(), FI_SEND, 0, 0, 0, &mr_,
+				  nullptr));
+		FI_CALL(fi_mr_reg(domain_, rbuf_.data(), rbuf_.size(), FI_RECV, 0, 1, 0, &rmr_,
+				  nullptr));
+		return 0;
+	}
+
+	int post_recv()
+	{
+		for (;;) {
+			ssize_t ret = fi_recv(ep_, rbuf_.data(), opt_.size, fi_mr_desc(rmr_),
+					      FI_ADDR_UNSPEC, &rctx_);
+			if (ret != -FI_EAGAIN)
+				return static_cast<int>(ret);
+		}
+	}
+
+	int post_send()
+	{
+		for (;;) {
+			ssize_t ret = fi_send(ep_, buf_.data(), opt_.size, fi_mr_desc(mr_),
+					      FI_ADDR_UNSPEC, &sctx_);
+			if (ret != -FI_EAGAIN)
+				return static_cast<int>(ret);
+			fi_cq_read(cq_, nullptr, 0); /* progress */
+		}
+	}
+
+	/* one completion, waited for as the mode says */
+	int wait_one(struct fi_cq_entry *e)
+	{
+		for (;;) {
+			ssize_t n;
+			switch (opt_.how) {
+			case mode::spin:
+				n = fi_cq_read(cq_, e, 1);
+				break;
+			case mode::sread:
+				n = fi_cq_sread(cq_, e, 1, nullptr, -1);
+				break;
+			case mode::trywait_poll: {
+				n = fi_cq_read(cq_, e, 1);
+				if (n != -FI_EAGAIN)
+					break;
+				struct fid *fids[1] = {&cq_->fid};
+				if (fi_trywait(fabric_, fids, 1) == FI_SUCCESS) {
+					struct pollfd pfd = {wait_fd_, POLLIN, 0};
+					poll(&pfd, 1, -1);
+				}
+				continue;
+			}
+			case mode::waitset: {
+				n = fi_cq_read(cq_, e, 1);
+				if (n != -FI_EAGAIN)
+					break;
+				int ret = fi_wait(waitset_, -1);
+				if (ret && ret != -FI_ETIMEDOUT && ret != -FI_EAGAIN) {
+					fprintf(stderr, "fi_wait: %s\n", fi_strerror(-ret));
+					return ret;
+				}
+				continue;
+			}
+			}
+			if (n == 1)
+				return 0;
+			if (n == -FI_EAGAIN)
+				continue;
+			if (n == -FI_EAVAIL) {
+				struct fi_cq_err_entry err = {};
+				fi_cq_readerr(cq_, &err, 0);
+				fprintf(stderr, "completion error: %s (prov_errno %d)\n",
+					fi_strerror(err.err), err.prov_errno);
+				return -err.err;
+			}
+			fprintf(stderr, "reading the CQ: %s\n", fi_strerror(static_cast<int>(-n)));
+			return static_cast<int>(n);
+		}
+	}
+
+	/* waits until both the send and the receive of this round completed */
+	int finish_round()
+	{
+		bool sent = false, received = false;
+		while (!sent || !received) {
+			struct fi_cq_entry e = {};
+			FI_CALL(wait_one(&e));
+			if (e.op_context == &sctx_)
+				sent = true;
+			else if (e.op_context == &rctx_)
+				received = true;
+		}
+		return 0;
+	}
+
+	int pingpong()
+	{
+		const bool client = !opt_.server.empty();
+		struct rusage r0 = {}, r1 = {};
+		std::chrono::steady_clock::time_point t0;
+		for (int i = 0; i < opt_.warmup + opt_.iters; i++) {
+			if (i == opt_.warmup) {
+				getrusage(RUSAGE_SELF, &r0);
+				t0 = std::chrono::steady_clock::now();
+			}
+			if (client) {
+				memset(buf_.data(), i & 0xff, opt_.size);
+				FI_CALL(post_send());
+				FI_CALL(finish_round());
+				if (opt_.size && rbuf_[opt_.size - 1] != static_cast<char>(i & 0xff)) {
+					fprintf(stderr, "round %d: wrong data\n", i);
+					return -FI_EIO;
+				}
+				FI_CALL(post_recv());
+			} else {
+				/* wait for the ping (the previous pong's send completion may come
+				 * before or after it), repost, answer with the same bytes */
+				bool pinged = false;
+				while (!pinged || send_pending_) {
+					struct fi_cq_entry e = {};
+					FI_CALL(wait_one(&e));
+					if (e.op_context == &rctx_ && !pinged)
+						pinged = true;
+					else if (e.op_context == &sctx_ && send_pending_)
+						send_pending_ = false;
+					else {
+						fprintf(stderr, "server: unexpected completion\n");
+						return -FI_EOTHER;
+					}
+				}
+				memcpy(buf_.data(), rbuf_.data(), opt_.size);
+				FI_CALL(post_recv());
+				FI_CALL(post_send());
+				send_pending_ = true;
+			}
+		}
+		while (send_pending_) {
+			struct fi_cq_entry e = {};
+			FI_CALL(wait_one(&e));
+			if (e.op_context == &sctx_)
+				send_pending_ = false;
+		}
+		auto t1 = std::chrono::steady_clock::now();
+		getrusage(RUSAGE_SELF, &r1);
+		double usec = std::chrono::duration<double, std::micro>(t1 - t0).count();
+		double cpu = (r1.ru_utime.tv_sec - r0.ru_utime.tv_sec) * 1e6 +
+			     (r1.ru_utime.tv_usec - r0.ru_utime.tv_usec) +
+			     (r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) * 1e6 +
+			     (r1.ru_stime.tv_usec - r0.ru_stime.tv_usec);
+		if (client)
+			printf("RESULT prov=%s mode=%s size=%zu iters=%d lat_us=%.2f "
+			       "cpu_us_per_msg=%.2f\n",
+			       opt_.prov.c_str(), opt_.mode_name.c_str(), opt_.size, opt_.iters,
+			       usec / opt_.iters / 2, cpu / opt_.iters / 2);
+		return 0;
+	}
+
+	void teardown()
+	{
+		if (ep_)
+			fi_close(&ep_->fid);
+		if (mr_)
+			fi_close(&mr_->fid);
+		if (rmr_)
+			fi_close(&rmr_->fid);
+		if (cq_)
+			fi_close(&cq_->fid);
+		if (waitset_)
+			fi_close(&waitset_->fid);
+		if (pep_)
+			fi_close(&pep_->fid);
+		if (domain_)
+			fi_close(&domain_->fid);
+		if (eq_)
+			fi_close(&eq_->fid);
+		if (fabric_)
+			fi_close(&fabric_->fid);
+		fi_freeinfo(conn_info_);
+		fi_freeinfo(info_);
+	}
+
+	const options &opt_;
+	bool unsupported_ = false;
+	bool send_pending_ = false;
+	struct fi_info *info_ = nullptr;
+	struct fi_info *conn_info_ = nullptr;
+	struct fid_fabric *fabric_ = nullptr;
+	struct fid_eq *eq_ = nullptr;
+	struct fid_pep *pep_ = nullptr;
+	struct fid_domain *domain_ = nullptr;
+	struct fid_cq *cq_ = nullptr;
+	struct fid_wait *waitset_ = nullptr;
+	struct fid_ep *ep_ = nullptr;
+	struct fid_mr *mr_ = nullptr;
+	struct fid_mr *rmr_ = nullptr;
+	int wait_fd_ = -1;
+	std::vector<char> buf_, rbuf_;
+	struct fi_context sctx_ = {}, rctx_ = {};
+};
+
+bool parse(int argc, char **argv, options *o)
+{
+	int c;
+	while ((c = getopt(argc, argv, "p:m:S:I:P:W:h")) != -1) {
+		switch (c) {
+		case 'p':
+			o->prov = optarg;
+			break;
+		case 'm': {
+			bool found = false;
+			for (const mode_desc &m : modes)
+				if (strcmp(m.name, optarg) == 0) {
+					o->mode_name = m.name;
+					o->how = m.how;
+					o->wait_obj = m.wait_obj;
+					found = true;
+				}
+			if (!found) {
+				fprintf(stderr, "unknown mode '%s'\n", optarg);
+				return false;
+			}
+			break;
+		}
+		case 'S':
+			o->size = strtoull(optarg, nullptr, 0);
+			break;
+		case 'I':
+			o->iters = atoi(optarg);
+			break;
+		case 'W':
+			o->warmup = atoi(optarg);
+			break;
+		case 'P':
+			o->port = optarg;
+			break;
+		default:
+			return false;
+		}
+	}
+	if (optind < argc)
+		o->server = argv[optind];
+	return o->iters > 0 && o->warmup >= 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	options opt;
+	if (!parse(argc, argv, &opt)) {
+		usage();
+		return 2;
+	}
+	setvbuf(stdout, nullptr, _IOLBF, 0);
+	bench b(opt);
+	int ret = b.run();
+	if (ret && b.unsupported()) {
+		printf("UNSUPPORTED prov=%s mode=%s\n", opt.prov.c_str(), opt.mode_name.c_str());
+		return exit_unsupported;
+	}
+	return ret ? 1 : 0;
+}
