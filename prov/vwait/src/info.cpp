@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -37,7 +38,45 @@ struct port_desc {
 	uint8_t port_num;
 	struct ibv_device_attr dev_attr;
 	struct ibv_port_attr port_attr;
+	size_t max_inline;
 };
+
+/* The largest max_inline_data an RC QP of this device accepts (verbs has no attribute for
+ * it): found by creating QPs, once per device and process. */
+size_t probe_max_inline(struct ibv_context *ctx, const std::string &device)
+{
+	static std::mutex mutex;
+	static std::vector<std::pair<std::string, size_t>> known;
+	std::lock_guard<std::mutex> lock(mutex);
+	for (const auto &k : known)
+		if (k.first == device)
+			return k.second;
+	size_t found = 0;
+	verbs::pd pd(ibv_alloc_pd(ctx));
+	verbs::cq cq(pd ? ibv_create_cq(ctx, 1, nullptr, nullptr, 0) : nullptr);
+	for (size_t want : {1024, 512, 256, 128, 64, 32}) {
+		if (!cq)
+			break;
+		struct ibv_qp_init_attr attr = {};
+		attr.send_cq = cq.get();
+		attr.recv_cq = cq.get();
+		attr.cap.max_send_wr = 1;
+		attr.cap.max_recv_wr = 1;
+		attr.cap.max_send_sge = 1;
+		attr.cap.max_recv_sge = 1;
+		attr.cap.max_inline_data = static_cast<uint32_t>(want);
+		attr.qp_type = IBV_QPT_RC;
+		struct ibv_qp *qp = ibv_create_qp(pd.get(), &attr);
+		if (qp) {
+			found = std::max<size_t>(want, attr.cap.max_inline_data);
+			ibv_destroy_qp(qp);
+			break;
+		}
+	}
+	FI_INFO(&prov, FI_LOG_CORE, "%s: max inline data %zu\n", device.c_str(), found);
+	known.emplace_back(device, found);
+	return found;
+}
 
 std::vector<port_desc> active_ports()
 {
@@ -81,7 +120,9 @@ std::vector<port_desc> active_ports()
 			char fabric[32];
 			snprintf(fabric, sizeof(fabric), "IB-0x%" PRIx64,
 			         static_cast<uint64_t>(be64toh(gid.global.subnet_prefix)));
-			ports.push_back(port_desc{name, fabric, p, dev_attr, port_attr});
+			size_t max_inline = probe_max_inline(ctx.get(), name);
+			ports.push_back(
+			    port_desc{name, fabric, p, dev_attr, port_attr, max_inline});
 		}
 	}
 	if (ports.empty())
@@ -259,7 +300,7 @@ constexpr uint64_t required_mr_mode =
     FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 constexpr size_t default_size = 256;
 constexpr size_t default_iov_limit = 4;
-constexpr size_t default_inject_size = 64;
+constexpr size_t default_inject_size = 256;
 constexpr uint64_t rc_msg_order = FI_ORDER_RAR | FI_ORDER_RAW | FI_ORDER_RAS | FI_ORDER_WAW |
                                   FI_ORDER_WAS | FI_ORDER_SAW | FI_ORDER_SAS;
 
@@ -336,6 +377,8 @@ const char *unmet(const port_desc &port, const struct fi_info *hints, uint64_t c
 			return "tx_attr->iov_limit";
 		if (hints->tx_attr->rma_iov_limit > 1)
 			return "tx_attr->rma_iov_limit";
+		if (hints->tx_attr->inject_size > port.max_inline)
+			return "tx_attr->inject_size";
 		if (hints->tx_attr->caps & ~all_caps)
 			return "tx_attr->caps";
 	}
@@ -363,8 +406,6 @@ const char *unmet(const port_desc &port, const struct fi_info *hints, uint64_t c
 			return "domain_attr->mr_key_size";
 		if (hints->domain_attr->cq_data_size > sizeof(uint32_t))
 			return "domain_attr->cq_data_size";
-		if (hints->domain_attr->av_type != FI_AV_UNSPEC)
-			return "domain_attr->av_type";
 	}
 	if (hints->fabric_attr) {
 		if (hints->fabric_attr->name && port.fabric != hints->fabric_attr->name)

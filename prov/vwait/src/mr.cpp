@@ -91,10 +91,14 @@ int reg(struct fid *fid, const void *buf, size_t len, uint64_t access, uint64_t 
 		        access);
 		return -FI_EINVAL;
 	}
-	if (flags) {
-		FI_WARN(&prov, FI_LOG_MR, "fi_mr_reg: flags 0x%" PRIx64 " not supported\n", flags);
+#ifdef FI_MR_DMABUF
+	if (flags & FI_MR_DMABUF) {
+		FI_WARN(&prov, FI_LOG_MR, "fi_mr_reg: FI_MR_DMABUF is not supported\n");
 		return -FI_EBADFLAGS;
 	}
+#endif
+	/* other flags (FI_RMA_EVENT, hints of layered providers) change nothing here */
+	(void)flags;
 	if (!buf && len) {
 		FI_WARN(&prov, FI_LOG_MR, "fi_mr_reg: buf is NULL with len %zu\n", len);
 		return -FI_EINVAL;
