@@ -235,6 +235,55 @@ void count_zero_and_size(void **st)
 	assert_int_equal(q->size(), util::cq_default_size);
 }
 
+/* push_n: a batch in order, cut short when the ring fills up */
+void push_batch(void **st)
+{
+	state &s = st_of(st);
+	struct fi_cq_attr a = attr_of(FI_WAIT_FD, FI_CQ_FORMAT_CONTEXT);
+	a.size = 8;
+	util::cq *q = open_cq(s, a);
+	util::cq_entry batch[6];
+	for (uintptr_t i = 0; i < 6; i++)
+		batch[i] = entry(i);
+	assert_int_equal(q->push_n(batch, 6), 6);
+	assert_int_equal(q->push_n(batch, 6), 2); /* 2 free slots */
+	assert_int_equal(q->push_n(batch, 6), 0);
+	struct fi_cq_entry out[8];
+	assert_int_equal(fi_cq_sread(s.cq, out, 8, nullptr, 1000), 8);
+	assert_ptr_equal(out[5].op_context, reinterpret_cast<void *>(5));
+	assert_ptr_equal(out[7].op_context, reinterpret_cast<void *>(1));
+}
+
+/* Single-thread cost of the ring: 10^6 completions pushed and read in batches of 16. */
+void throughput(void **st)
+{
+	state &s = st_of(st);
+	for (enum fi_cq_format f : {FI_CQ_FORMAT_CONTEXT, FI_CQ_FORMAT_TAGGED}) {
+		util::cq *q = open_cq(s, attr_of(FI_WAIT_FD, f));
+		constexpr size_t total = 1000000, batch = 16;
+		util::cq_entry in[batch];
+		struct fi_cq_tagged_entry out[batch];
+		size_t got = 0;
+		auto t0 = steady::now();
+		for (size_t i = 0; i < total; i += batch) {
+			for (size_t k = 0; k < batch; k++)
+				in[k] = entry(i + k);
+			q->push_n(in, batch);
+			ssize_t n = fi_cq_read(s.cq, out, batch);
+			if (n > 0)
+				got += static_cast<size_t>(n);
+		}
+		long ms = ms_since(t0);
+		print_message(
+		    "format %d: %zu completions pushed and read (batches of %zu): %ld ms, "
+		    "%.1f M/s\n",
+		    f, got, batch, ms, ms ? total / 1000.0 / ms : 0.0);
+		assert_int_equal(got, total);
+		assert_int_equal(fi_close(&s.cq->fid), 0);
+		s.cq = nullptr;
+	}
+}
+
 /* ---------------------------------------------------------------- error entries */
 
 struct fi_cq_err_entry error_entry(uintptr_t id)
@@ -1005,6 +1054,8 @@ int main()
 	    cmocka_unit_test_setup_teardown(format_tagged, setup, teardown),
 	    cmocka_unit_test_setup_teardown(readfrom_source, setup, teardown),
 	    cmocka_unit_test_setup_teardown(count_zero_and_size, setup, teardown),
+	    cmocka_unit_test_setup_teardown(push_batch, setup, teardown),
+	    cmocka_unit_test_setup_teardown(throughput, setup, teardown),
 	    cmocka_unit_test_setup_teardown(error_in_order, setup, teardown),
 	    cmocka_unit_test_setup_teardown(error_user_buffer, setup, teardown),
 	    cmocka_unit_test_setup_teardown(error_old_api, setup, teardown),

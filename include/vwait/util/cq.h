@@ -109,6 +109,9 @@ public:
 	/* Producer side, used by endpoints and by subclasses from progress(). 0, or -FI_EAGAIN
 	 * when the ring is full (the caller keeps the completion and retries later). */
 	int push(const cq_entry &e) noexcept;
+	/* Up to n completions in order, one wakeup for all (the verbs CQ's ibv_poll_cq batch):
+	 * returns how many were queued (fewer than n when the ring filled up). */
+	size_t push_n(const cq_entry *entries, size_t n) noexcept;
 	/* An error completion: err->err positive; err_data (len bytes) is copied. */
 	int push_error(const struct fi_cq_err_entry &err, const void *err_data, size_t len,
 	               fi_addr_t src_addr = FI_ADDR_NOTAVAIL) noexcept;

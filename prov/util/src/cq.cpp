@@ -158,6 +158,23 @@ int cq::push(const cq_entry &e) noexcept
 	return FI_SUCCESS;
 }
 
+size_t cq::push_n(const cq_entry *entries, size_t n) noexcept
+{
+	size_t done = 0;
+	{
+		std::lock_guard<std::mutex> g(lock_);
+		for (; done < n && count_ < size_; done++) {
+			slot &s = ring_[(head_ + count_) % size_];
+			s.entry = entries[done];
+			s.is_error = false;
+			++count_;
+		}
+	}
+	if (done)
+		notify();
+	return done;
+}
+
 int cq::push_error(const struct fi_cq_err_entry &err, const void *err_data, size_t len,
                    fi_addr_t src_addr) noexcept
 {
