@@ -703,6 +703,38 @@ void signal_wakes_all(void **st)
 	assert_true(ms_since(t0) < 1000);
 }
 
+/* Two readers blocked, one completion: the one that does not get it keeps waiting until its
+ * own deadline (a wakeup for an entry someone else took is spurious, it ends nothing). */
+void two_readers_one_entry(void **st)
+{
+	state &s = st_of(st);
+	util::cq *q = open_cq(s, attr_of(FI_WAIT_FD, FI_CQ_FORMAT_CONTEXT));
+	std::atomic<int> got{0}, empty{0};
+	std::atomic<long> empty_ms{0};
+	for (int i = 0; i < 2; i++)
+		s.threads.emplace_back([&] {
+			struct fi_cq_entry out;
+			auto t0 = steady::now();
+			ssize_t n = fi_cq_sread(s.cq, &out, 1, nullptr, 400);
+			if (n == 1) {
+				got++;
+			} else if (n == -FI_EAGAIN) {
+				empty++;
+				empty_ms = ms_since(t0);
+			}
+		});
+	std::this_thread::sleep_for(std::chrono::milliseconds(50));
+	q->push(entry(1));
+	for (auto &t : s.threads)
+		t.join();
+	s.threads.clear();
+	print_message("one entry, two sread(400 ms): the empty one returned after %ld ms\n",
+	              empty_ms.load());
+	assert_int_equal(got.load(), 1);
+	assert_int_equal(empty.load(), 1);
+	assert_true(empty_ms.load() >= 390);
+}
+
 /* ---------------------------------------------------------------- threads */
 
 /* 4 producers push 10^5 completions through a 256-entry ring, 2 consumers read them with
@@ -1069,6 +1101,7 @@ int main()
 	    cmocka_unit_test_setup_teardown(threshold, setup, teardown),
 	    cmocka_unit_test_setup_teardown(signal_before_sread, setup, teardown),
 	    cmocka_unit_test_setup_teardown(signal_wakes_all, setup, teardown),
+	    cmocka_unit_test_setup_teardown(two_readers_one_entry, setup, teardown),
 	    cmocka_unit_test_setup_teardown(many_threads, setup, teardown),
 	    cmocka_unit_test_setup_teardown(in_poll_set, setup, teardown),
 	    cmocka_unit_test_setup_teardown(trywait_wait_set, setup, teardown),

@@ -101,16 +101,17 @@ int cntr::wait(uint64_t threshold, int timeout) noexcept
 		return -FI_EINVAL;
 	}
 	const uint64_t err0 = err_.load(std::memory_order_acquire);
+	/* decided inside the predicate, on the values that ended the wait */
+	int result = -FI_ETIMEDOUT;
 	w->wait_until(until, [&]() noexcept {
 		progress();
-		return value_.load(std::memory_order_acquire) >= threshold ||
-		       err_.load(std::memory_order_acquire) != err0;
+		if (value_.load(std::memory_order_acquire) >= threshold)
+			result = FI_SUCCESS;
+		else if (err_.load(std::memory_order_acquire) != err0)
+			result = -FI_EAVAIL;
+		return result != -FI_ETIMEDOUT;
 	});
-	if (value_.load(std::memory_order_acquire) >= threshold)
-		return FI_SUCCESS;
-	if (err_.load(std::memory_order_acquire) != err0)
-		return -FI_EAVAIL;
-	return -FI_ETIMEDOUT;
+	return result;
 }
 
 bool cntr::ready() noexcept

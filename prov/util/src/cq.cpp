@@ -296,6 +296,9 @@ ssize_t cq::sread(void *buf, size_t count, fi_addr_t *src, const void *cond, int
 	 * several are blocked ends all of them */
 	const uint64_t raised_at_entry = signals_raised_.load(std::memory_order_acquire);
 	const bool pending = raised_at_entry != signals_consumed_.load(std::memory_order_acquire);
+	/* the read happens inside the predicate, so that entries another reader takes between
+	 * a wakeup and the read never end this sread before its deadline */
+	ssize_t result = -FI_EAGAIN;
 	if (!pending) {
 		w->wait_until(until, [&]() noexcept {
 			if (signals_raised_.load(std::memory_order_acquire) != raised_at_entry)
@@ -303,7 +306,10 @@ ssize_t cq::sread(void *buf, size_t count, fi_addr_t *src, const void *cond, int
 			progress();
 			std::lock_guard<std::mutex> g(lock_);
 			/* an error at the head ends the wait: the caller must see -FI_EAVAIL */
-			return count_ >= threshold || (count_ && ring_[head_].is_error);
+			if (count_ < threshold && !(count_ && ring_[head_].is_error))
+				return false;
+			result = read_locked(buf, count, src);
+			return result != -FI_EAGAIN;
 		});
 	}
 	const uint64_t raised = signals_raised_.load(std::memory_order_acquire);
@@ -311,6 +317,9 @@ ssize_t cq::sread(void *buf, size_t count, fi_addr_t *src, const void *cond, int
 	while (consumed < raised && !signals_consumed_.compare_exchange_weak(
 	                                consumed, raised, std::memory_order_acq_rel))
 		;
+	if (result != -FI_EAGAIN)
+		return result;
+	/* deadline or signal: whatever is there (below a threshold too), else -FI_EAGAIN */
 	progress();
 	std::lock_guard<std::mutex> g(lock_);
 	return read_locked(buf, count, src);

@@ -251,13 +251,16 @@ ssize_t eq::sread(uint32_t *event, void *buf, size_t len, int timeout, uint64_t 
 		FI_WARN(prov_, FI_LOG_EQ, "fi_eq_sread: the EQ was opened with FI_WAIT_NONE\n");
 		return -FI_EINVAL;
 	}
+	/* read inside the predicate: an entry another reader takes after a wakeup does not end
+	 * this sread before its deadline */
+	ssize_t result = -FI_EAGAIN;
 	w->wait_until(until, [&]() noexcept {
 		progress();
-		return queued() > 0;
+		std::lock_guard<std::mutex> g(lock_);
+		result = read_locked(event, buf, len, flags);
+		return result != -FI_EAGAIN;
 	});
-	progress();
-	std::lock_guard<std::mutex> g(lock_);
-	return read_locked(event, buf, len, flags);
+	return result;
 }
 
 std::string eq::describe_error(int prov_errno, const void *) const
