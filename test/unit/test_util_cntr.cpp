@@ -9,11 +9,14 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_errno.h>
 
+#include "test_util_common.h"
 #include "vwait_cmocka.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -45,6 +48,21 @@ struct state {
 	struct fid_poll *pollset = nullptr;
 	std::vector<std::thread> threads;
 };
+
+/* Runs fn with stderr captured: it must return want and write exactly one warning line, which
+ * names the bad argument (needle). */
+template <typename F>
+void expect_warning(F &&fn, long want, const char *needle)
+{
+	vwait_test::stderr_capture cap;
+	cap.start();
+	long ret = static_cast<long>(fn());
+	std::string log = cap.stop();
+	long lines = static_cast<long>(std::count(log.begin(), log.end(), '\n'));
+	if (ret != want || lines != 1 || log.find(needle) == std::string::npos)
+		fail_msg("expected %ld and one warning naming \"%s\"; got %ld and %ld lines:\n%s",
+		         want, needle, ret, lines, log.c_str());
+}
 
 int setup(void **st)
 {
@@ -371,13 +389,41 @@ void poll_set(void **st)
 	assert_int_equal(fi_poll_del(s.pollset, &b->fid, 0), 0);
 }
 
+void bad_input_warnings(void **st)
+{
+	state &s = st_of(st);
+	struct fid_cntr *c = nullptr;
+	struct fi_cntr_attr a = {};
+	expect_warning([&] { return util::cntr_open(&test_prov, nullptr, &c, nullptr); },
+	               -FI_EINVAL, "attr is NULL");
+	set_raw(a.events, 3);
+	expect_warning([&] { return util::cntr_open(&test_prov, &a, &c, nullptr); }, -FI_ENOSYS,
+	               "attr->events 3");
+	a = {};
+	a.flags = 2;
+	expect_warning([&] { return util::cntr_open(&test_prov, &a, &c, nullptr); }, -FI_EINVAL,
+	               "attr->flags 0x2");
+	a = {};
+	set_raw(a.wait_obj, 42);
+	expect_warning([&] { return util::cntr_open(&test_prov, &a, &c, nullptr); }, -FI_EINVAL,
+	               "attr->wait_obj 42");
+	assert_null(c);
+	c = open_cntr(s, FI_WAIT_NONE);
+	expect_warning([&] { return fi_cntr_wait(c, 1, 0); }, -FI_EINVAL, "FI_WAIT_NONE");
+	expect_warning([&] { return fi_control(&c->fid, FI_SETOPSFLAG, nullptr); }, -FI_EINVAL,
+	               "FI_SETOPSFLAG");
+	expect_warning([&] { return fi_control(&c->fid, 4242, nullptr); }, -FI_ENOSYS, "4242");
+}
+
 } // namespace
 
 int main()
 {
+	vwait_test::init_logging();
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(values, setup, teardown),
 	    cmocka_unit_test_setup_teardown(bad_input, setup, teardown),
+	    cmocka_unit_test_setup_teardown(bad_input_warnings, setup, teardown),
 	    cmocka_unit_test_setup_teardown(each_wait_object, setup, teardown),
 	    cmocka_unit_test_setup_teardown(wait_two_seconds, setup, teardown),
 	    cmocka_unit_test_setup_teardown(several_waiters, setup, teardown),

@@ -11,6 +11,7 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_errno.h>
 
+#include "test_util_common.h"
 #include "vwait_cmocka.h"
 
 #include <poll.h>
@@ -20,6 +21,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -54,6 +56,21 @@ struct state {
 	struct fid_poll *pollset = nullptr;
 	std::vector<std::thread> threads;
 };
+
+/* Runs fn with stderr captured: it must return want and write exactly one warning line, which
+ * names the bad argument (needle). */
+template <typename F>
+void expect_warning(F &&fn, long want, const char *needle)
+{
+	vwait_test::stderr_capture cap;
+	cap.start();
+	long ret = static_cast<long>(fn());
+	std::string log = cap.stop();
+	long lines = static_cast<long>(std::count(log.begin(), log.end(), '\n'));
+	if (ret != want || lines != 1 || log.find(needle) == std::string::npos)
+		fail_msg("expected %ld and one warning naming \"%s\"; got %ld and %ld lines:\n%s",
+		         want, needle, ret, lines, log.c_str());
+}
 
 int setup(void **st)
 {
@@ -1074,10 +1091,53 @@ void pingpong_latency(void **st)
 	}
 }
 
+void bad_input_warnings(void **st)
+{
+	state &s = st_of(st);
+	struct fid_cq *cq = nullptr;
+	struct fi_cq_attr a = attr_of(FI_WAIT_NONE);
+	expect_warning([&] { return util::cq_open(&test_prov, nullptr, &cq, nullptr); }, -FI_EINVAL,
+	               "attr is NULL");
+	set_raw(a.format, 99);
+	expect_warning([&] { return util::cq_open(&test_prov, &a, &cq, nullptr); }, -FI_EINVAL,
+	               "attr->format 99");
+	a = attr_of(FI_WAIT_NONE);
+	set_raw(a.wait_obj, 77);
+	expect_warning([&] { return util::cq_open(&test_prov, &a, &cq, nullptr); }, -FI_EINVAL,
+	               "attr->wait_obj 77");
+	a = attr_of(FI_WAIT_SET);
+	expect_warning([&] { return util::cq_open(&test_prov, &a, &cq, nullptr); }, -FI_EINVAL,
+	               "wait_set");
+	a = attr_of(FI_WAIT_NONE);
+	a.flags = 1ULL << 40;
+	expect_warning([&] { return util::cq_open(&test_prov, &a, &cq, nullptr); }, -FI_EINVAL,
+	               "attr->flags 0x10000000000");
+	a = attr_of(FI_WAIT_FD);
+	set_raw(a.wait_cond, 5);
+	expect_warning([&] { return util::cq_open(&test_prov, &a, &cq, nullptr); }, -FI_EINVAL,
+	               "attr->wait_cond 5");
+	a = attr_of(FI_WAIT_NONE);
+	a.size = util::cq_max_size + 1;
+	expect_warning([&] { return util::cq_open(&test_prov, &a, &cq, nullptr); }, -FI_EINVAL,
+	               "attr->size");
+	assert_null(cq);
+
+	open_cq(s, attr_of(FI_WAIT_NONE));
+	expect_warning([&] { return fi_cq_read(s.cq, nullptr, 3); }, -FI_EINVAL, "count 3");
+	struct fi_cq_err_entry err = {};
+	expect_warning([&] { return fi_cq_readerr(s.cq, &err, FI_PEEK); }, -FI_EINVAL, "flags");
+	struct fi_cq_entry out;
+	expect_warning([&] { return fi_cq_sread(s.cq, &out, 1, nullptr, 0); }, -FI_EINVAL,
+	               "FI_WAIT_NONE");
+	expect_warning([&] { return fi_cq_signal(s.cq); }, -FI_EINVAL, "FI_WAIT_NONE");
+	expect_warning([&] { return fi_control(&s.cq->fid, 12345, nullptr); }, -FI_ENOSYS, "12345");
+}
+
 } // namespace
 
 int main()
 {
+	vwait_test::init_logging();
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(format_context, setup, teardown),
 	    cmocka_unit_test_setup_teardown(format_unspec_is_context, setup, teardown),
@@ -1093,6 +1153,7 @@ int main()
 	    cmocka_unit_test_setup_teardown(error_old_api, setup, teardown),
 	    cmocka_unit_test_setup_teardown(strerror_text, setup, teardown),
 	    cmocka_unit_test_setup_teardown(bad_input, setup, teardown),
+	    cmocka_unit_test_setup_teardown(bad_input_warnings, setup, teardown),
 	    cmocka_unit_test_setup_teardown(close_busy, setup, teardown),
 	    cmocka_unit_test_setup_teardown(each_wait_object, setup, teardown),
 	    cmocka_unit_test_setup_teardown(getwait, setup, teardown),

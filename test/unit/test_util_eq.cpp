@@ -9,14 +9,17 @@
 #include <rdma/fi_cm.h>
 #include <rdma/fi_errno.h>
 
+#include "test_util_common.h"
 #include "vwait_cmocka.h"
 
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -46,6 +49,21 @@ struct state {
 	struct fid_wait *set = nullptr;
 	std::vector<std::thread> threads;
 };
+
+/* Runs fn with stderr captured: it must return want and write exactly one warning line, which
+ * names the bad argument (needle). */
+template <typename F>
+void expect_warning(F &&fn, long want, const char *needle)
+{
+	vwait_test::stderr_capture cap;
+	cap.start();
+	long ret = static_cast<long>(fn());
+	std::string log = cap.stop();
+	long lines = static_cast<long>(std::count(log.begin(), log.end(), '\n'));
+	if (ret != want || lines != 1 || log.find(needle) == std::string::npos)
+		fail_msg("expected %ld and one warning naming \"%s\"; got %ld and %ld lines:\n%s",
+		         want, needle, ret, lines, log.c_str());
+}
 
 int setup(void **st)
 {
@@ -584,10 +602,47 @@ void fd_source(void **st)
 	}
 }
 
+void bad_input_warnings(void **st)
+{
+	state &s = st_of(st);
+	struct fid_eq *eq = nullptr;
+	struct fi_eq_attr a = {};
+	expect_warning([&] { return util::eq_open(&test_prov, nullptr, &eq, nullptr); }, -FI_EINVAL,
+	               "attr is NULL");
+	a.flags = FI_PEEK;
+	expect_warning([&] { return util::eq_open(&test_prov, &a, &eq, nullptr); }, -FI_EINVAL,
+	               "attr->flags 0x80000");
+	a = {};
+	set_raw(a.wait_obj, 9);
+	expect_warning([&] { return util::eq_open(&test_prov, &a, &eq, nullptr); }, -FI_EINVAL,
+	               "attr->wait_obj 9");
+	a = {};
+	a.size = util::eq_max_size + 1;
+	expect_warning([&] { return util::eq_open(&test_prov, &a, &eq, nullptr); }, -FI_EINVAL,
+	               "attr->size");
+	assert_null(eq);
+	open_eq(s, FI_WAIT_NONE);
+	struct fi_eq_entry in = notify_entry(1);
+	uint32_t event;
+	expect_warning([&] { return fi_eq_write(s.eq, FI_NOTIFY, &in, sizeof(in), FI_SEND); },
+	               -FI_EINVAL, "flags 0x");
+	expect_warning([&] { return fi_eq_write(s.eq, FI_NOTIFY, &in, 5000, 0); }, -FI_EINVAL,
+	               "len 5000");
+	expect_warning([&] { return fi_eq_read(s.eq, nullptr, &in, sizeof(in), 0); }, -FI_EINVAL,
+	               "event is NULL");
+	expect_warning([&] { return fi_eq_sread(s.eq, &event, &in, sizeof(in), 0, 0); }, -FI_EINVAL,
+	               "FI_WAIT_NONE");
+	assert_int_equal(fi_eq_write(s.eq, FI_NOTIFY, &in, sizeof(in), 0), sizeof(in));
+	char small[4];
+	expect_warning([&] { return fi_eq_read(s.eq, &event, small, sizeof(small), 0); },
+	               -FI_ETOOSMALL, "len 4");
+}
+
 } // namespace
 
 int main()
 {
+	vwait_test::init_logging();
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(write_read, setup, teardown),
 	    cmocka_unit_test_setup_teardown(any_length, setup, teardown),
@@ -595,6 +650,7 @@ int main()
 	    cmocka_unit_test_setup_teardown(too_small_and_cm, setup, teardown),
 	    cmocka_unit_test_setup_teardown(errors, setup, teardown),
 	    cmocka_unit_test_setup_teardown(bad_input, setup, teardown),
+	    cmocka_unit_test_setup_teardown(bad_input_warnings, setup, teardown),
 	    cmocka_unit_test_setup_teardown(each_wait_object, setup, teardown),
 	    cmocka_unit_test_setup_teardown(sread_two_seconds, setup, teardown),
 	    cmocka_unit_test_setup_teardown(getwait_trywait, setup, teardown),
