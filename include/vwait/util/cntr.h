@@ -1,6 +1,16 @@
 /* The util layer's counter: a success value and an error value, fi_cntr_wait with any number
  * of concurrent waiters at different thresholds, every wait object, and the fid_cntr shim.
- * The verbs counter derives from it and counts completions in progress(). */
+ * The verbs counter derives from it and counts completions in progress().
+ *
+ * Choices where fi_cntr(3) leaves room:
+ *  - fi_cntr_wait: 0 once value >= threshold; -FI_EAVAIL as soon as the error value differs
+ *    from what it was at entry; -FI_ETIMEDOUT at the deadline (taken once, at entry). Waiters
+ *    never reset a shared signal: each re-checks the values after every wakeup, so any
+ *    number of them with different thresholds wait at once. FI_WAIT_SET members may wait
+ *    too (on the set); FI_WAIT_NONE: -FI_EINVAL.
+ *  - Every add / adderr / set / seterr is a change: it wakes waiters, and poll sets report the
+ *    counter once per fi_poll that follows a change (a generation per change).
+ *  - attr->events other than FI_CNTR_EVENTS_COMP: -FI_ENOSYS; attr->flags must be 0. */
 #ifndef VWAIT_UTIL_CNTR_H
 #define VWAIT_UTIL_CNTR_H
 

@@ -1,7 +1,24 @@
 /* The software completion queue of the util layer: a bounded ring of completions in the
  * application's fi_cq_format, error entries in order with them, every wait object, and the
  * fid_cq shim. The verbs CQ derives from it: it feeds ibv_poll_cq results in progress()
- * through push()/push_error(), and arms ibv_req_notify_cq in arm(). */
+ * through push()/push_error(), and arms ibv_req_notify_cq in arm().
+ *
+ * Choices where fi_cq(3) leaves room:
+ *  - FI_CQ_FORMAT_UNSPEC is FI_CQ_FORMAT_CONTEXT.
+ *  - fi_cq_read with count 0 drives progress and answers 0, -FI_EAVAIL (an error at the head)
+ *    or -FI_EAGAIN (empty).
+ *  - fi_cq_readerr takes flags 0 only; it returns the error entry at the head, -FI_EAGAIN when
+ *    the head is not an error.
+ *  - fi_cq_sread: one deadline taken at entry; an error at the head ends it with -FI_EAVAIL;
+ *    with FI_CQ_COND_THRESHOLD it returns once cond entries are queued, or at the deadline with
+ *    what is there. FI_WAIT_SET members may block in sread too (on the set). FI_WAIT_NONE:
+ *    -FI_EINVAL.
+ *  - fi_cq_signal ends every sread blocked at that moment with -FI_EAGAIN (if nothing is
+ *    queued); raised while none is blocked, it ends the next one. FI_WAIT_NONE: -FI_EINVAL.
+ *  - A full ring refuses push() with -FI_EAGAIN: the producer keeps the completion (the verbs
+ *    CQ leaves it in the hardware CQ) and retries after the application read.
+ *  - FI_GETWAIT / FI_GETWAITOBJ: the private wait object, the wait set's for a member,
+ *    -FI_ENODATA for FI_WAIT_NONE (util::waitable::answer_control). */
 #ifndef VWAIT_UTIL_CQ_H
 #define VWAIT_UTIL_CQ_H
 

@@ -2,7 +2,18 @@
  * connection data, application events from fi_eq_write), error entries in order with them,
  * FI_PEEK, every wait object, and the fid_eq shim. The verbs EQ derives from it: its
  * rdma_cm channel fd is an fd source of the EQ's waiter, and progress() drains it, turning CM
- * events into entries through push()/push_error(). */
+ * events into entries through push()/push_error() (see watch()).
+ *
+ * Choices where fi_eq(3) leaves room:
+ *  - fi_eq_write takes flags 0 and 1 to eq_max_entry_size bytes; it does not insist on FI_WRITE
+ *    in the open attributes. A full EQ refuses it with -FI_EAGAIN.
+ *  - fi_eq_read into a buffer shorter than the entry: -FI_ETOOSMALL (the entry stays), except
+ *    FI_CONNREQ / FI_CONNECTED / FI_SHUTDOWN, whose connection data is cut to the room given
+ *    (at least sizeof(struct fi_eq_cm_entry)).
+ *  - fi_eq_read / fi_eq_readerr / fi_eq_sread take FI_PEEK; an error at the head makes
+ *    fi_eq_read -FI_EAVAIL; fi_eq_readerr returns sizeof(struct fi_eq_err_entry).
+ *  - fi_eq_sread: one deadline taken at entry, -FI_EAGAIN when it passes; FI_WAIT_NONE:
+ *    -FI_EINVAL. */
 #ifndef VWAIT_UTIL_EQ_H
 #define VWAIT_UTIL_EQ_H
 
