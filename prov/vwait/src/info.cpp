@@ -298,6 +298,11 @@ constexpr uint64_t secondary_caps = FI_LOCAL_COMM | FI_REMOTE_COMM;
 constexpr uint64_t all_caps = msg_caps | rma_caps | secondary_caps;
 constexpr uint64_t required_mr_mode =
     FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+#ifdef FI_LOCAL_MR
+constexpr uint64_t local_mr_mode = FI_LOCAL_MR; /* the pre-1.5 spelling of FI_MR_LOCAL */
+#else
+constexpr uint64_t local_mr_mode = 0;
+#endif
 constexpr size_t default_size = 256;
 constexpr size_t default_iov_limit = 4;
 constexpr size_t default_inject_size = 256;
@@ -324,7 +329,7 @@ int64_t pick_mr_mode(uint32_t version, const struct fi_info *hints, uint64_t *mo
 	if (!hints || !hints->domain_attr) {
 		if (!FI_VERSION_LT(version, FI_VERSION(1, 5)))
 			return static_cast<int64_t>(required_mr_mode);
-		*mode |= FI_LOCAL_MR;
+		*mode |= local_mr_mode;
 		return FI_MR_BASIC;
 	}
 	int user = hints->domain_attr->mr_mode;
@@ -333,13 +338,13 @@ int64_t pick_mr_mode(uint32_t version, const struct fi_info *hints, uint64_t *mo
 	if (old) {
 		if (user == FI_MR_SCALABLE)
 			return -1;
-		if (!(hints->mode & FI_LOCAL_MR))
+		if (!(hints->mode & local_mr_mode))
 			return -1;
-		*mode |= FI_LOCAL_MR;
+		*mode |= local_mr_mode;
 		return FI_MR_BASIC;
 	}
 	uint64_t have = static_cast<uint64_t>(user);
-	if (hints->mode & FI_LOCAL_MR)
+	if (hints->mode & local_mr_mode)
 		have |= FI_MR_LOCAL;
 	if ((have & required_mr_mode) != required_mr_mode)
 		return -1;
