@@ -53,9 +53,10 @@ using drain_fn = void (*)(void *arg) noexcept;
 class waiter final : public listener
 {
 public:
-	/* A waiter of kind wait_obj (UNSPEC -> FD). NONE, SET or an unknown value: -FI_EINVAL
+	/* A waiter of kind wait_obj (an enum fi_wait_obj value as int; UNSPEC -> FD). NONE, SET
+	 * or an unknown value: -FI_EINVAL
 	 * with one warning line through prov. Otherwise 0 or -FI_ENOMEM / -FI_EMFILE ... */
-	static int create(const struct fi_provider *prov, enum fi_wait_obj wait_obj,
+	static int create(const struct fi_provider *prov, int wait_obj,
 	                  std::unique_ptr<waiter> &out) noexcept;
 	~waiter();
 

@@ -113,8 +113,10 @@ public:
 	 *   FI_WAIT_FD / POLLFD / MUTEX_COND / YIELD   a private waiter of that kind
 	 *   FI_WAIT_SET                     joins wait_set (must be a vwait wait set, not NULL)
 	 * Returns 0, -FI_EINVAL (bad wait_obj, NULL or foreign wait_set: one warning line), or
-	 * -FI_ENOMEM / -FI_EMFILE... Call once, before handing the fid out. */
-	int open_wait(const struct fi_provider *prov, enum fi_wait_obj wait_obj,
+	 * -FI_ENOMEM / -FI_EMFILE... Call once, before handing the fid out. wait_obj is an
+	 * enum fi_wait_obj value taken as int: an application's out-of-range value is refused,
+	 * not loaded as an enum (which would be undefined behaviour). */
+	int open_wait(const struct fi_provider *prov, int wait_obj,
 	              struct fid_wait *wait_set) noexcept;
 	/* The waiter this object blocks on (private or the wait set's), nullptr for FI_WAIT_NONE.
 	 */

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
+#include <cstring>
 #include <list>
 #include <mutex>
 #include <poll.h>
@@ -35,7 +36,7 @@ clock::time_point deadline_after(int timeout_ms) noexcept
 namespace
 {
 
-const char *kind_name(enum fi_wait_obj k) noexcept
+const char *kind_name(int k) noexcept
 {
 	switch (k) {
 	case FI_WAIT_NONE:
@@ -578,10 +579,10 @@ waiter::~waiter()
 		p_->detach(w, this, true);
 }
 
-int waiter::create(const struct fi_provider *prov, enum fi_wait_obj wait_obj,
+int waiter::create(const struct fi_provider *prov, int wait_obj,
                    std::unique_ptr<waiter> &out) noexcept
 {
-	enum fi_wait_obj kind = wait_obj;
+	enum fi_wait_obj kind = FI_WAIT_FD;
 	switch (wait_obj) {
 	case FI_WAIT_UNSPEC:
 		kind = FI_WAIT_FD; /* vwait's choice, documented in wait.h */
@@ -590,6 +591,7 @@ int waiter::create(const struct fi_provider *prov, enum fi_wait_obj wait_obj,
 	case FI_WAIT_POLLFD:
 	case FI_WAIT_MUTEX_COND:
 	case FI_WAIT_YIELD:
+		kind = static_cast<enum fi_wait_obj>(wait_obj);
 		break;
 	default:
 		FI_WARN(prov, FI_LOG_CORE, "wait_obj %s (%d) cannot make a wait object\n",
@@ -761,15 +763,19 @@ int wait_open(const struct fi_provider *prov, struct fi_wait_attr *attr, struct 
 		        (unsigned long long)attr->flags);
 		return -FI_EINVAL;
 	}
-	if (attr->wait_obj == FI_WAIT_NONE || attr->wait_obj == FI_WAIT_SET) {
+	/* as int: an out-of-range value from the application must not be loaded as the enum */
+	int wait_obj;
+	static_assert(sizeof(wait_obj) == sizeof(attr->wait_obj), "enum fi_wait_obj is an int");
+	std::memcpy(&wait_obj, &attr->wait_obj, sizeof(wait_obj));
+	if (wait_obj == FI_WAIT_NONE || wait_obj == FI_WAIT_SET) {
 		FI_WARN(prov, FI_LOG_CORE,
 		        "fi_wait_open: attr->wait_obj %s is not a wait set kind\n",
-		        kind_name(attr->wait_obj));
+		        kind_name(wait_obj));
 		return -FI_EINVAL;
 	}
 	try {
 		auto set = std::make_unique<wait_set>();
-		int ret = waiter::create(prov, attr->wait_obj, set->w);
+		int ret = waiter::create(prov, wait_obj, set->w);
 		if (ret)
 			return ret;
 		set->on_close = std::move(on_close);

@@ -98,7 +98,7 @@ void waitable::remove_listener(listener *l) noexcept
 		listeners_.erase(it);
 }
 
-int waitable::open_wait(const struct fi_provider *prov, enum fi_wait_obj wait_obj,
+int waitable::open_wait(const struct fi_provider *prov, int wait_obj,
                         struct fid_wait *wait_set) noexcept
 {
 	if (waiter_) {
