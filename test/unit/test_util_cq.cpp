@@ -561,6 +561,38 @@ void each_wait_object(void **st)
 	}
 }
 
+/* A CQ in a wait set of each kind: sread blocks on the set, a push ends it, and fi_wait on the
+ * set returns for it. */
+void wait_set_kinds(void **st)
+{
+	state &s = st_of(st);
+	for (enum fi_wait_obj k : {FI_WAIT_FD, FI_WAIT_POLLFD, FI_WAIT_MUTEX_COND, FI_WAIT_YIELD}) {
+		struct fi_wait_attr wa = {};
+		wa.wait_obj = k;
+		assert_int_equal(util::wait_open(&test_prov, &wa, &s.set), 0);
+		struct fi_cq_attr a = attr_of(FI_WAIT_SET, FI_CQ_FORMAT_CONTEXT);
+		a.wait_set = s.set;
+		util::cq *q = open_cq(s, a);
+		struct fi_cq_entry out[2];
+		auto t0 = steady::now();
+		assert_int_equal(fi_cq_sread(s.cq, out, 2, nullptr, 100), -FI_EAGAIN);
+		assert_true(ms_since(t0) >= 90);
+		s.threads.emplace_back([q] {
+			std::this_thread::sleep_for(std::chrono::milliseconds(50));
+			q->push(entry(7));
+		});
+		t0 = steady::now();
+		assert_int_equal(fi_wait(s.set, 5000), 0);
+		long ms = ms_since(t0);
+		print_message(
+		    "wait set of kind %d: fi_wait returned %ld ms after a push 50 ms in\n", k, ms);
+		assert_true(ms < 1000);
+		assert_int_equal(fi_cq_sread(s.cq, out, 2, nullptr, 1000), 1);
+		assert_ptr_equal(out[0].op_context, reinterpret_cast<void *>(7));
+		close_cq(s);
+	}
+}
+
 void getwait(void **st)
 {
 	state &s = st_of(st);
@@ -1156,6 +1188,7 @@ int main()
 	    cmocka_unit_test_setup_teardown(bad_input_warnings, setup, teardown),
 	    cmocka_unit_test_setup_teardown(close_busy, setup, teardown),
 	    cmocka_unit_test_setup_teardown(each_wait_object, setup, teardown),
+	    cmocka_unit_test_setup_teardown(wait_set_kinds, setup, teardown),
 	    cmocka_unit_test_setup_teardown(getwait, setup, teardown),
 	    cmocka_unit_test_setup_teardown(fd_readable, setup, teardown),
 	    cmocka_unit_test_setup_teardown(sread_two_seconds, setup, teardown),
