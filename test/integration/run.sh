@@ -4,6 +4,7 @@
 # runs it there); on a machine without a device every test that needs one skips.
 #
 #   test/integration/run.sh [PATTERN...]     (PATTERN: shell glob on test names)
+#   make check-integration [INTEGRATION_TESTS='vwait-dp-* raw-*']   (from a build dir)
 #
 # ---------------------------------------------------------------- conventions
 # * A test is an executable script test/integration/<name>.test (name: lower
