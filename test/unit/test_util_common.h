@@ -117,7 +117,11 @@ public:
 		return false;
 	}
 
-	bool ready() noexcept override { return entries.load() > 0; }
+	bool ready() noexcept override
+	{
+		readies.fetch_add(1, std::memory_order_relaxed);
+		return entries.load() > 0;
+	}
 	int trywait() noexcept override
 	{
 		trywaits.fetch_add(1);
@@ -141,6 +145,7 @@ public:
 	std::atomic<uint64_t> value{0};
 	std::atomic<uint64_t> generation{0};
 	std::atomic<int> trywaits{0};
+	std::atomic<long> readies{0}; /* ready() calls: what a scan would show */
 	bool notifying = true;
 
 private:

@@ -69,7 +69,8 @@ private:
 	mutable std::shared_mutex members_mu_;
 	std::unordered_map<waitable *, uint64_t> members_; /* member -> its poll cookie */
 	std::vector<waitable *> polled_;                   /* not self_notifying() */
-	std::mutex polled_mu_; /* serialises the checks of polled_ members (their cookies) */
+	std::mutex polled_mu_;   /* serialises the checks of polled_ members (their cookies) */
+	size_t polled_next_ = 0; /* guarded by polled_mu_ */
 	ready_list ready_;
 };
 
@@ -209,6 +210,8 @@ int poll_set::poll(void **context, int count) noexcept
 	}
 	int n = 0;
 	for (waitable *w : batch) {
+		if (!w->self_notifying())
+			continue; /* checked below, under polled_mu_ (its cookie is shared) */
 		if (n == count) {
 			ready_.push(w); /* not looked at: stays queued */
 			continue;
@@ -220,12 +223,14 @@ int poll_set::poll(void **context, int count) noexcept
 	}
 	if (n < count && !polled_.empty()) {
 		std::lock_guard<std::mutex> plock(polled_mu_);
-		for (size_t i = 0; i < polled_.size() && n < count; ++i) {
-			waitable *w = polled_[i];
-			if (std::find(reported.begin(), reported.end(), w) != reported.end())
-				continue;
-			if (check(w))
+		/* start where the previous call stopped: a short array starves no one */
+		size_t np = polled_.size();
+		for (size_t i = 0; i < np && n < count; ++i) {
+			waitable *w = polled_[(polled_next_ + i) % np];
+			if (check(w)) {
 				context[n++] = w->poll_context();
+				polled_next_ = (polled_next_ + i + 1) % np;
+			}
 		}
 	}
 	/* A reported member may still hold events (a CQ not read empty): queue it again, behind
