@@ -271,7 +271,8 @@ fi
 # one VM at a time on this host: wait for any other run of this script
 LOCK=${VM_LOCK:-/tmp/vwait-vm.lock}
 if [ "$LOCK" != none ] && command -v flock >/dev/null; then
-  exec 9>>"$LOCK" || die "cannot open lock file $LOCK"
+  # another user's lock file may be read-only for us: flock works on a read fd too
+  { exec 9>>"$LOCK" && chmod a+rw "$LOCK"; } 2>/dev/null || exec 9<"$LOCK" || die "cannot open lock file $LOCK"
   if ! flock -n 9; then
     echo "run-in-vm: another VM is running on this host; waiting for $LOCK" >&2
     flock -w "${VM_LOCK_WAIT:-1800}" 9 || die "gave up waiting for $LOCK after ${VM_LOCK_WAIT:-1800}s"
