@@ -27,11 +27,12 @@
 #include <string>
 #include <vector>
 
-namespace {
+namespace
+{
 
 constexpr int exit_unsupported = 3;
 
-enum class mode { spin, sread, trywait_poll, waitset };
+enum class mode { spin, sread, trywait_poll, waitset, pollset };
 
 struct options {
 	std::string prov = "vwait";
@@ -53,36 +54,38 @@ struct mode_desc {
 };
 
 const mode_desc modes[] = {
-	{"spin", mode::spin, FI_WAIT_NONE, "busy-poll fi_cq_read"},
-	{"sread-unspec", mode::sread, FI_WAIT_UNSPEC, "fi_cq_sread, FI_WAIT_UNSPEC CQ"},
-	{"sread-fd", mode::sread, FI_WAIT_FD, "fi_cq_sread, FI_WAIT_FD CQ"},
-	{"sread-pollfd", mode::sread, FI_WAIT_POLLFD, "fi_cq_sread, FI_WAIT_POLLFD CQ"},
-	{"sread-mutex", mode::sread, FI_WAIT_MUTEX_COND, "fi_cq_sread, FI_WAIT_MUTEX_COND CQ"},
-	{"sread-yield", mode::sread, FI_WAIT_YIELD, "fi_cq_sread, FI_WAIT_YIELD CQ"},
-	{"trywait-poll", mode::trywait_poll, FI_WAIT_FD,
-	 "fi_trywait + poll() on FI_GETWAIT fd (fi_poll(3) loop)"},
-	{"waitset", mode::waitset, FI_WAIT_FD, "CQ in an FI_WAIT_FD wait set, fi_wait + fi_cq_read"},
+    {"spin", mode::spin, FI_WAIT_NONE, "busy-poll fi_cq_read"},
+    {"sread-unspec", mode::sread, FI_WAIT_UNSPEC, "fi_cq_sread, FI_WAIT_UNSPEC CQ"},
+    {"sread-fd", mode::sread, FI_WAIT_FD, "fi_cq_sread, FI_WAIT_FD CQ"},
+    {"sread-pollfd", mode::sread, FI_WAIT_POLLFD, "fi_cq_sread, FI_WAIT_POLLFD CQ"},
+    {"sread-mutex", mode::sread, FI_WAIT_MUTEX_COND, "fi_cq_sread, FI_WAIT_MUTEX_COND CQ"},
+    {"sread-yield", mode::sread, FI_WAIT_YIELD, "fi_cq_sread, FI_WAIT_YIELD CQ"},
+    {"trywait-poll", mode::trywait_poll, FI_WAIT_FD,
+     "fi_trywait + poll() on FI_GETWAIT fd (fi_poll(3) loop)"},
+    {"waitset", mode::waitset, FI_WAIT_FD, "CQ in an FI_WAIT_FD wait set, fi_wait + fi_cq_read"},
+    {"pollset", mode::pollset, FI_WAIT_NONE, "CQ in a poll set, fi_poll until it names the CQ"},
 };
 
 void usage()
 {
 	fprintf(stderr, "usage: fi_vwait_bench [-p provider] [-m mode] [-S size] [-I iterations] "
-			"[-P port] [server address]\nmodes:\n");
+	                "[-P port] [server address]\nmodes:\n");
 	for (const mode_desc &m : modes)
 		fprintf(stderr, "  %-13s %s\n", m.name, m.what);
 }
 
-#define FI_CALL(call)                                                                      \
-	do {                                                                               \
-		int ret_ = static_cast<int>(call);                                         \
-		if (ret_ < 0) {                                                            \
-			fprintf(stderr, "%s:%d: %s: %s (%d)\n", __FILE__, __LINE__, #call, \
-				fi_strerror(-ret_), ret_);                                 \
-			return ret_;                                                       \
-		}                                                                          \
+#define FI_CALL(call)                                                                              \
+	do {                                                                                       \
+		int ret_ = static_cast<int>(call);                                                 \
+		if (ret_ < 0) {                                                                    \
+			fprintf(stderr, "%s:%d: %s: %s (%d)\n", __FILE__, __LINE__, #call,         \
+			        fi_strerror(-ret_), ret_);                                         \
+			return ret_;                                                               \
+		}                                                                                  \
 	} while (0)
 
-class bench {
+class bench
+{
 public:
 	explicit bench(const options &o) : opt_(o) {}
 	~bench() { teardown(); }
@@ -108,11 +111,12 @@ private:
 		hints->caps = FI_MSG;
 		hints->mode = FI_CONTEXT;
 		hints->domain_attr->mr_mode =
-			FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+		    FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 		hints->fabric_attr->prov_name = strdup(opt_.prov.c_str());
 		const char *node = opt_.server.empty() ? nullptr : opt_.server.c_str();
 		uint64_t flags = opt_.server.empty() ? FI_SOURCE : 0;
-		int ret = fi_getinfo(FI_VERSION(1, 5), node, opt_.port.c_str(), flags, hints, &info_);
+		int ret =
+		    fi_getinfo(FI_VERSION(1, 5), node, opt_.port.c_str(), flags, hints, &info_);
 		fi_freeinfo(hints);
 		FI_CALL(ret);
 		FI_CALL(fi_fabric(info_->fabric_attr, &fabric_, nullptr));
@@ -186,7 +190,8 @@ private:
 			wattr.wait_obj = FI_WAIT_FD;
 			int ret = fi_wait_open(fabric_, &wattr, &waitset_);
 			if (ret) {
-				fprintf(stderr, "fi_wait_open(FI_WAIT_FD): %s\n", fi_strerror(-ret));
+				fprintf(stderr, "fi_wait_open(FI_WAIT_FD): %s\n",
+				        fi_strerror(-ret));
 				unsupported_ = ret == -FI_ENOSYS || ret == -FI_EINVAL;
 				return ret;
 			}
@@ -196,9 +201,20 @@ private:
 		int ret = fi_cq_open(domain_, &attr, &cq_, nullptr);
 		if (ret) {
 			fprintf(stderr, "fi_cq_open(wait_obj %d): %s\n", attr.wait_obj,
-				fi_strerror(-ret));
+			        fi_strerror(-ret));
 			unsupported_ = ret == -FI_ENOSYS || ret == -FI_EINVAL;
 			return ret;
+		}
+		if (opt_.how == mode::pollset) {
+			struct fi_poll_attr pattr = {};
+			ret = fi_poll_open(domain_, &pattr, &pollset_);
+			if (!ret)
+				ret = fi_poll_add(pollset_, &cq_->fid, 0);
+			if (ret) {
+				fprintf(stderr, "fi_poll_open/add: %s\n", fi_strerror(-ret));
+				unsupported_ = ret == -FI_ENOSYS;
+				return ret;
+			}
 		}
 		if (opt_.how == mode::trywait_poll) {
 			ret = fi_control(&cq_->fid, FI_GETWAIT, &wait_fd_);
@@ -218,10 +234,10 @@ private:
 		FI_CALL(fi_enable(ep_));
 		buf_.assign(opt_.size ? opt_.size : 1, 0);
 		rbuf_.assign(opt_.size ? opt_.size : 1, 0);
-		FI_CALL(fi_mr_reg(domain_, buf_.data(), buf_.size(), FI_SEND, 0, 0, 0, &mr_,
-				  nullptr));
+		FI_CALL(
+		    fi_mr_reg(domain_, buf_.data(), buf_.size(), FI_SEND, 0, 0, 0, &mr_, nullptr));
 		FI_CALL(fi_mr_reg(domain_, rbuf_.data(), rbuf_.size(), FI_RECV, 0, 1, 0, &rmr_,
-				  nullptr));
+		                  nullptr));
 		return 0;
 	}
 
@@ -229,7 +245,7 @@ private:
 	{
 		for (;;) {
 			ssize_t ret = fi_recv(ep_, rbuf_.data(), opt_.size, fi_mr_desc(rmr_),
-					      FI_ADDR_UNSPEC, &rctx_);
+			                      FI_ADDR_UNSPEC, &rctx_);
 			if (ret != -FI_EAGAIN)
 				return static_cast<int>(ret);
 		}
@@ -239,7 +255,7 @@ private:
 	{
 		for (;;) {
 			ssize_t ret = fi_send(ep_, buf_.data(), opt_.size, fi_mr_desc(mr_),
-					      FI_ADDR_UNSPEC, &sctx_);
+			                      FI_ADDR_UNSPEC, &sctx_);
 			if (ret != -FI_EAGAIN)
 				return static_cast<int>(ret);
 			fi_cq_read(cq_, nullptr, 0); /* progress */
@@ -269,6 +285,18 @@ private:
 				}
 				continue;
 			}
+			case mode::pollset: {
+				void *ctx[1] = {nullptr};
+				int k = fi_poll(pollset_, ctx, 1);
+				if (k < 0) {
+					fprintf(stderr, "fi_poll: %s\n", fi_strerror(-k));
+					return k;
+				}
+				if (k == 0)
+					continue;
+				n = fi_cq_read(cq_, e, 1);
+				break;
+			}
 			case mode::waitset: {
 				n = fi_cq_read(cq_, e, 1);
 				if (n != -FI_EAGAIN)
@@ -289,7 +317,7 @@ private:
 				struct fi_cq_err_entry err = {};
 				fi_cq_readerr(cq_, &err, 0);
 				fprintf(stderr, "completion error: %s (prov_errno %d)\n",
-					fi_strerror(err.err), err.prov_errno);
+				        fi_strerror(err.err), err.prov_errno);
 				return -err.err;
 			}
 			fprintf(stderr, "reading the CQ: %s\n", fi_strerror(static_cast<int>(-n)));
@@ -326,7 +354,8 @@ private:
 				memset(buf_.data(), i & 0xff, opt_.size);
 				FI_CALL(post_send());
 				FI_CALL(finish_round());
-				if (opt_.size && rbuf_[opt_.size - 1] != static_cast<char>(i & 0xff)) {
+				if (opt_.size &&
+				    rbuf_[opt_.size - 1] != static_cast<char>(i & 0xff)) {
 					fprintf(stderr, "round %d: wrong data\n", i);
 					return -FI_EIO;
 				}
@@ -363,9 +392,9 @@ private:
 		getrusage(RUSAGE_SELF, &r1);
 		double usec = std::chrono::duration<double, std::micro>(t1 - t0).count();
 		double cpu = (r1.ru_utime.tv_sec - r0.ru_utime.tv_sec) * 1e6 +
-			     (r1.ru_utime.tv_usec - r0.ru_utime.tv_usec) +
-			     (r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) * 1e6 +
-			     (r1.ru_stime.tv_usec - r0.ru_stime.tv_usec);
+		             (r1.ru_utime.tv_usec - r0.ru_utime.tv_usec) +
+		             (r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) * 1e6 +
+		             (r1.ru_stime.tv_usec - r0.ru_stime.tv_usec);
 		if (client)
 			printf("RESULT prov=%s mode=%s size=%zu iters=%d lat_us=%.2f "
 			       "cpu_us_per_msg=%.2f\n",
@@ -382,6 +411,11 @@ private:
 			fi_close(&mr_->fid);
 		if (rmr_)
 			fi_close(&rmr_->fid);
+		if (pollset_) {
+			if (cq_)
+				fi_poll_del(pollset_, &cq_->fid, 0);
+			fi_close(&pollset_->fid);
+		}
 		if (cq_)
 			fi_close(&cq_->fid);
 		if (waitset_)
@@ -409,6 +443,7 @@ private:
 	struct fid_domain *domain_ = nullptr;
 	struct fid_cq *cq_ = nullptr;
 	struct fid_wait *waitset_ = nullptr;
+	struct fid_poll *pollset_ = nullptr;
 	struct fid_ep *ep_ = nullptr;
 	struct fid_mr *mr_ = nullptr;
 	struct fid_mr *rmr_ = nullptr;

@@ -4,6 +4,8 @@
 #ifndef VWAIT_CQ_H
 #define VWAIT_CQ_H
 
+#include "vwait/channel.h"
+#include "vwait/util/cq.h"
 #include "vwait/util/fid.h"
 #include "vwait/verbs.h"
 
@@ -70,24 +72,24 @@ bool translate(const struct ibv_wc &wc, completion *out) noexcept;
 /* The FI_E* value for a work completion status. */
 int wc_status_error(enum ibv_wc_status status) noexcept;
 
-class cq
+/* The vwait CQ: the util layer's software CQ (formats, error entries, every wait object, wait
+ * sets, poll sets, sread, signal) fed from an ibv_cq. progress() moves work completions into
+ * the software ring, in order, never more than it has room for. A CQ with a wait object gets
+ * its ibv_cq on the completion channel of its waiter (one per device and waiter, shared with
+ * the other CQs of that waiter); arm() asks for the next completion event, and an event
+ * marks the CQ ready on its waiter and poll sets (on_event -> notify). */
+class cq final : public util::cq, public cq_events
 {
 public:
-	cq(domain *dom, verbs::cq hw, enum fi_cq_format format, size_t size);
-	~cq();
-	cq(const cq &) = delete;
-	cq &operator=(const cq &) = delete;
+	cq(domain *dom, const struct fi_cq_attr &attr, size_t size);
+	~cq() override;
 
-	ssize_t read(void *buf, size_t count, fi_addr_t *src_addr) noexcept;
-	ssize_t readerr(struct fi_cq_err_entry *entry, uint64_t flags) noexcept;
+	/* After util::cq_install set up the wait object: the channel (if any) and the ibv_cq.
+	 * 0 or a negative FI_E* code. */
+	int create_hw() noexcept;
 
 	struct ibv_cq *hw() const noexcept { return hw_.get(); }
 	domain *parent() const noexcept { return domain_; }
-	size_t size() const noexcept { return size_; }
-
-	void hold() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
-	void release() noexcept { refs_.fetch_sub(1, std::memory_order_release); }
-	bool busy() const noexcept { return refs_.load(std::memory_order_acquire) != 0; }
 
 	/* An endpoint bound to this CQ closed: keep its ring until its late completions are
 	 * polled (or this CQ closes). */
@@ -95,26 +97,40 @@ public:
 	/* The device reported IBV_EVENT_CQ_ERR for this CQ; true the first time. */
 	bool set_overrun() noexcept { return !overrun_.exchange(true, std::memory_order_acq_rel); }
 
-private:
-	size_t poll_hw(completion *direct, size_t max, size_t *direct_count);
-	void write_entry(void *buf, size_t i, const completion &c) const noexcept;
+	/* The CQ behind an ibv_cq's cq_context. */
+	static cq *from_context(void *cq_context) noexcept
+	{
+		return static_cast<cq *>(static_cast<cq_events *>(cq_context));
+	}
 
+	/* Poll sets check a verbs CQ on every fi_poll: its completion events go to the channel
+	 * of its own waiter, which only a wait on that waiter drains, so a poll set cannot
+	 * count on them. */
+	bool self_notifying() const noexcept override { return false; }
+
+protected:
+	void progress() noexcept override;
+	int arm() noexcept override;
+	std::string describe_error(int prov_errno, const void *err_data) const override;
+	void on_event() noexcept override { notify(); }
+	void close_hook() noexcept override;
+
+private:
 	domain *domain_;
+	std::shared_ptr<comp_channel> channel_; /* before hw_: the CQ goes first */
 	verbs::cq hw_;
-	enum fi_cq_format format_;
-	size_t entry_size_;
-	size_t size_;
-	std::mutex mutex_;
-	std::deque<completion> backlog_; /* polled, not yet read; errors wait here */
+	std::mutex progress_mutex_; /* keeps completions in order across threads */
+	std::mutex orphans_mutex_;
 	std::vector<std::shared_ptr<wr_ring>> orphans_;
 	std::atomic<bool> overrun_{false};
-	bool overrun_reported_ = false;
-	unsigned idle_polls_ = 0;
-	std::vector<uint8_t> err_data_; /* err_data handed out by readerr */
-	std::atomic<int> refs_{0};
+	bool overrun_reported_ = false; /* under progress_mutex_ */
+	unsigned idle_polls_ = 0;       /* under progress_mutex_ */
+	bool held_domain_ = false;
 };
 
-using cq_box = util::fid_box<struct fid_cq, cq>;
+/* The vwait CQ behind a fid handed to fi_ep_bind: nullptr for anything else (a CQ of another
+ * provider, a util CQ, not a CQ at all). */
+cq *verbs_cq_of(struct fid *fid) noexcept;
 
 /* struct fi_ops_domain::cq_open */
 int cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid_cq **cq,

@@ -3,6 +3,7 @@
 #ifndef VWAIT_DOMAIN_H
 #define VWAIT_DOMAIN_H
 
+#include "vwait/channel.h"
 #include "vwait/fabric.h"
 #include "vwait/util/fid.h"
 #include "vwait/verbs.h"
@@ -41,6 +42,9 @@ public:
 	 * (IBV_EVENT_CQ_ERR) is handed to that CQ; the rest are logged. */
 	void poll_async_events() noexcept;
 
+	/* The completion channels of this device context, one per waiter. */
+	channel_registry &channels() noexcept { return channels_; }
+
 private:
 	fabric *fabric_;
 	verbs::cm_devices devices_; /* keeps ctx_ alive */
@@ -49,6 +53,7 @@ private:
 	struct ibv_device_attr attr_;
 	uint32_t api_version_;
 	std::mutex async_mutex_;
+	channel_registry channels_;
 	std::atomic<int> refs_{0};
 };
 

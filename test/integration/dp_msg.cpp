@@ -831,8 +831,10 @@ void test_bad_input()
 	}
 	struct fid_cq *cq = nullptr;
 	struct fi_cq_attr ca = {};
-	ca.wait_obj = FI_WAIT_FD;
-	EXPECT(fi_cq_open(w.domain, &ca, &cq, nullptr) == -FI_ENOSYS, 0);
+	ca.wait_obj = static_cast<enum fi_wait_obj>(99);
+	EXPECT(fi_cq_open(w.domain, &ca, &cq, nullptr) == -FI_EINVAL, 0);
+	ca.wait_obj = FI_WAIT_SET; /* and no wait set */
+	EXPECT(fi_cq_open(w.domain, &ca, &cq, nullptr) == -FI_EINVAL, 0);
 	ca.wait_obj = FI_WAIT_NONE;
 	ca.format = static_cast<enum fi_cq_format>(99);
 	EXPECT(fi_cq_open(w.domain, &ca, &cq, nullptr) < 0, 0);

@@ -11,7 +11,8 @@ endif
 
 
 # completion channels as wait objects, on the real device
-dist_check_SCRIPTS += test/integration/vwait-channel.test
+dist_check_SCRIPTS += test/integration/vwait-channel.test \
+	test/integration/vwait-wait-objects.test
 check_PROGRAMS += test/integration/channel_test
 test_integration_channel_test_SOURCES = test/integration/channel_test.cpp
 test_integration_channel_test_CPPFLAGS = $(AM_CPPFLAGS) $(IBVERBS_CFLAGS)

@@ -133,6 +133,11 @@ public:
 	int push_error(const struct fi_cq_err_entry &err, const void *err_data, size_t len,
 	               fi_addr_t src_addr = FI_ADDR_NOTAVAIL) noexcept;
 
+	/* Called by fi_close after close_check() succeeded and before the CQ leaves its
+	 * waiters: a subclass releases what must go while its waiter still exists (the verbs
+	 * CQ: its ibv_cq and completion channel). Also called before a failed open is undone. */
+	virtual void close_hook() noexcept {}
+
 	/* entries and error entries in the ring */
 	size_t queued() const noexcept;
 

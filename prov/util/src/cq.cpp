@@ -303,13 +303,23 @@ ssize_t cq::sread(void *buf, size_t count, fi_addr_t *src, const void *cond, int
 		w->wait_until(until, [&]() noexcept {
 			if (signals_raised_.load(std::memory_order_acquire) != raised_at_entry)
 				return true;
-			progress();
-			std::lock_guard<std::mutex> g(lock_);
 			/* an error at the head ends the wait: the caller must see -FI_EAVAIL */
-			if (count_ < threshold && !(count_ && ring_[head_].is_error))
-				return false;
-			result = read_locked(buf, count, src);
-			return result != -FI_EAGAIN;
+			auto try_read = [&]() noexcept {
+				std::lock_guard<std::mutex> g(lock_);
+				if (count_ < threshold && !(count_ && ring_[head_].is_error))
+					return false;
+				result = read_locked(buf, count, src);
+				return result != -FI_EAGAIN;
+			};
+			progress();
+			if (try_read())
+				return true;
+			/* about to block: ask the source below (a verbs CQ) for an event on its
+			 * next completion, then look once more for what came before the arming */
+			if (arm() != 0)
+				return true;
+			progress();
+			return try_read();
 		});
 	}
 	const uint64_t raised = signals_raised_.load(std::memory_order_acquire);
@@ -411,6 +421,7 @@ int cq_close(struct fid *f) noexcept
 	int ret = box->obj->close_check();
 	if (ret)
 		return ret;
+	box->obj->close_hook();
 	box->obj->close_wait();
 	delete box->obj;
 	delete box;

@@ -440,13 +440,16 @@ bool waiter::impl::any_ready() noexcept
 			ready.push(w);
 			continue;
 		}
-		if (w->ready()) {
+		/* trywait, not ready(): a member found empty is armed before the caller
+		 * blocks (a verbs CQ asks for its next completion event), so it may leave
+		 * the ready list: its next event puts it back */
+		if (w->trywait() != 0) {
 			found = true;
 			ready.push(w);
 		}
 	}
 	for (size_t i = 0; !found && i < polled.size(); ++i)
-		found = polled[i]->ready();
+		found = polled[i]->trywait() != 0;
 	return found;
 }
 

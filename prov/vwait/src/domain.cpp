@@ -7,6 +7,7 @@
 #include "vwait/ep.h"
 #include "vwait/slots.h"
 #include "vwait/util/enosys.h"
+#include "vwait/util/poll.h"
 #include "vwait/vwait.h"
 
 #include <fcntl.h>
@@ -20,7 +21,7 @@ namespace vwait
 domain::domain(fabric *fab, verbs::cm_devices devices, struct ibv_context *ctx, verbs::pd pd,
                const struct ibv_device_attr &attr, uint32_t api_version)
     : fabric_(fab), devices_(std::move(devices)), ctx_(ctx), pd_(std::move(pd)), attr_(attr),
-      api_version_(api_version)
+      api_version_(api_version), channels_(ctx)
 {
 	fabric_->hold();
 }
@@ -42,7 +43,7 @@ void domain::poll_async_events() noexcept
 		case IBV_EVENT_CQ_ERR:
 			/* rxe raises one per lost entry: the CQ warns once */
 			if (ev.element.cq && ev.element.cq->cq_context &&
-			    static_cast<cq *>(ev.element.cq->cq_context)->set_overrun())
+			    cq::from_context(ev.element.cq->cq_context)->set_overrun())
 				FI_WARN(&prov, FI_LOG_CQ,
 				        "%s: completion queue overrun (IBV_EVENT_CQ_ERR), "
 				        "completions were lost\n",
@@ -66,6 +67,23 @@ void domain::poll_async_events() noexcept
 
 namespace
 {
+
+/* fi_poll_open: a util poll set that holds the domain while it exists. Verbs CQs in it are
+ * checked on every fi_poll (see cq::self_notifying). */
+int domain_poll_open(struct fid_domain *domain_fid, struct fi_poll_attr *attr,
+                     struct fid_poll **pollset) noexcept
+{
+	if (!domain_fid) {
+		FI_WARN(&prov, FI_LOG_DOMAIN, "fi_poll_open: domain is NULL\n");
+		return -FI_EINVAL;
+	}
+	domain *dom = domain_of(domain_fid);
+	dom->hold();
+	int ret = util::poll_open(&prov, attr, pollset, [dom] { dom->release(); });
+	if (ret)
+		dom->release();
+	return ret;
+}
 
 int domain_close(struct fid *fid) noexcept
 {
@@ -97,7 +115,7 @@ struct fi_ops_domain domain_ops = {
     .endpoint = ep_open,
     .scalable_ep = unsupported{},
     .cntr_open = unsupported{},
-    .poll_open = unsupported{},
+    .poll_open = domain_poll_open,
     .stx_ctx = unsupported{},
     .srx_ctx = unsupported{},
     .query_atomic = unsupported{},

@@ -114,7 +114,12 @@ int ep::bind(struct fid *bfid, uint64_t flags) noexcept
 			        "fi_ep_bind(cq): flags need FI_TRANSMIT or FI_RECV\n");
 			return -FI_EBADFLAGS;
 		}
-		cq *q = util::owner_of_fid<cq, struct fid_cq>(bfid);
+		cq *q = verbs_cq_of(bfid);
+		if (!q) {
+			FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_ep_bind: fid %p is not a vwait CQ\n",
+			        static_cast<void *>(bfid));
+			return -FI_EINVAL;
+		}
 		if (q->parent() != domain_) {
 			FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_ep_bind: CQ of another domain\n");
 			return -FI_EINVAL;

@@ -26,16 +26,27 @@ constexpr uint64_t bit(enum fi_wait_obj w)
 }
 
 /* What vwait supports today. Each line changes with the code that makes it true. */
+constexpr uint64_t every_object_wait = bit(FI_WAIT_NONE) | bit(FI_WAIT_UNSPEC) | bit(FI_WAIT_SET) |
+                                       bit(FI_WAIT_FD) | bit(FI_WAIT_MUTEX_COND) |
+                                       bit(FI_WAIT_YIELD) | bit(FI_WAIT_POLLFD);
+constexpr uint64_t every_wait_set_wait = bit(FI_WAIT_UNSPEC) | bit(FI_WAIT_FD) |
+                                         bit(FI_WAIT_MUTEX_COND) | bit(FI_WAIT_YIELD) |
+                                         bit(FI_WAIT_POLLFD);
 const struct fi_vwait_wait_attr support = {
     .version = FI_VWAIT_WAIT_ATTR_VERSION,
     .kinds = FI_VWAIT_KIND_MAX,
-    .wait_objs = {
-        /* FI_VWAIT_KIND_CQ */ bit(FI_WAIT_NONE),
-        /* FI_VWAIT_KIND_CNTR */ 0,
-        /* FI_VWAIT_KIND_EQ */ bit(FI_WAIT_NONE),
-        /* FI_VWAIT_KIND_WAIT_SET */ 0,
-    },
-    .features = 0,
+    .wait_objs =
+        {
+            /* FI_VWAIT_KIND_CQ: util::cq over an ibv_cq on a completion channel */
+            every_object_wait,
+            /* FI_VWAIT_KIND_CNTR: no counters yet */
+            0,
+            /* FI_VWAIT_KIND_EQ: the rdma_cm channel, polled by fi_eq_sread */
+            bit(FI_WAIT_NONE) | bit(FI_WAIT_UNSPEC) | bit(FI_WAIT_FD),
+            /* FI_VWAIT_KIND_WAIT_SET: util::wait_open */
+            every_wait_set_wait,
+        },
+    .features = FI_VWAIT_FEAT_WAIT_SET | FI_VWAIT_FEAT_POLL_SET | FI_VWAIT_FEAT_TRYWAIT,
     .unspec_is = FI_WAIT_FD,
     .reserved = 0,
 };
