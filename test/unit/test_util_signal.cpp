@@ -8,10 +8,14 @@
 #include "vwait/util/wait.h"
 #include "vwait/util/waitable.h"
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <fcntl.h>
 #include <poll.h>
+#include <thread>
 #include <unistd.h>
+#include <vector>
 
 #include "vwait_cmocka.h"
 
@@ -80,6 +84,67 @@ void test_signal_raise_reset(void **state)
 	s->reset();
 }
 
+/* The contract under races: producers publish a token, then raise; one consumer follows
+ * "reset, re-check, block on the fd". Each producer waits for its token to be taken before it
+ * publishes the next, so every round needs a wakeup: a lost one leaves the consumer in poll(2)
+ * until its 1 s timeout while a token is waiting. Such stalls are counted and must be 0. */
+void test_signal_no_lost_wakeup(void **state)
+{
+	auto *s = static_cast<vwait::util::signal *>(*state);
+	const int producers = 2;
+	const long rounds = 60000;
+	struct slot {
+		std::atomic<long> posted{0}, taken{0};
+	} slots[producers];
+	std::vector<std::thread> threads;
+	for (int p = 0; p < producers; ++p)
+		threads.emplace_back([s, &slots, p, rounds] {
+			for (long i = 1; i <= rounds; ++i) {
+				slots[p].posted.store(i);
+				s->raise();
+				auto until =
+				    std::chrono::steady_clock::now() + std::chrono::seconds(5);
+				while (slots[p].taken.load() < i &&
+				       std::chrono::steady_clock::now() < until)
+					std::this_thread::yield();
+			}
+		});
+	long stalls = 0, blocks = 0, total = 0;
+	auto t0 = std::chrono::steady_clock::now();
+	while (total < producers * rounds &&
+	       std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
+		s->reset();
+		bool found = false;
+		for (auto &sl : slots) {
+			long p = sl.posted.load();
+			if (p > sl.taken.load()) {
+				total += p - sl.taken.load();
+				sl.taken.store(p);
+				found = true;
+			}
+		}
+		if (found)
+			continue;
+		struct pollfd pfd = {s->fd(), POLLIN, 0};
+		++blocks;
+		if (::poll(&pfd, 1, 1000) == 0) {
+			bool waiting = false;
+			for (auto &sl : slots)
+				waiting |= sl.posted.load() > sl.taken.load();
+			stalls += waiting;
+		}
+	}
+	for (auto &t : threads)
+		t.join();
+	double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+	print_message("signal: %ld tokens from %d producers, %ld blocks in poll(2), %ld stalls, "
+	              "%.2f s\n",
+	              total, producers, blocks, stalls, dt);
+	assert_int_equal(stalls, 0);
+	assert_int_equal(total, producers * rounds);
+	assert_true(blocks > 0);
+}
+
 int signal_setup(void **state)
 {
 	auto *s = new vwait::util::signal();
@@ -101,6 +166,8 @@ int main(void)
 	    cmocka_unit_test(test_fd_owns_and_moves),
 	    cmocka_unit_test(test_fd_release_and_close),
 	    cmocka_unit_test_setup_teardown(test_signal_raise_reset, signal_setup, signal_teardown),
+	    cmocka_unit_test_setup_teardown(test_signal_no_lost_wakeup, signal_setup,
+	                                    signal_teardown),
 	};
 	return cmocka_run_group_tests_name("util_signal", tests, nullptr, nullptr);
 }

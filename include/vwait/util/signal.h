@@ -3,7 +3,9 @@
  * Contract:
  *  - raise() makes the fd readable; raises coalesce (a raise while already raised is a cheap
  *    atomic check, no system call).
- *  - reset() makes the fd unreadable again (drains the eventfd).
+ *  - reset() makes the fd unreadable again (drains the eventfd); on a signal that is not
+ *    raised it costs no system call. Right after a reset racing a raise the fd may turn
+ *    readable once more (a spurious wakeup, never a lost one).
  *  - No lost wakeup when the waiting side follows: reset(); re-check the queues; block on fd().
  *    A raise() that the re-check cannot see happened after the reset, so fd() is readable.
  *  - Thread safe: any number of raisers; reset() may race with raise() safely. Several threads

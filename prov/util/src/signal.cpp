@@ -21,8 +21,8 @@ int signal::open() noexcept
 void signal::raise() noexcept
 {
 	/* Only the raise that flips the flag writes: a raise that finds it set knows the write
-	 * of the raise that set it is done or about to be done, and no reset can slip between
-	 * (a reset clears the flag only after it drains). */
+	 * of the raise that set it is done or about to be done (a reset clears the flag only
+	 * after it has read that write). */
 	if (raised_.exchange(true, std::memory_order_acq_rel))
 		return;
 	uint64_t one = 1;
@@ -35,15 +35,23 @@ void signal::raise() noexcept
 
 void signal::reset() noexcept
 {
-	/* Drain first, then clear the flag with a read-modify-write: a raise that found the flag
-	 * set before this point is seen by the caller's re-check (the exchange below synchronizes
-	 * with it); a raise after it finds the flag clear and writes again. Clearing first would
-	 * let the read swallow the write of a raise that then leaves the flag set forever. */
+	/* Invariant: flag clear => nothing to read and no write on its way. So a clear flag
+	 * needs no system call (the common case: fi_trywait on an idle object). */
+	if (!raised_.load(std::memory_order_acquire))
+		return;
 	uint64_t value;
 	ssize_t n;
 	do {
 		n = ::read(efd_.get(), &value, sizeof(value));
 	} while (n < 0 && errno == EINTR);
+	/* Nothing read with the flag set: a raise is between its flag and its write. Its write
+	 * will make the fd readable, so the flag stays set (the next reset drains and clears);
+	 * clearing it here would leave a readable fd behind a clear flag. */
+	if (n != static_cast<ssize_t>(sizeof(value)))
+		return;
+	/* Drained: clear with a read-modify-write, after the read. A raise that found the flag
+	 * set until now is seen by the caller's re-check (this exchange synchronizes with it); a
+	 * raise after it finds the flag clear and writes again. */
 	raised_.exchange(false, std::memory_order_acq_rel);
 }
 
