@@ -25,7 +25,7 @@ deps_build=(
 # test/integration/mpi-pingpong.test: configure builds its program if found)
 deps_test=(
 	libfabric1 libfabric-bin ibverbs-providers ibverbs-utils rdmacm-utils perftest
-	openmpi-bin libopenmpi-dev
+	openmpi-bin libopenmpi-dev netpipe-openmpi
 )
 # vm: contrib/vm/run-in-vm.sh (qemu, a kernel with rdma_rxe, a static busybox
 # for the initramfs, modprobe, cpio, the rdma/ip tools)

@@ -1,6 +1,6 @@
 # Integration tests of the blocking semantics: completion channels as wait objects, and
 # Open MPI over vwait (built only when configure finds Open MPI's ompi-c).
-dist_check_SCRIPTS += test/integration/mpi-pingpong.test
+dist_check_SCRIPTS += test/integration/mpi-pingpong.test test/integration/mpi-netpipe.test
 EXTRA_DIST += test/integration/mpi_pingpong.cpp
 if HAVE_MPI
 check_PROGRAMS += test/integration/mpi_pingpong
@@ -12,7 +12,8 @@ endif
 
 # completion channels as wait objects, on the real device
 dist_check_SCRIPTS += test/integration/vwait-channel.test \
-	test/integration/vwait-wait-objects.test
+	test/integration/vwait-wait-objects.test \
+	test/integration/vwait-rxm-pingpong.test
 check_PROGRAMS += test/integration/channel_test
 test_integration_channel_test_SOURCES = test/integration/channel_test.cpp
 test_integration_channel_test_CPPFLAGS = $(AM_CPPFLAGS) $(IBVERBS_CFLAGS)
