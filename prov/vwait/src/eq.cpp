@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 
@@ -57,7 +58,17 @@ eq::~eq()
 {
 	for (entry &e : entries_) {
 		if (e.event == FI_CONNREQ && !e.error && e.bytes.size() >= sizeof(fi_eq_cm_entry)) {
+			/* a request nobody read: refuse it, its id must go before the channel */
 			auto *cm = reinterpret_cast<struct fi_eq_cm_entry *>(e.bytes.data());
+			if (cm->info && cm->info->handle) {
+				auto *req = reinterpret_cast<connreq *>(cm->info->handle);
+				if (req->id) {
+					rdma_reject(req->id, nullptr, 0);
+					rdma_destroy_id(req->id);
+				}
+				free(req);
+				cm->info->handle = nullptr;
+			}
 			fi_freeinfo(cm->info);
 		}
 	}

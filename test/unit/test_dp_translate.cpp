@@ -1,0 +1,168 @@
+/* Unit tests of the data path's pure parts (no device needed): work completion -> completion
+ * record (vwait::translate), ibv_wc_status -> FI_E*, and the CM private-data framing. */
+#include "vwait/cq.h"
+#include "vwait/eq.h"
+
+#include <rdma/fi_errno.h>
+
+#include <arpa/inet.h>
+
+#include <cstring>
+#include <memory>
+
+#include "vwait_cmocka.h"
+
+namespace
+{
+
+struct ibv_wc wc_for(vwait::wr_slot &slot, enum ibv_wc_opcode op, enum ibv_wc_status st)
+{
+	struct ibv_wc wc;
+	memset(&wc, 0, sizeof(wc));
+	wc.wr_id = reinterpret_cast<uintptr_t>(&slot);
+	wc.opcode = op;
+	wc.status = st;
+	return wc;
+}
+
+/* cmocka state: the ring outlives a failing assertion's longjmp */
+int setup(void **state)
+{
+	*state = new vwait::wr_ring(4);
+	return 0;
+}
+int teardown(void **state)
+{
+	delete static_cast<vwait::wr_ring *>(*state);
+	return 0;
+}
+
+void recv_with_imm(void **state)
+{
+	auto *ring = static_cast<vwait::wr_ring *>(*state);
+	int ctx = 0;
+	vwait::wr_slot &s = ring->slots[0];
+	s.context = &ctx;
+	s.flags = FI_RECV | FI_MSG;
+	s.len = 4096;
+	ring->credits.fetch_sub(1);
+	struct ibv_wc wc = wc_for(s, IBV_WC_RECV, IBV_WC_SUCCESS);
+	wc.byte_len = 33;
+	wc.wc_flags = IBV_WC_WITH_IMM;
+	wc.imm_data = htonl(0xdeadbeef);
+	vwait::completion c;
+	assert_true(vwait::translate(wc, &c));
+	assert_ptr_equal(c.context, &ctx);
+	assert_int_equal(c.flags, FI_RECV | FI_MSG | FI_REMOTE_CQ_DATA);
+	assert_int_equal(c.len, 33);
+	assert_int_equal(c.data, 0xdeadbeef);
+	assert_int_equal(c.err, 0);
+	assert_int_equal(ring->credits.load(), 4); /* the slot went back */
+}
+
+void remote_write_with_imm(void **state)
+{
+	auto *ring = static_cast<vwait::wr_ring *>(*state);
+	vwait::wr_slot &s = ring->slots[1];
+	s.flags = FI_RECV | FI_MSG;
+	struct ibv_wc wc = wc_for(s, IBV_WC_RECV_RDMA_WITH_IMM, IBV_WC_SUCCESS);
+	wc.wc_flags = IBV_WC_WITH_IMM;
+	wc.imm_data = htonl(7);
+	wc.byte_len = 128;
+	vwait::completion c;
+	assert_true(vwait::translate(wc, &c));
+	assert_int_equal(c.flags, FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA);
+	assert_int_equal(c.data, 7);
+	assert_int_equal(c.len, 128);
+}
+
+void send_side_from_slot(void **state)
+{
+	auto *ring = static_cast<vwait::wr_ring *>(*state);
+	vwait::wr_slot &s = ring->slots[2];
+	s.flags = FI_RMA | FI_READ;
+	s.len = 99;
+	s.report = true;
+	vwait::completion c;
+	assert_true(vwait::translate(wc_for(s, IBV_WC_RDMA_READ, IBV_WC_SUCCESS), &c));
+	assert_int_equal(c.flags, FI_RMA | FI_READ);
+	assert_int_equal(c.len, 99);
+	/* unsignalled for the application (FI_SELECTIVE_COMPLETION, inject): dropped */
+	s.report = false;
+	assert_false(vwait::translate(wc_for(s, IBV_WC_SEND, IBV_WC_SUCCESS), &c));
+}
+
+void errors_always_reported(void **state)
+{
+	auto *ring = static_cast<vwait::wr_ring *>(*state);
+	vwait::wr_slot &s = ring->slots[3];
+	int ctx = 0;
+	s.context = &ctx;
+	s.flags = FI_SEND | FI_MSG;
+	s.report = false;
+	struct ibv_wc wc = wc_for(s, IBV_WC_SEND, IBV_WC_REM_ACCESS_ERR);
+	wc.vendor_err = 0x55;
+	vwait::completion c;
+	assert_true(vwait::translate(wc, &c));
+	assert_int_equal(c.err, FI_EACCES);
+	assert_int_equal(c.prov_errno, 0x55);
+	assert_int_equal(c.status, IBV_WC_REM_ACCESS_ERR);
+	assert_ptr_equal(c.context, &ctx);
+}
+
+void closed_ring_dropped(void **state)
+{
+	auto *ring = static_cast<vwait::wr_ring *>(*state);
+	ring->closed = true;
+	ring->credits.fetch_sub(1);
+	vwait::completion c;
+	assert_false(
+	    vwait::translate(wc_for(ring->slots[0], IBV_WC_SEND, IBV_WC_WR_FLUSH_ERR), &c));
+	assert_int_equal(ring->outstanding(), 0);
+}
+
+void status_mapping(void **)
+{
+	assert_int_equal(vwait::wc_status_error(IBV_WC_SUCCESS), 0);
+	assert_int_equal(vwait::wc_status_error(IBV_WC_WR_FLUSH_ERR), FI_ECANCELED);
+	assert_int_equal(vwait::wc_status_error(IBV_WC_LOC_LEN_ERR), FI_ETRUNC);
+	assert_int_equal(vwait::wc_status_error(IBV_WC_RETRY_EXC_ERR), FI_ETIMEDOUT);
+	assert_int_equal(vwait::wc_status_error(IBV_WC_RNR_RETRY_EXC_ERR), FI_ENORX);
+	assert_int_equal(vwait::wc_status_error(IBV_WC_REM_OP_ERR), FI_EREMOTEIO);
+	assert_int_equal(vwait::wc_status_error(IBV_WC_GENERAL_ERR), FI_EIO);
+}
+
+void cm_framing(void **)
+{
+	const char msg[] = "hello";
+	std::vector<uint8_t> w = vwait::cm_wrap(msg, sizeof(msg));
+	assert_int_equal(w.size(), sizeof(msg) + vwait::cm_hdr_size);
+	/* rdma_cm pads what it delivers: the framing gives back exactly what was sent */
+	std::vector<uint8_t> padded(w);
+	padded.resize(56, 0xee);
+	auto d = vwait::cm_data(padded.data(), padded.size());
+	assert_int_equal(d.second, sizeof(msg));
+	assert_memory_equal(d.first, msg, sizeof(msg));
+	/* empty, truncated or absent: no data, no overread */
+	auto e = vwait::cm_wrap(nullptr, 0);
+	assert_int_equal(vwait::cm_data(e.data(), e.size()).second, 0);
+	uint8_t bad[4] = {200, 1, 2, 3};
+	assert_null(vwait::cm_data(bad, sizeof(bad)).first);
+	assert_null(vwait::cm_data(nullptr, 10).first);
+}
+
+} // namespace
+
+int main()
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(recv_with_imm, setup, teardown),
+	    cmocka_unit_test_setup_teardown(remote_write_with_imm, setup, teardown),
+	    cmocka_unit_test_setup_teardown(send_side_from_slot, setup, teardown),
+	    cmocka_unit_test_setup_teardown(errors_always_reported, setup, teardown),
+	    cmocka_unit_test_setup_teardown(closed_ring_dropped, setup, teardown),
+	    cmocka_unit_test(status_mapping),
+	    cmocka_unit_test(cm_framing),
+	};
+	return cmocka_run_group_tests(tests, nullptr, nullptr);
+}
