@@ -18,3 +18,9 @@ check_PROGRAMS += test/integration/channel_test
 test_integration_channel_test_SOURCES = test/integration/channel_test.cpp
 test_integration_channel_test_CPPFLAGS = $(AM_CPPFLAGS) $(IBVERBS_CFLAGS)
 test_integration_channel_test_LDADD = libvwait_prov.la $(IBVERBS_LIBS) $(FABRIC_LIBS)
+
+# an idle fi_cq_sread sleeps (CPU per 2 s of blocking, per wait object)
+dist_check_SCRIPTS += test/integration/vwait-sread-idle.test
+check_PROGRAMS += test/integration/sread_idle
+test_integration_sread_idle_SOURCES = test/integration/sread_idle.cpp
+test_integration_sread_idle_LDADD = $(FABRIC_LIBS)
