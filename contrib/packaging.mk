@@ -32,7 +32,8 @@ EXTRA_DIST += \
 	contrib/debian/rules \
 	contrib/debian/source/format \
 	contrib/debian/libfabric-vwait.install \
-	contrib/debian/libfabric-vwait-dev.install
+	contrib/debian/libfabric-vwait-dev.install \
+	contrib/debian/libfabric-vwait-utils.install
 
 EXTRA_DIST += \
 	contrib/packaging/build-deb.sh \
@@ -53,7 +54,8 @@ rpm: dist
 	$(srcdir)/contrib/packaging/build-rpm.sh $(distdir).tar.gz $(vwait_pkgdir)
 deb: dist
 	$(srcdir)/contrib/packaging/build-deb.sh $(distdir).tar.gz $(vwait_pkgdir)
-check-packaging: dist
-	$(srcdir)/contrib/packaging/check-packaging.sh $(abs_builddir)/$(distdir).tar.gz
+check-packaging: dist contrib/packaging/wait_report$(EXEEXT)
+	$(srcdir)/contrib/packaging/check-packaging.sh $(abs_builddir)/$(distdir).tar.gz \
+		$(abs_builddir)/contrib/packaging/wait_report$(EXEEXT)
 .PHONY: rpm deb check-packaging
 CLEANFILES += packages/*.rpm packages/*.deb packages/*.ddeb packages/*.buildinfo packages/*.changes
