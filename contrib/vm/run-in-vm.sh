@@ -71,7 +71,9 @@ log() { [ "${VM_VERBOSE:-0}" = 1 ] && echo "run-in-vm: $*" >&2; return 0; }
 QEMU=${QEMU:-qemu-system-x86_64}
 command -v "$QEMU" >/dev/null || die "$QEMU not found (apt-get install qemu-system-x86)"
 BUSYBOX=${BUSYBOX:-/bin/busybox}
-[ -x "$BUSYBOX" ] && "$BUSYBOX" --list 2>/dev/null | grep -qx switch_root ||
+# (grep reads the whole list: with -q it may exit first, and pipefail would report the
+# SIGPIPE of busybox as a missing switch_root)
+[ -x "$BUSYBOX" ] && "$BUSYBOX" --list 2>/dev/null | grep -x switch_root >/dev/null ||
   die "static busybox not found at $BUSYBOX (apt-get install busybox-static)"
 file_is_static() { ! LC_ALL=C ldd "$1" >/dev/null 2>&1; }
 file_is_static "$BUSYBOX" || die "$BUSYBOX is dynamically linked; install busybox-static"
@@ -80,7 +82,7 @@ file_is_static "$BUSYBOX" || die "$BUSYBOX is dynamically linked; install busybo
 if [ -z "${VM_KERNEL_VER:-}" ]; then
   for d in $(ls -1d /lib/modules/*/ 2>/dev/null | sort -rV); do
     v=$(basename "$d")
-    if [ -f "/boot/vmlinuz-$v" ] && find "$d" -name 'rdma_rxe.ko*' | grep -q .; then
+    if [ -f "/boot/vmlinuz-$v" ] && find "$d" -name 'rdma_rxe.ko*' | grep . >/dev/null; then
       VM_KERNEL_VER=$v; break
     fi
   done
