@@ -103,6 +103,25 @@ stage_unit() {
 	return 1
 }
 stage_distcheck() { make -C "$builddir" -j"$jobs" distcheck; }
+# The host unit tier once more under sanitizers, each in a build dir of its own beside
+# $builddir: ASan + UBSan over every cmocka test program, TSan over the util layer's (the
+# wait/wakeup stress tests are the point there). Scripts that run the system's fi_info on the
+# plugin are left out: an uninstrumented program cannot host a sanitized DSO.
+sanitized_unit() { # NAME TEST-GLOB CONFIGURE-FLAGS...
+	local dir=$top/_build/$1 glob=$2 tests
+	shift 2
+	tests=$(cd "$top" && ls test/unit/$glob.cpp | sed 's/\.cpp$//' | tr '\n' ' ')
+	echo "tests: $tests"
+	(configure_in "$dir" "$@") && make -C "$dir" -j"$jobs" &&
+		make -C "$dir" -j"$jobs" check TESTS="$tests" || {
+		cat "$dir/test-suite.log" 2>/dev/null
+		return 1
+	}
+}
+stage_asan() {
+	ASAN_OPTIONS=verify_asan_link_order=0 sanitized_unit ci-asan 'test_*' --enable-asan --enable-ubsan
+}
+stage_tsan() { sanitized_unit ci-tsan 'test_util_*' --enable-tsan; }
 stage_integration() { make -C "$builddir" -j"$jobs" check-integration; }
 
 # The test suite, in order.  Each name is a stage_<name> function above, run
@@ -110,7 +129,7 @@ stage_integration() { make -C "$builddir" -j"$jobs" check-integration; }
 # follows needs them); the others all run and report.  Later stages slot in
 # here, e.g. an ASan+UBSan unit tier (configure_in _build/asan --enable-asan
 # --enable-ubsan; make check) and a TSan stress tier.
-test_stages=(deps autogen configure build unit distcheck integration)
+test_stages=(deps autogen configure build unit asan tsan distcheck integration)
 gate_stages=" deps autogen configure build "
 loud_stages=" unit integration "
 

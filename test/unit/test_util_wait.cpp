@@ -333,6 +333,10 @@ void test_deadline_with_spurious_wakeups(void **st)
 	    a->wait_object()->wait_until(vwait::util::deadline_after(1000), [] { return false; });
 	double dt = seconds_since(t0);
 	s.stop = true;
+	/* the thread uses this frame's counter: it must end before the frame does */
+	for (std::thread &t : s.threads)
+		t.join();
+	s.threads.clear();
 	print_message("kind %d: 1 s wait_until with %d wakeups -> %d after %.3f s\n", s.kind,
 	              wakes.load(), ret, dt);
 	assert_int_equal(ret, -FI_ETIMEDOUT);
