@@ -84,6 +84,12 @@ summary() { # TITLE
 	else
 		echo "setup.sh $1: $failed stage(s) FAILED (logs in $logdir)"
 	fi
+	# the closing line CI reads: stages, in the plain "N passed, N failed, N skipped" form
+	local skipped=0 r
+	for r in "${stage_results[@]}"; do
+		case $r in SKIP*) skipped=$((skipped + 1)) ;; esac
+	done
+	echo "stages: $((${#stage_names[@]} - failed - skipped)) passed, $failed failed, $skipped skipped"
 }
 
 # ------------------------------------------------------------------ stages
