@@ -6,6 +6,8 @@
 #include <rdma/providers/fi_log.h>
 #include <rdma/providers/fi_prov.h>
 
+#include "vwait/util/guard.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <new>
@@ -29,18 +31,8 @@ struct params {
 };
 const params &get_params() noexcept;
 
-/* Runs fn, turning a C++ exception into a negative FI_E* code: nothing throws across the ABI. */
-template <typename F>
-int guarded(F &&fn) noexcept
-{
-	try {
-		return fn();
-	} catch (const std::bad_alloc &) {
-		return -FI_ENOMEM;
-	} catch (...) {
-		return -FI_EOTHER;
-	}
-}
+/* nothing throws across the ABI: see util::guard */
+using util::guard;
 
 } // namespace vwait
 

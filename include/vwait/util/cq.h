@@ -26,6 +26,7 @@
 #include <rdma/providers/fi_log.h>
 #include <rdma/providers/fi_prov.h>
 
+#include "vwait/util/guard.h"
 #include "vwait/util/waitable.h"
 
 #include <rdma/fabric.h>
@@ -44,20 +45,6 @@
 
 namespace vwait::util
 {
-
-/* Runs fn, turning a C++ exception into a negative FI_E* code (used by cq, cntr and eq: nothing
- * throws across the ABI). */
-template <typename F>
-int guard(F &&fn) noexcept
-{
-	try {
-		return fn();
-	} catch (const std::bad_alloc &) {
-		return -FI_ENOMEM;
-	} catch (...) {
-		return -FI_EOTHER;
-	}
-}
 
 /* The value an enum field of an application's attr holds, read as an int: a value outside
  * the enum (a bad argument) must be reported, and loading it as the enum is undefined. */

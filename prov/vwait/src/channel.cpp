@@ -93,7 +93,7 @@ int comp_channel::create(struct ibv_context *ctx, util::waiter *w,
 		FI_WARN(&prov, FI_LOG_CQ, "comp_channel: %s is NULL\n", !ctx ? "context" : "waiter");
 		return -FI_EINVAL;
 	}
-	return guarded([&] {
+	return guard([&] {
 		verbs::comp_channel ch(ibv_create_comp_channel(ctx));
 		if (!ch) {
 			int ret = verbs::errno_code();
@@ -151,7 +151,7 @@ unsigned comp_channel::drain() noexcept
 
 int channel_registry::get(util::waiter *w, std::shared_ptr<comp_channel> &out) noexcept
 {
-	return guarded([&] {
+	return guard([&] {
 		std::lock_guard<std::mutex> lock(mu_);
 		auto it = channels_.find(w);
 		if (it != channels_.end()) {

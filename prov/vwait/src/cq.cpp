@@ -269,7 +269,7 @@ int cq_open(struct fid_domain *domain_fid, struct fi_cq_attr *attr, struct fid_c
 	}
 	if (int ret = util::cq_check_attr(&prov, &clamped))
 		return ret;
-	return guarded([&] {
+	return guard([&] {
 		auto obj = std::make_unique<cq>(dom, clamped, clamped.size);
 		cq *raw = obj.get();
 		struct fid_cq *fid = nullptr;

@@ -159,7 +159,7 @@ int domain_open(struct fid_fabric *fabric_fid, struct fi_info *info, struct fid_
 		FI_WARN(&prov, FI_LOG_DOMAIN, "fi_domain: info->domain_attr->name is NULL\n");
 		return -FI_EINVAL;
 	}
-	return guarded([&] {
+	return guard([&] {
 		const char *name = info->domain_attr->name;
 		verbs::cm_devices devices;
 		struct ibv_context *ctx = find_context(name, &devices);

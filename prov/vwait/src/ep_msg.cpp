@@ -250,7 +250,7 @@ int ep::connect(const void *addr, const void *param, size_t paramlen) noexcept
 		                  : (passive_ ? "was accepted" : "already connecting"));
 		return -FI_EOPBADSTATE;
 	}
-	return guarded([&] {
+	return guard([&] {
 		if (!route_resolved_) {
 			if (!addr) {
 				FI_WARN(
@@ -298,7 +298,7 @@ int ep::accept(const void *param, size_t paramlen) noexcept
 		                               : "already accepted"));
 		return -FI_EOPBADSTATE;
 	}
-	return guarded([&] {
+	return guard([&] {
 		if (int ret = migrate_to_eq())
 			return ret;
 		std::vector<uint8_t> data = cm_wrap(param, paramlen);
@@ -948,7 +948,7 @@ int ep_open(struct fid_domain *domain_fid, struct fi_info *info, struct fid_ep *
 		return -FI_EINVAL;
 	}
 	domain *dom = domain_of(domain_fid);
-	return guarded([&] {
+	return guard([&] {
 		info_ptr copy(fi_dupinfo(info));
 		if (!copy)
 			return -FI_ENOMEM;

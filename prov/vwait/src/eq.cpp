@@ -203,7 +203,7 @@ ssize_t eq::read(uint32_t *event, void *buf, size_t len, uint64_t flags) noexcep
 		        static_cast<unsigned long long>(flags));
 		return -FI_EBADFLAGS;
 	}
-	return guarded([&]() -> int {
+	return guard([&]() -> int {
 		std::lock_guard<std::mutex> lock(mutex_);
 		if (entries_.empty())
 			drain_channel();
@@ -237,7 +237,7 @@ ssize_t eq::readerr(struct fi_eq_err_entry *out, uint64_t flags) noexcept
 		        static_cast<unsigned long long>(flags));
 		return -FI_EBADFLAGS;
 	}
-	return guarded([&]() -> int {
+	return guard([&]() -> int {
 		std::lock_guard<std::mutex> lock(mutex_);
 		if (entries_.empty())
 			drain_channel();
@@ -278,7 +278,7 @@ ssize_t eq::write(uint32_t event, const void *buf, size_t len, uint64_t flags) n
 		        static_cast<unsigned long long>(flags));
 		return -FI_EBADFLAGS;
 	}
-	return guarded([&]() -> int {
+	return guard([&]() -> int {
 		entry e;
 		e.event = event;
 		e.bytes.assign(static_cast<const uint8_t *>(buf),
@@ -424,7 +424,7 @@ int eq_open(struct fid_fabric *fabric_fid, struct fi_eq_attr *attr, struct fid_e
 		        static_cast<unsigned long long>(attr->flags));
 		return -FI_EBADFLAGS;
 	}
-	return guarded([&] {
+	return guard([&] {
 		verbs::event_channel ch(rdma_create_event_channel());
 		if (!ch) {
 			int ret = verbs::errno_code();

@@ -105,7 +105,7 @@ int fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **out, void *cont
 		return -FI_EINVAL;
 	}
 	*out = nullptr;
-	return guarded([&] {
+	return guard([&] {
 		auto obj = std::make_unique<fabric>(attr->name, attr->api_version);
 		auto box = std::make_unique<fabric_box>();
 		box->fid.fid.fclass = FI_CLASS_FABRIC;

@@ -543,7 +543,7 @@ int getinfo(uint32_t version, const char *node, const char *service, uint64_t fl
 		        FI_MAJOR(version), FI_MINOR(version));
 		return -FI_ENODATA;
 	}
-	return guarded([&] {
+	return guard([&] {
 		std::vector<port_desc> ports = active_ports();
 		if (ports.empty())
 			return -FI_ENODATA;

@@ -104,7 +104,7 @@ int reg(struct fid *fid, const void *buf, size_t len, uint64_t access, uint64_t 
 		return -FI_EINVAL;
 	}
 	auto *dom = util::owner_of_fid<domain, struct fid_domain>(fid);
-	return guarded([&] {
+	return guard([&] {
 		verbs::mr hw(
 		    ibv_reg_mr(dom->pd(), const_cast<void *>(buf), len, access_to_ibv(access)));
 		if (!hw) {

@@ -224,7 +224,7 @@ int pep::reject(struct fid *handle, const void *param, size_t paramlen) noexcept
 		return -FI_EINVAL;
 	}
 	auto *req = reinterpret_cast<connreq *>(handle);
-	return guarded([&] {
+	return guard([&] {
 		std::vector<uint8_t> data = cm_wrap(param, paramlen);
 		int ret = verbs::cm_code(
 		    rdma_reject(req->id, data.data(), static_cast<uint8_t>(data.size())));
@@ -349,7 +349,7 @@ int pep_open(struct fid_fabric *fabric_fid, struct fi_info *info, struct fid_pep
 		        static_cast<int>(info->ep_attr->type));
 		return -FI_EINVAL;
 	}
-	return guarded([&] {
+	return guard([&] {
 		info_ptr copy(fi_dupinfo(info));
 		if (!copy)
 			return -FI_ENOMEM;
