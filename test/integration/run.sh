@@ -97,7 +97,7 @@ selected() { # name
 	done
 	return 1
 }
-patterns=("$@")
+patterns=("${@%.test}") # "name" and "name.test" both select name.test
 
 now() { date +%s.%N; }
 pass=0
