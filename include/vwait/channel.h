@@ -16,6 +16,7 @@
 
 #include <infiniband/verbs.h>
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -75,10 +76,13 @@ private:
 	bool closing_ = false;
 };
 
-/* One completion channel of one device context, registered as a source of one waiter. */
+/* One completion channel of one device context, registered as a source of one waiter, or of
+ * none: the CQs that have no waiter to block on (FI_WAIT_NONE, FI_WAIT_YIELD) share the
+ * domain's unregistered channel, which poll sets and counters drain (util::event_source). */
 class comp_channel {
 public:
-	/* A channel on ctx whose fd is a source of w: 0, or a negative FI_E* code. */
+	/* A channel on ctx whose fd is a source of w (w may be NULL: no waiter): 0, or a
+	 * negative FI_E* code. */
 	static int create(struct ibv_context *ctx, util::waiter *w,
 			  std::shared_ptr<comp_channel> &out) noexcept;
 	~comp_channel();
@@ -86,19 +90,28 @@ public:
 	comp_channel &operator=(const comp_channel &) = delete;
 
 	struct ibv_comp_channel *get() const noexcept { return ch_.get(); }
+	int fd() const noexcept { return ch_->fd; }
 	util::waiter *waiter() const noexcept { return waiter_; }
 
-	/* Reads every pending CQ event without blocking and hands each to its CQ. Returns the
-	 * number of events read. Safe from several threads at once. */
+	/* A CQ starts / stops using this channel (ibv_create_cq with it / ibv_destroy_cq). */
+	void cq_added() noexcept { cqs_.fetch_add(1, std::memory_order_relaxed); }
+	void cq_removed() noexcept { cqs_.fetch_sub(1, std::memory_order_relaxed); }
+
+	/* Reads the pending CQ events without blocking and hands each to its CQ. Returns the
+	 * number of events read. With one CQ on the channel there is at most one event
+	 * pending (a CQ is armed again only after its event was read), so one read does it;
+	 * with several it reads until the channel is empty. Safe from several threads. */
 	unsigned drain() noexcept;
+	/* drain() as a util::drain_fn (arg: the channel). */
+	static void drain_source(void *arg) noexcept;
 
 private:
 	comp_channel(verbs::comp_channel ch, util::waiter *w) noexcept;
-	static void drain_source(void *arg) noexcept;
 
 	verbs::comp_channel ch_;
 	util::waiter *waiter_;
 	bool registered_ = false;
+	std::atomic<unsigned> cqs_{0};
 };
 
 /* The channels of one device context, one per waiter: what a domain keeps so that every CQ it
@@ -107,8 +120,9 @@ class channel_registry {
 public:
 	explicit channel_registry(struct ibv_context *ctx) noexcept : ctx_(ctx) {}
 
-	/* The channel of waiter w (created at first use): 0, or a negative FI_E* code. The
-	 * channel lives while any CQ holds the shared_ptr. */
+	/* The channel of waiter w (created at first use; w NULL: the channel of the CQs with
+	 * no waiter): 0, or a negative FI_E* code. The channel lives while any CQ holds the
+	 * shared_ptr. */
 	int get(util::waiter *w, std::shared_ptr<comp_channel> &out) noexcept;
 
 private:

@@ -103,19 +103,36 @@ public:
 		return static_cast<cq *>(static_cast<cq_events *>(cq_context));
 	}
 
-	/* Poll sets check a verbs CQ on every fi_poll: its completion events go to the channel
-	 * of its own waiter, which only a wait on that waiter drains, so a poll set cannot
-	 * count on them. */
-	bool self_notifying() const noexcept override { return false; }
+	/* Its waiter learns of its completions by itself when the waiter blocks on fds (FD,
+	 * POLLFD, MUTEX_COND: the channel is one of the waiter's sources). A YIELD waiter never
+	 * looks at fds: it polls the CQ on every pass. */
+	bool self_notifying() const noexcept override { return waiter_drains_; }
+	/* Poll sets (and counters) drain the CQ's channel themselves: every verbs CQ has one. */
+	bool events_from(util::event_source &out) const noexcept override;
+	/* fi_poll: entries queued, or progress found some; when empty, armed first, so that
+	 * the next completion puts it back on the poll set's ready list. */
+	bool poll_ready(uint64_t &cookie) noexcept override;
+	/* Others that want to hear of this CQ's completion events (a counter it feeds): on each
+	 * event, after the CQ's own notify(), w->wake() is called from the draining thread.
+	 * remove_event_listener returns once no wake() of w is running or will follow. */
+	void add_event_listener(util::waitable *w);
+	void remove_event_listener(util::waitable *w) noexcept;
+	/* The channel its ibv_cq reports to (never NULL after create_hw). */
+	const std::shared_ptr<comp_channel> &channel() const noexcept { return channel_; }
 
 protected:
 	void progress() noexcept override;
 	int arm() noexcept override;
 	std::string describe_error(int prov_errno, const void *err_data) const override;
-	void on_event() noexcept override { notify(); }
+	void on_event() noexcept override;
 	void close_hook() noexcept override;
+	ssize_t read_direct(void *buf, size_t count, fi_addr_t *src) noexcept override;
 
 private:
+	void report_overrun() noexcept;
+	void queue(const completion *c, size_t n) noexcept;
+	int poll_hw(completion *c, size_t max, int *polled) noexcept;
+
 	domain *domain_;
 	std::shared_ptr<comp_channel> channel_; /* before hw_: the CQ goes first */
 	verbs::cq hw_;
@@ -126,6 +143,9 @@ private:
 	bool overrun_reported_ = false; /* under progress_mutex_ */
 	unsigned idle_polls_ = 0;       /* under progress_mutex_ */
 	bool held_domain_ = false;
+	bool waiter_drains_ = false; /* its waiter polls the channel fd (see self_notifying) */
+	std::mutex event_listeners_mutex_;
+	std::vector<util::waitable *> event_listeners_;
 };
 
 /* The vwait CQ behind a fid handed to fi_ep_bind: nullptr for anything else (a CQ of another

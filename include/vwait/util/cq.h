@@ -152,6 +152,20 @@ protected:
 	virtual int arm() noexcept { return FI_SUCCESS; }
 	/* Provider text for a prov_errno (fi_cq_strerror); the default names the FI errno. */
 	virtual std::string describe_error(int prov_errno, const void *err_data) const;
+	/* fi_cq_read / readfrom's shortcut (count > 0): a subclass that can, while nothing is
+	 * queued, write completions from below straight into the caller's buffer (in format(),
+	 * src[i] = FI_ADDR_NOTAVAIL) does so and returns how many, -FI_EAGAIN (none) or
+	 * -FI_EAVAIL (an error entry it queued is at the head). Whatever it cannot hand over
+	 * (entries behind an error) it queues, in order. read_via_ring (the default): the
+	 * ordinary path, progress() then the ring. */
+	static constexpr ssize_t read_via_ring = -(1 << 30);
+	virtual ssize_t read_direct(void *buf, size_t count, fi_addr_t *src) noexcept
+	{
+		(void)buf;
+		(void)count;
+		(void)src;
+		return read_via_ring;
+	}
 
 private:
 	ssize_t read_locked(void *buf, size_t count, fi_addr_t *src) noexcept;

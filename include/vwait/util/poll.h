@@ -4,7 +4,10 @@
  * foreign fids are refused with -FI_EINVAL and a warning). Each member reports notify()/wake()
  * to the poll set, which queues it on a ready list; fi_poll looks only at that list (plus the
  * members that are not self_notifying()), so its cost follows the members with events, not the
- * member count. A CQ that is still not empty after being reported stays on the list and is
+ * member count. A member whose events arrive on an fd (waitable::events_from: a verbs CQ's
+ * completion channel) has that fd drained, without blocking, at the start of every fi_poll
+ * (one read for one channel, a poll() for several), and is armed whenever it is found empty.
+ * A CQ that is still not empty after being reported stays on the list and is
  * reported again by the next fi_poll; a counter is reported when its success or error value
  * changed since the last fi_poll (waitable::poll_ready). count bounds the context array; what
  * does not fit stays queued for the next call.

@@ -47,9 +47,6 @@ using clock = std::chrono::steady_clock;
 /* One deadline computed at entry: timeout_ms < 0 means forever (time_point::max()). */
 clock::time_point deadline_after(int timeout_ms) noexcept;
 
-/* A drain callback: called when its fd polls readable; must not block. */
-using drain_fn = void (*)(void *arg) noexcept;
-
 class waiter final : public listener
 {
 public:
@@ -80,6 +77,11 @@ public:
 	/* 0 or -FI_ENOENT. When it returns, drain(arg) of that source is not running and will
 	 * not be called again. */
 	int remove_source(int raw_fd) noexcept;
+	/* Shared sources: several users (a CQ's waiter and the counters it feeds) may hold the
+	 * same fd with the same drain; it stays a source until the last drop_source. hold_source
+	 * of an fd added with another drain/arg: -FI_EALREADY. drop_source: 0 or -FI_ENOENT. */
+	int hold_source(int raw_fd, short events, drain_fn drain, void *arg) noexcept;
+	int drop_source(int raw_fd) noexcept;
 
 	/* ---- signalling (listener) ---- */
 	void notify(waitable *w, bool wake) noexcept override;

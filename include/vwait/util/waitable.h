@@ -49,6 +49,19 @@ namespace vwait::util
 class waitable;
 class waiter;
 
+/* A drain callback: called when its fd polls readable (or by anyone who wants the events
+ * behind it); must not block. */
+using drain_fn = void (*)(void *arg) noexcept;
+
+/* An fd whose events a waitable learns about only when somebody drains it (a verbs
+ * completion channel): a poll set or a counter that wants the waitable's events drains it
+ * (non-blocking) or watches it. */
+struct event_source {
+	int fd = -1;
+	drain_fn drain = nullptr;
+	void *arg = nullptr;
+};
+
 /* Private fi_control commands, far above libfabric's own (FI_GETFIDFLAG...FI_EXPORT_FID < 64).
  * Every vwait CQ / counter / EQ answers ctl_get_waitable with (waitable **)arg = itself; every
  * vwait wait set answers ctl_get_waiter with (waiter **)arg. Anything else: -FI_ENOSYS. */
@@ -101,6 +114,16 @@ public:
 	 * armed on a completion channel). false: the object must be polled to learn about events,
 	 * so poll sets and waiters check it on every fi_poll / wait pass (a scan: avoid). */
 	virtual bool self_notifying() const noexcept { return true; }
+	/* For an object whose events arrive on an fd that its own waiter may not watch (a verbs
+	 * CQ: its completion channel): that fd and how to drain it, so that a poll set can
+	 * drain it and learn of the object's events without a scan. Such an object's
+	 * poll_ready() must arm it (ask for the next event) whenever it answers false. false
+	 * (default): nothing to drain, the object notifies by itself or is polled. */
+	virtual bool events_from(event_source &out) const noexcept
+	{
+		(void)out;
+		return false;
+	}
 
 	/* ---- what the object calls ---- */
 

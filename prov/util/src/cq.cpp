@@ -229,6 +229,11 @@ ssize_t cq::read(void *buf, size_t count, fi_addr_t *src) noexcept
 		FI_WARN(prov_, FI_LOG_CQ, "fi_cq_read: buf is NULL with count %zu\n", count);
 		return -FI_EINVAL;
 	}
+	if (count) {
+		ssize_t direct = read_direct(buf, count, src);
+		if (direct != read_via_ring)
+			return direct;
+	}
 	progress();
 	std::lock_guard<std::mutex> g(lock_);
 	if (!count) /* progress only; report the state as a read would */

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <poll.h>
 #include <shared_mutex>
 #include <unordered_map>
 #include <vector>
@@ -62,13 +63,29 @@ private:
 	int resolve(struct fid *fid, const char *call, waitable **out) const noexcept;
 	bool check(waitable *w) noexcept;
 	void drop(waitable *w) noexcept;
+	void hold(const event_source &src);
+	void unhold(int fd) noexcept;
+	void drain_sources() noexcept;
+
+	struct member {
+		uint64_t cookie;
+		int source_fd; /* events_from()'s fd, -1 for none */
+		bool polled;   /* in polled_: checked on every fi_poll */
+	};
+	/* the fds the members' events arrive on (verbs completion channels), shared */
+	struct held_source {
+		event_source src;
+		unsigned refs;
+	};
 
 	const struct fi_provider *prov_;
 	std::function<void()> on_close_;
 	/* shared while calling into members, exclusive to add/remove them */
 	mutable std::shared_mutex members_mu_;
-	std::unordered_map<waitable *, uint64_t> members_; /* member -> its poll cookie */
-	std::vector<waitable *> polled_;                   /* not self_notifying() */
+	std::unordered_map<waitable *, member> members_;
+	std::vector<held_source> sources_;
+	std::vector<struct pollfd> source_fds_; /* parallel to sources_ */
+	std::vector<waitable *> polled_;        /* not self_notifying(), no events_from() */
 	std::mutex polled_mu_;   /* serialises the checks of polled_ members (their cookies) */
 	size_t polled_next_ = 0; /* guarded by polled_mu_ */
 	ready_list ready_;
@@ -121,9 +138,14 @@ int poll_set::add(struct fid *fid) noexcept
 		return -FI_EALREADY;
 	}
 	try {
-		members_.emplace(w, w->poll_cookie());
+		event_source src;
+		const bool evented = w->events_from(src);
+		const bool polled = !evented && !w->self_notifying();
+		members_.emplace(w, member{w->poll_cookie(), evented ? src.fd : -1, polled});
 		try {
-			if (!w->self_notifying())
+			if (evented)
+				hold(src);
+			else if (polled)
 				polled_.push_back(w);
 			ready_.add(w);
 			w->add_listener(this);
@@ -142,7 +164,66 @@ void poll_set::drop(waitable *w) noexcept
 {
 	ready_.remove(w);
 	polled_.erase(std::remove(polled_.begin(), polled_.end(), w), polled_.end());
-	members_.erase(w);
+	auto it = members_.find(w);
+	if (it == members_.end())
+		return;
+	if (it->second.source_fd >= 0)
+		unhold(it->second.source_fd);
+	members_.erase(it);
+}
+
+/* members_mu_ held exclusively. May throw std::bad_alloc (add undoes the member). */
+void poll_set::hold(const event_source &src)
+{
+	for (auto &h : sources_) {
+		if (h.src.fd == src.fd) {
+			h.refs++;
+			return;
+		}
+	}
+	source_fds_.reserve(sources_.size() + 1);
+	sources_.push_back({src, 1});
+	source_fds_.push_back({src.fd, POLLIN, 0});
+}
+
+/* members_mu_ held exclusively. */
+void poll_set::unhold(int fd) noexcept
+{
+	for (size_t i = 0; i < sources_.size(); ++i) {
+		if (sources_[i].src.fd != fd)
+			continue;
+		if (--sources_[i].refs == 0) {
+			sources_.erase(sources_.begin() + static_cast<std::ptrdiff_t>(i));
+			source_fds_.erase(source_fds_.begin() + static_cast<std::ptrdiff_t>(i));
+		}
+		return;
+	}
+}
+
+/* members_mu_ held shared. Reads the members' pending events without blocking: each one
+ * notifies its member, which puts it on the ready list. One system call for one source (its
+ * drain reads, non-blocking), one poll() plus a read per readable one for several. */
+void poll_set::drain_sources() noexcept
+{
+	if (sources_.empty())
+		return;
+	if (sources_.size() == 1) {
+		sources_[0].src.drain(sources_[0].src.arg);
+		return;
+	}
+	thread_local std::vector<struct pollfd> fds;
+	try {
+		fds.assign(source_fds_.begin(), source_fds_.end());
+	} catch (const std::bad_alloc &) {
+		for (auto &h : sources_)
+			h.src.drain(h.src.arg);
+		return;
+	}
+	if (::poll(fds.data(), fds.size(), 0) <= 0)
+		return;
+	for (size_t i = 0; i < fds.size(); ++i)
+		if (fds[i].revents)
+			sources_[i].src.drain(sources_[i].src.arg);
 }
 
 int poll_set::del(struct fid *fid) noexcept
@@ -185,7 +266,7 @@ bool poll_set::check(waitable *w) noexcept
 	auto it = members_.find(w);
 	if (it == members_.end())
 		return false;
-	return w->poll_ready(it->second);
+	return w->poll_ready(it->second.cookie);
 }
 
 int poll_set::poll(void **context, int count) noexcept
@@ -200,6 +281,7 @@ int poll_set::poll(void **context, int count) noexcept
 	thread_local std::vector<waitable *> batch;
 	thread_local std::vector<waitable *> reported;
 	std::shared_lock<std::shared_mutex> lock(members_mu_);
+	drain_sources();
 	batch.clear();
 	reported.clear();
 	try {
@@ -210,8 +292,9 @@ int poll_set::poll(void **context, int count) noexcept
 	}
 	int n = 0;
 	for (waitable *w : batch) {
-		if (!w->self_notifying())
-			continue; /* checked below, under polled_mu_ (its cookie is shared) */
+		auto it = members_.find(w);
+		if (it == members_.end() || it->second.polled)
+			continue; /* polled ones: checked below, under polled_mu_ (shared cookie) */
 		if (n == count) {
 			ready_.push(w); /* not looked at: stays queued */
 			continue;

@@ -81,6 +81,7 @@ struct source {
 	int fd;
 	drain_fn drain;
 	void *arg;
+	unsigned refs; /* hold_source users; add_source makes 1 */
 };
 
 } // namespace
@@ -100,6 +101,8 @@ public:
 	/* sources */
 	int add_source(int raw_fd, short events, drain_fn drain, void *arg) noexcept;
 	int remove_source(int raw_fd) noexcept;
+	int hold_source(int raw_fd, short events, drain_fn drain, void *arg) noexcept;
+	int drop_source(int raw_fd) noexcept;
 	void drain_ready() noexcept;
 
 	void notify(waitable *w, bool wake) noexcept;
@@ -123,6 +126,7 @@ public:
 	std::list<source> sources;
 	pollfd_set source_fds; /* tags: source * */
 	std::atomic<size_t> nsources{0};
+	uint64_t sources_gen = 0; /* moves on every add/remove (under sources_mu, exclusive) */
 
 	/* signalling */
 	std::atomic<uint64_t> seq{0};
@@ -148,6 +152,7 @@ public:
 private:
 	void block(uint64_t s, clock::time_point deadline) noexcept;
 	void block_as_leader(uint64_t s, clock::time_point deadline) noexcept;
+	void drain_polled(uint64_t gen) noexcept;
 	void helper_main() noexcept;
 	void stop_helper() noexcept;
 	int start_helper() noexcept;
@@ -232,7 +237,7 @@ int waiter::impl::add_source(int raw_fd, short events, drain_fn drain, void *arg
 		if (s.fd == raw_fd)
 			return -FI_EALREADY;
 	try {
-		sources.push_back({raw_fd, drain, arg});
+		sources.push_back({raw_fd, drain, arg, 1});
 	} catch (const std::bad_alloc &) {
 		return -FI_ENOMEM;
 	}
@@ -247,6 +252,7 @@ int waiter::impl::add_source(int raw_fd, short events, drain_fn drain, void *arg
 		return ret;
 	}
 	nsources.fetch_add(1);
+	sources_gen++;
 	lock.unlock();
 	if (kind == FI_WAIT_MUTEX_COND) {
 		ret = start_helper();
@@ -275,9 +281,46 @@ int waiter::impl::remove_source(int raw_fd) noexcept
 	source_fds.del(raw_fd);
 	sources.erase(it);
 	nsources.fetch_sub(1);
+	sources_gen++;
 	lock.unlock();
 	wake_blocker();
 	return 0;
+}
+
+int waiter::impl::hold_source(int raw_fd, short events, drain_fn drain, void *arg) noexcept
+{
+	{
+		std::unique_lock<std::shared_mutex> lock(sources_mu);
+		for (auto &s : sources) {
+			if (s.fd != raw_fd)
+				continue;
+			if (s.drain != drain || s.arg != arg) {
+				FI_WARN(prov, FI_LOG_CORE,
+				        "wait source: fd %d is a source already, with another drain\n",
+				        raw_fd);
+				return -FI_EALREADY;
+			}
+			s.refs++;
+			return 0;
+		}
+	}
+	return add_source(raw_fd, events, drain, arg);
+}
+
+int waiter::impl::drop_source(int raw_fd) noexcept
+{
+	{
+		std::unique_lock<std::shared_mutex> lock(sources_mu);
+		auto it = std::find_if(sources.begin(), sources.end(),
+		                       [&](const source &s) { return s.fd == raw_fd; });
+		if (it == sources.end())
+			return -FI_ENOENT;
+		if (--it->refs > 0)
+			return 0;
+	}
+	/* the last user: the source goes (a concurrent hold_source of the same fd in between
+	 * adds it again afterwards, which is harmless) */
+	return remove_source(raw_fd);
 }
 
 /* Non-blocking: poll the sources once and run the drain of each readable one. */
@@ -288,6 +331,13 @@ void waiter::impl::drain_ready() noexcept
 	thread_local std::vector<struct pollfd> fds;
 	thread_local std::vector<void *> tags;
 	std::shared_lock<std::shared_mutex> lock(sources_mu);
+	if (sources.size() == 1) {
+		/* one source: its drain reads without blocking anyway, and a poll() first would
+		 * be a second system call */
+		const source &only = sources.front();
+		only.drain(only.arg);
+		return;
+	}
 	fds.clear();
 	tags.clear();
 	try {
@@ -344,6 +394,8 @@ void waiter::impl::block_as_leader(uint64_t s, clock::time_point deadline) noexc
 	/* Only the leader resets priv, so no other thread can eat a raise meant for it. */
 	priv.reset();
 	leader_blocked.store(true);
+	bool woke = false;
+	uint64_t gen = 0;
 	if (seq.load() == s) {
 		leader_fds.clear();
 		leader_tags.clear();
@@ -353,8 +405,9 @@ void waiter::impl::block_as_leader(uint64_t s, clock::time_point deadline) noexc
 			if (nsources.load()) {
 				std::shared_lock<std::shared_mutex> lock(sources_mu);
 				source_fds.snapshot(leader_fds, leader_tags);
+				gen = sources_gen;
 			}
-			poll_until(leader_fds.data(), leader_fds.size(), deadline);
+			woke = poll_until(leader_fds.data(), leader_fds.size(), deadline) > 0;
 		} catch (const std::bad_alloc &) {
 			/* cannot build the array: back off briefly rather than spin */
 			struct pollfd p = {priv.fd(), POLLIN, 0};
@@ -362,6 +415,29 @@ void waiter::impl::block_as_leader(uint64_t s, clock::time_point deadline) noexc
 		}
 	}
 	leader_blocked.store(false);
+	if (woke)
+		drain_polled(gen);
+}
+
+/* The leader's poll() said which sources are readable: drain exactly those (no second poll),
+ * unless the sources changed meanwhile, then look at all of them. Draining here, rather
+ * than before every check of the predicate, is what makes a wakeup cost one read: an event
+ * left in a source is never lost, since a readable source ends the next poll() at once. */
+void waiter::impl::drain_polled(uint64_t gen) noexcept
+{
+	{
+		std::shared_lock<std::shared_mutex> lock(sources_mu);
+		if (gen == sources_gen) {
+			for (size_t i = 1; i < leader_fds.size(); ++i) {
+				if (!leader_fds[i].revents)
+					continue;
+				auto *src = static_cast<source *>(leader_tags[i]);
+				src->drain(src->arg);
+			}
+			return;
+		}
+	}
+	drain_ready();
 }
 
 void waiter::impl::block(uint64_t s, clock::time_point deadline) noexcept
@@ -411,7 +487,11 @@ int waiter::impl::wait_until(clock::time_point deadline, bool (*pred)(void *) no
                              void *arg) noexcept
 {
 	for (;;) {
-		drain_ready();
+		/* FD / POLLFD: the leader drains what its poll() found readable (a source with
+		 * an event ends the poll at once); MUTEX_COND: the helper thread drains; YIELD
+		 * never polls the fds, so it drains on every pass. */
+		if (kind == FI_WAIT_YIELD)
+			drain_ready();
 		uint64_t s = seq.load();
 		if (pred(arg))
 			return 0;
@@ -646,6 +726,14 @@ int waiter::add_source(int raw_fd, short events, drain_fn drain, void *arg) noex
 int waiter::remove_source(int raw_fd) noexcept
 {
 	return p_->remove_source(raw_fd);
+}
+int waiter::hold_source(int raw_fd, short events, drain_fn drain, void *arg) noexcept
+{
+	return p_->hold_source(raw_fd, events, drain, arg);
+}
+int waiter::drop_source(int raw_fd) noexcept
+{
+	return p_->drop_source(raw_fd);
 }
 void waiter::notify(waitable *w, bool wake) noexcept
 {

@@ -89,8 +89,8 @@ comp_channel::comp_channel(verbs::comp_channel ch, util::waiter *w) noexcept
 int comp_channel::create(struct ibv_context *ctx, util::waiter *w,
 			 std::shared_ptr<comp_channel> &out) noexcept
 {
-	if (!ctx || !w) {
-		FI_WARN(&prov, FI_LOG_CQ, "comp_channel: %s is NULL\n", !ctx ? "context" : "waiter");
+	if (!ctx) {
+		FI_WARN(&prov, FI_LOG_CQ, "comp_channel: context is NULL\n");
 		return -FI_EINVAL;
 	}
 	return guard([&] {
@@ -107,6 +107,10 @@ int comp_channel::create(struct ibv_context *ctx, util::waiter *w,
 			return ret;
 		}
 		std::shared_ptr<comp_channel> c(new comp_channel(std::move(ch), w));
+		if (!w) {
+			out = std::move(c);
+			return 0;
+		}
 		if (int ret = w->add_source(c->ch_->fd, POLLIN, drain_source, c.get())) {
 			FI_WARN(&prov, FI_LOG_CQ, "completion channel fd %d: add to waiter: %s\n",
 				c->ch_->fd, fi_strerror(-ret));
@@ -133,6 +137,7 @@ void comp_channel::drain_source(void *arg) noexcept
 
 unsigned comp_channel::drain() noexcept
 {
+	const bool one = cqs_.load(std::memory_order_relaxed) <= 1;
 	unsigned n = 0;
 	for (;;) {
 		struct ibv_cq *cq = nullptr;
@@ -145,6 +150,8 @@ unsigned comp_channel::drain() noexcept
 		}
 		n++;
 		static_cast<cq_events *>(context)->event_read();
+		if (one)
+			break;
 	}
 	return n;
 }

@@ -1,10 +1,12 @@
-/* The vwait completion queue over an ibv_cq (FI_WAIT_NONE). Work completions become
- * completion records (translate), records become entries of the CQ's format (write_entry). */
+/* The vwait completion queue over an ibv_cq. Work completions become completion records
+ * (translate); records go to the util ring (progress) or, when the ring is empty, straight
+ * into the caller's buffer (read_direct). */
 #include "config.h"
 
 #include "vwait/cq.h"
 #include "vwait/domain.h"
 #include "vwait/util/enosys.h"
+#include "vwait/util/wait.h"
 #include "vwait/vwait.h"
 
 #include <arpa/inet.h>
@@ -20,7 +22,32 @@ namespace vwait
 namespace
 {
 constexpr size_t default_cq_size = 4096;
+/* work completions taken from the ibv_cq per ibv_poll_cq */
+constexpr size_t poll_batch = 16;
+
+/* Whether a CQ opened with these attributes blocks on a waiter that polls fds (so that the
+ * waiter drains the CQ's completion channel): FD, POLLFD, MUTEX_COND, UNSPEC (= FD), or a
+ * wait set of one of those kinds. */
+bool waiter_polls_fds(const struct fi_cq_attr &attr) noexcept
+{
+	int kind = util::raw_enum(attr.wait_obj);
+	if (kind == FI_WAIT_SET) {
+		util::waiter *set = nullptr;
+		if (!attr.wait_set || util::get_waiter(&attr.wait_set->fid, &set) != 0 || !set)
+			return false; /* open_wait refuses it */
+		kind = set->kind();
+	}
+	switch (kind) {
+	case FI_WAIT_UNSPEC:
+	case FI_WAIT_FD:
+	case FI_WAIT_POLLFD:
+	case FI_WAIT_MUTEX_COND:
+		return true;
+	default:
+		return false;
+	}
 }
+} // namespace
 
 int wc_status_error(enum ibv_wc_status status) noexcept
 {
@@ -100,7 +127,7 @@ cq::cq(domain *dom, const struct fi_cq_attr &attr, size_t size)
 	          return a;
           }(),
           dom->api_version()),
-      domain_(dom)
+      domain_(dom), waiter_drains_(waiter_polls_fds(attr))
 {
 	domain_->hold();
 	held_domain_ = true;
@@ -115,16 +142,19 @@ cq::~cq()
 
 int cq::create_hw() noexcept
 {
-	if (util::waiter *w = wait_object()) {
-		if (int ret = domain_->channels().get(w, channel_))
-			return ret;
-	}
+	/* the channel of its waiter when that waiter polls fds; otherwise the domain's channel
+	 * of the CQs with no such waiter, which poll sets and counters drain */
+	util::waiter *w = waiter_drains_ ? wait_object() : nullptr;
+	if (int ret = domain_->channels().get(w, channel_))
+		return ret;
+	channel_->cq_added();
 	hw_.reset(ibv_create_cq(domain_->context(), static_cast<int>(size()),
 	                        static_cast<cq_events *>(this),
 	                        channel_ ? channel_->get() : nullptr, 0));
 	if (!hw_) {
 		int ret = verbs::errno_code();
 		FI_WARN(&prov, FI_LOG_CQ, "ibv_create_cq(%zu): %s\n", size(), fi_strerror(-ret));
+		channel_->cq_removed();
 		channel_.reset();
 		return ret;
 	}
@@ -142,6 +172,7 @@ void cq::close_hook() noexcept
 	begin_close();
 	ack_all();
 	hw_.reset(); /* waits for any ack a draining thread still owes */
+	channel_->cq_removed();
 	channel_.reset();
 	std::lock_guard<std::mutex> orphans(orphans_mutex_);
 	orphans_.clear();
@@ -158,68 +189,183 @@ void cq::adopt(std::shared_ptr<wr_ring> ring)
 		orphans_.push_back(std::move(ring));
 }
 
+/* Under progress_mutex_: the device said this CQ overran; queue that once, first. */
+void cq::report_overrun() noexcept
+{
+	if (!overrun_.load(std::memory_order_acquire) || overrun_reported_)
+		return;
+	struct fi_cq_err_entry err = {};
+	err.err = FI_EOVERRUN;
+	err.prov_errno = IBV_WC_GENERAL_ERR;
+	int status = IBV_WC_GENERAL_ERR;
+	if (push_error(err, &status, sizeof(status)) == 0)
+		overrun_reported_ = true;
+}
+
+/* Under progress_mutex_: n translated completions into the ring, in order; successes in
+ * batches (one wakeup each), an error keeps its place. */
+void cq::queue(const completion *c, size_t n) noexcept
+{
+	util::cq_entry ok[poll_batch];
+	size_t nok = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (c[i].err == 0) {
+			util::cq_entry &e = ok[nok++];
+			e = util::cq_entry{};
+			e.op_context = c[i].context;
+			e.flags = c[i].flags;
+			e.len = c[i].len;
+			e.data = c[i].data;
+			if (nok == poll_batch) {
+				push_n(ok, nok);
+				nok = 0;
+			}
+			continue;
+		}
+		push_n(ok, nok);
+		nok = 0;
+		struct fi_cq_err_entry err = {};
+		err.op_context = c[i].context;
+		err.flags = c[i].flags;
+		err.err = c[i].err;
+		err.prov_errno = c[i].prov_errno;
+		int status = c[i].status;
+		push_error(err, &status, sizeof(status));
+	}
+	push_n(ok, nok);
+}
+
+/* Under progress_mutex_: up to max (<= poll_batch) work completions, translated into c;
+ * returns how many are to be reported (ones not to report are dropped), or -1 when
+ * ibv_poll_cq failed. *polled: how many the device gave. */
+int cq::poll_hw(completion *c, size_t max, int *polled) noexcept
+{
+	struct ibv_wc wc[poll_batch];
+	int n = ibv_poll_cq(hw_.get(), static_cast<int>(max), wc);
+	*polled = n;
+	if (n < 0) {
+		FI_WARN_SPARSE(&prov, FI_LOG_CQ, "ibv_poll_cq: %d\n", n);
+		return -1;
+	}
+	if (n == 0 && ++idle_polls_ >= 256) {
+		/* nothing: now and then, look for an overrun on the async fd */
+		idle_polls_ = 0;
+		domain_->poll_async_events();
+	}
+	int kept = 0;
+	for (int i = 0; i < n; i++)
+		if (translate(wc[i], &c[kept]))
+			kept++;
+	return kept;
+}
+
 void cq::progress() noexcept
 {
 	std::lock_guard<std::mutex> lock(progress_mutex_);
 	if (!hw_)
 		return;
-	if (overrun_.load(std::memory_order_acquire) && !overrun_reported_) {
-		struct fi_cq_err_entry err = {};
-		err.err = FI_EOVERRUN;
-		err.prov_errno = IBV_WC_GENERAL_ERR;
-		int status = IBV_WC_GENERAL_ERR;
-		if (push_error(err, &status, sizeof(status)) == 0)
-			overrun_reported_ = true;
-	}
-	constexpr size_t batch = 16;
+	report_overrun();
 	for (;;) {
 		size_t room = size() - queued();
 		if (room == 0)
 			return; /* the rest waits in the hardware CQ */
-		struct ibv_wc wc[batch];
-		int n = ibv_poll_cq(hw_.get(), static_cast<int>(std::min(room, batch)), wc);
-		if (n < 0) {
-			FI_WARN_SPARSE(&prov, FI_LOG_CQ, "ibv_poll_cq: %d\n", n);
+		completion c[poll_batch];
+		int polled = 0;
+		int kept = poll_hw(c, std::min(room, poll_batch), &polled);
+		if (kept < 0)
 			return;
-		}
-		/* successes go in batches (one wakeup each); an error keeps its place */
-		util::cq_entry ok[batch];
-		size_t nok = 0;
-		for (int i = 0; i < n; i++) {
-			completion c;
-			if (!translate(wc[i], &c))
-				continue;
-			if (c.err == 0) {
-				util::cq_entry &e = ok[nok++];
-				e = util::cq_entry{};
-				e.op_context = c.context;
-				e.flags = c.flags;
-				e.len = c.len;
-				e.data = c.data;
-				continue;
-			}
-			push_n(ok, nok);
-			nok = 0;
-			struct fi_cq_err_entry err = {};
-			err.op_context = c.context;
-			err.flags = c.flags;
-			err.err = c.err;
-			err.prov_errno = c.prov_errno;
-			int status = c.status;
-			push_error(err, &status, sizeof(status));
-		}
-		push_n(ok, nok);
-		if (n == 0) {
-			/* nothing: now and then, look for an overrun on the async fd */
-			if (++idle_polls_ >= 256) {
-				idle_polls_ = 0;
-				domain_->poll_async_events();
-			}
-			return;
-		}
-		if (static_cast<size_t>(n) < batch)
+		queue(c, static_cast<size_t>(kept));
+		if (static_cast<size_t>(polled) < poll_batch)
 			return;
 	}
+}
+
+/* fi_cq_read with nothing queued: the completions go from the ibv_cq straight into the
+ * caller's buffer (no copy through the ring, no wakeup); the first error and what follows it
+ * go to the ring, in order. Anything queued already: the ring path, which keeps the order. */
+ssize_t cq::read_direct(void *buf, size_t count, fi_addr_t *src) noexcept
+{
+	std::lock_guard<std::mutex> lock(progress_mutex_);
+	if (!hw_ || overrun_.load(std::memory_order_acquire) || queued() != 0)
+		return read_via_ring;
+	const size_t esize = util::cq_entry_size(format());
+	auto *out = static_cast<uint8_t *>(buf);
+	size_t done = 0;
+	while (done < count) {
+		completion c[poll_batch];
+		int polled = 0;
+		int kept = poll_hw(c, std::min(count - done, poll_batch), &polled);
+		if (kept < 0)
+			break;
+		int i = 0;
+		for (; i < kept && c[i].err == 0; i++) {
+			util::cq_entry e;
+			e.op_context = c[i].context;
+			e.flags = c[i].flags;
+			e.len = c[i].len;
+			e.data = c[i].data;
+			util::cq_entry_copy_out(format(), e, out + done * esize);
+			if (src)
+				src[done] = FI_ADDR_NOTAVAIL;
+			done++;
+		}
+		if (i < kept) { /* an error: it and the rest go to the ring */
+			queue(c + i, static_cast<size_t>(kept - i));
+			break;
+		}
+		if (static_cast<size_t>(polled) < poll_batch)
+			break;
+	}
+	if (done)
+		return static_cast<ssize_t>(done);
+	return queued() != 0 ? -FI_EAVAIL : -FI_EAGAIN;
+}
+
+void cq::on_event() noexcept
+{
+	notify();
+	std::lock_guard<std::mutex> lock(event_listeners_mutex_);
+	for (util::waitable *w : event_listeners_)
+		w->wake();
+}
+
+void cq::add_event_listener(util::waitable *w)
+{
+	std::lock_guard<std::mutex> lock(event_listeners_mutex_);
+	event_listeners_.push_back(w);
+}
+
+void cq::remove_event_listener(util::waitable *w) noexcept
+{
+	std::lock_guard<std::mutex> lock(event_listeners_mutex_);
+	auto it = std::find(event_listeners_.begin(), event_listeners_.end(), w);
+	if (it != event_listeners_.end())
+		event_listeners_.erase(it);
+}
+
+bool cq::events_from(util::event_source &out) const noexcept
+{
+	if (!channel_)
+		return false;
+	out.fd = channel_->fd();
+	out.drain = comp_channel::drain_source;
+	out.arg = channel_.get();
+	return true;
+}
+
+bool cq::poll_ready(uint64_t &) noexcept
+{
+	if (queued() > 0)
+		return true;
+	progress();
+	if (queued() > 0)
+		return true;
+	/* empty: ask for an event on the next completion, then look once more for one that
+	 * came before the arming */
+	if (channel_ && cq_events::arm() != 0)
+		return true; /* cannot arm: keep it on the list rather than lose it */
+	progress();
+	return queued() > 0;
 }
 
 int cq::arm() noexcept
