@@ -7,6 +7,10 @@
  *   server: fi_vwait_bench -p vwait -m sread-fd [-S size] [-I iters] [-P port]
  *   client: fi_vwait_bench -p vwait -m sread-fd [-S size] [-I iters] [-P port] <server address>
  *
+ * -N members (waitset, pollset): the wait set / poll set holds members CQs, the one in use and
+ * members - 1 idle ones added around it, so that the cost of a set that mostly sleeps shows.
+ * fi_poll naming an idle CQ is an error (exit 1).
+ *
  * Uses the public libfabric API only. Exit status 0 on success, 1 on any error, 2 on usage,
  * 3 when the provider does not support the mode (e.g. a wait object it refuses). */
 #include <rdma/fabric.h>
@@ -42,6 +46,7 @@ struct options {
 	size_t size = 64;
 	int iters = 1000;
 	int warmup = 20;
+	int members = 1; /* -N: CQs in the wait set / poll set */
 	std::string port = "7471";
 	std::string server; /* empty: be the server */
 };
@@ -69,7 +74,7 @@ const mode_desc modes[] = {
 void usage()
 {
 	fprintf(stderr, "usage: fi_vwait_bench [-p provider] [-m mode] [-S size] [-I iterations] "
-	                "[-P port] [server address]\nmodes:\n");
+	                "[-W warmup] [-N set members] [-P port] [server address]\nmodes:\n");
 	for (const mode_desc &m : modes)
 		fprintf(stderr, "  %-13s %s\n", m.name, m.what);
 }
@@ -198,18 +203,32 @@ private:
 			attr.wait_obj = FI_WAIT_SET;
 			attr.wait_set = waitset_;
 		}
-		int ret = fi_cq_open(domain_, &attr, &cq_, nullptr);
+		int ret = fi_cq_open(domain_, &attr, &cq_, &cq_) /* context: itself */;
 		if (ret) {
 			fprintf(stderr, "fi_cq_open(wait_obj %d): %s\n", attr.wait_obj,
 			        fi_strerror(-ret));
 			unsupported_ = ret == -FI_ENOSYS || ret == -FI_EINVAL;
 			return ret;
 		}
+		const bool in_set = opt_.how == mode::pollset || opt_.how == mode::waitset;
+		/* idle members: half before the CQ in use, half after it */
+		const int idle = in_set ? opt_.members - 1 : 0;
+		struct fi_cq_attr idle_attr = attr;
+		idle_attr.size = 16;
+		for (int i = 0; i < idle; i++) {
+			struct fid_cq *c = nullptr;
+			FI_CALL(fi_cq_open(domain_, &idle_attr, &c, nullptr));
+			idle_.push_back(c);
+		}
 		if (opt_.how == mode::pollset) {
 			struct fi_poll_attr pattr = {};
 			ret = fi_poll_open(domain_, &pattr, &pollset_);
+			for (int i = 0; !ret && i < idle / 2; i++)
+				ret = fi_poll_add(pollset_, &idle_[i]->fid, 0);
 			if (!ret)
 				ret = fi_poll_add(pollset_, &cq_->fid, 0);
+			for (int i = idle / 2; !ret && i < idle; i++)
+				ret = fi_poll_add(pollset_, &idle_[i]->fid, 0);
 			if (ret) {
 				fprintf(stderr, "fi_poll_open/add: %s\n", fi_strerror(-ret));
 				unsupported_ = ret == -FI_ENOSYS;
@@ -294,6 +313,11 @@ private:
 				}
 				if (k == 0)
 					continue;
+				if (ctx[0] != &cq_) {
+					fprintf(stderr, "fi_poll named %p, not the CQ in use (%p)\n",
+					        ctx[0], (void *)&cq_);
+					return -FI_EOTHER;
+				}
 				n = fi_cq_read(cq_, e, 1);
 				break;
 			}
@@ -396,10 +420,10 @@ private:
 		             (r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) * 1e6 +
 		             (r1.ru_stime.tv_usec - r0.ru_stime.tv_usec);
 		if (client)
-			printf("RESULT prov=%s mode=%s size=%zu iters=%d lat_us=%.2f "
+			printf("RESULT prov=%s mode=%s size=%zu iters=%d members=%d lat_us=%.2f "
 			       "cpu_us_per_msg=%.2f\n",
 			       opt_.prov.c_str(), opt_.mode_name.c_str(), opt_.size, opt_.iters,
-			       usec / opt_.iters / 2, cpu / opt_.iters / 2);
+			       opt_.members, usec / opt_.iters / 2, cpu / opt_.iters / 2);
 		return 0;
 	}
 
@@ -414,8 +438,12 @@ private:
 		if (pollset_) {
 			if (cq_)
 				fi_poll_del(pollset_, &cq_->fid, 0);
+			for (struct fid_cq *c : idle_)
+				fi_poll_del(pollset_, &c->fid, 0);
 			fi_close(&pollset_->fid);
 		}
+		for (struct fid_cq *c : idle_)
+			fi_close(&c->fid);
 		if (cq_)
 			fi_close(&cq_->fid);
 		if (waitset_)
@@ -442,6 +470,7 @@ private:
 	struct fid_pep *pep_ = nullptr;
 	struct fid_domain *domain_ = nullptr;
 	struct fid_cq *cq_ = nullptr;
+	std::vector<struct fid_cq *> idle_; /* -N: idle members of the set */
 	struct fid_wait *waitset_ = nullptr;
 	struct fid_poll *pollset_ = nullptr;
 	struct fid_ep *ep_ = nullptr;
@@ -455,7 +484,7 @@ private:
 bool parse(int argc, char **argv, options *o)
 {
 	int c;
-	while ((c = getopt(argc, argv, "p:m:S:I:P:W:h")) != -1) {
+	while ((c = getopt(argc, argv, "p:m:S:I:P:W:N:h")) != -1) {
 		switch (c) {
 		case 'p':
 			o->prov = optarg;
@@ -487,13 +516,16 @@ bool parse(int argc, char **argv, options *o)
 		case 'P':
 			o->port = optarg;
 			break;
+		case 'N':
+			o->members = atoi(optarg);
+			break;
 		default:
 			return false;
 		}
 	}
 	if (optind < argc)
 		o->server = argv[optind];
-	return o->iters > 0 && o->warmup >= 0;
+	return o->iters > 0 && o->warmup >= 0 && o->members >= 1;
 }
 
 } // namespace

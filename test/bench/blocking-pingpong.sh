@@ -15,7 +15,8 @@ addr=${RXE_ADDR:?run it in the VM (make bench-blocking)}
 dev=${RXE_DEV:-rxe0}
 size=${BENCH_SIZE:-64}
 iters=${BENCH_ITERS:-2000}
-modes=${BENCH_MODES:-"spin sread-unspec sread-fd sread-pollfd sread-mutex sread-yield trywait-poll waitset pollset"}
+# MODE:N (waitset, pollset): the set holds N CQs, one in use and N-1 idle
+modes=${BENCH_MODES:-"spin sread-unspec sread-fd sread-pollfd sread-mutex sread-yield trywait-poll waitset waitset:64 pollset pollset:1024"}
 port=7600
 tmp=$(mktemp -d)
 results=()
@@ -40,17 +41,18 @@ pair() {
 	return $rc
 }
 
-run_fi() { # PROV MODE
-	local p=$1 m=$2 line
+run_fi() { # PROV MODE[:MEMBERS]
+	local p=$1 m=$2 line n=1
+	case $m in *:*) n=${m#*:} m=${m%%:*} ;; esac
 	port=$((port + 1))
-	if pair "$p-$m" "$bench -p '$p' -m $m -S $size -I $iters -P $port" \
-		"$bench -p '$p' -m $m -S $size -I $iters -P $port $addr"; then
-		line=$(grep '^RESULT' "$tmp/$p-$m.cli")
-		results+=("$p $m $(sed -E 's/.*lat_us=([0-9.]+) cpu_us_per_msg=([0-9.]+).*/\1 \2/' <<<"$line")")
-	elif grep -q UNSUPPORTED "$tmp/$p-$m.cli"; then
-		results+=("$p $m unsupported -")
+	if pair "$p-$2" "$bench -p '$p' -m $m -N $n -S $size -I $iters -P $port" \
+		"$bench -p '$p' -m $m -N $n -S $size -I $iters -P $port $addr"; then
+		line=$(grep '^RESULT' "$tmp/$p-$2.cli")
+		results+=("$p $2 $(sed -E 's/.*lat_us=([0-9.]+) cpu_us_per_msg=([0-9.]+).*/\1 \2/' <<<"$line")")
+	elif grep -q UNSUPPORTED "$tmp/$p-$2.cli"; then
+		results+=("$p $2 unsupported -")
 	else
-		results+=("$p $m failed -")
+		results+=("$p $2 failed -")
 	fi
 }
 

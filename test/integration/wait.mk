@@ -13,6 +13,7 @@ endif
 # completion channels as wait objects, on the real device
 dist_check_SCRIPTS += test/integration/vwait-channel.test \
 	test/integration/vwait-wait-objects.test \
+	test/integration/vwait-sets-many.test \
 	test/integration/vwait-rxm-pingpong.test
 check_PROGRAMS += test/integration/channel_test
 test_integration_channel_test_SOURCES = test/integration/channel_test.cpp
