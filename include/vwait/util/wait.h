@@ -14,8 +14,11 @@
  *  - its public wait object: FD: one epoll fd holding a private eventfd and every source;
  *    POLLFD: that eventfd plus every source as a struct pollfd array whose change_index
  *    moves whenever the set changes; MUTEX_COND: a pthread mutex + cond broadcast on every
- *    notify, plus (started lazily at the first fd source, joined at close) a helper thread
- *    that polls the sources and drains them; YIELD: nothing (progress + sched_yield).
+ *    notify, plus a helper thread that polls the sources and drains them, started once
+ *    FI_GETWAIT has handed the mutex and cond out (the application may then wait on the
+ *    cond itself) and the waiter has a source, joined at close. Before that, vwait's own
+ *    blocking calls poll the fds as for FD (no thread switch per wakeup); YIELD: nothing
+ *    (progress + sched_yield).
  *
  * No lost wakeups: every notify bumps a sequence number before it signals; a blocking thread
  * samples the sequence, drains, checks its predicate, and blocks only while the sequence is

@@ -316,9 +316,18 @@ ssize_t cq::sread(void *buf, size_t count, fi_addr_t *src, const void *cond, int
 				result = read_locked(buf, count, src);
 				return result != -FI_EAGAIN;
 			};
-			progress();
-			if (try_read())
+			/* one entry is enough: the shortcut below the ring, when it has one */
+			ssize_t direct = threshold == 1 && count ? read_direct(buf, count, src)
+			                                         : read_via_ring;
+			if (direct != read_via_ring && direct != -FI_EAGAIN) {
+				result = direct;
 				return true;
+			}
+			if (direct == read_via_ring) {
+				progress();
+				if (try_read())
+					return true;
+			}
 			/* about to block: ask the source below (a verbs CQ) for an event on its
 			 * next completion, then look once more for what came before the arming */
 			if (arm() != 0)

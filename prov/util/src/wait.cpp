@@ -145,9 +145,14 @@ public:
 	std::vector<struct pollfd> leader_fds; /* owned by the current leader */
 	std::vector<void *> leader_tags;
 
-	/* MUTEX_COND helper thread, started at the first source, joined at close */
+	/* MUTEX_COND helper thread: needed only once the application holds the mutex and cond
+	 * (FI_GETWAIT) and may wait on them itself; started then (or at the first source after
+	 * that), joined at close. Until then a blocking thread polls the fds as FD does. */
 	std::thread helper;
+	std::atomic<bool> helper_on{false};
+	std::atomic<bool> helper_wanted{false};
 	std::atomic<bool> helper_stop{false};
+	signal hsig; /* the helper's own wakeup (priv belongs to the leader) */
 
 private:
 	void block(uint64_t s, clock::time_point deadline) noexcept;
@@ -221,8 +226,10 @@ int waiter::impl::detach(waitable *w, listener *self, bool unregister) noexcept
 
 void waiter::impl::wake_blocker() noexcept
 {
-	/* The leader (FD/POLLFD) or the helper (MUTEX_COND) re-reads the sources. */
+	/* The leader or the helper (MUTEX_COND) re-reads the sources. */
 	priv.raise();
+	if (helper_on.load())
+		hsig.raise();
 }
 
 int waiter::impl::add_source(int raw_fd, short events, drain_fn drain, void *arg) noexcept
@@ -254,7 +261,7 @@ int waiter::impl::add_source(int raw_fd, short events, drain_fn drain, void *arg
 	nsources.fetch_add(1);
 	sources_gen++;
 	lock.unlock();
-	if (kind == FI_WAIT_MUTEX_COND) {
+	if (kind == FI_WAIT_MUTEX_COND && helper_wanted.load()) {
 		ret = start_helper();
 		if (ret) {
 			remove_source(raw_fd);
@@ -376,6 +383,8 @@ void waiter::impl::notify(waitable *w, bool wake) noexcept
 			std::lock_guard<std::mutex> lock(mu);
 		}
 		cv.notify_all();
+		if (leader_blocked.load())
+			priv.raise();
 		return;
 	}
 	default:
@@ -447,8 +456,8 @@ void waiter::impl::block(uint64_t s, clock::time_point deadline) noexcept
 		return;
 	}
 	std::unique_lock<std::mutex> lock(mu);
-	if (kind == FI_WAIT_MUTEX_COND) {
-		/* The helper thread (if there are sources) turns fd events into notify(). */
+	if (kind == FI_WAIT_MUTEX_COND && helper_on.load()) {
+		/* The helper thread turns fd events into notify(). */
 		followers.fetch_add(1);
 		while (seq.load() == s && clock::now() < deadline) {
 			if (deadline == clock::time_point::max())
@@ -586,6 +595,13 @@ int waiter::impl::control(int command, void *arg) noexcept
 			return source_fds.get(static_cast<struct fi_wait_pollfd *>(arg), &self, 1);
 		}
 		case FI_WAIT_MUTEX_COND: {
+			/* the application may now wait on the cond: fd events must reach it */
+			helper_wanted.store(true);
+			if (nsources.load() > 0) {
+				int ret = start_helper();
+				if (ret)
+					return ret;
+			}
 			auto *mc = static_cast<struct fi_mutex_cond *>(arg);
 			mc->mutex = mu.native_handle();
 			mc->cond = cv.native_handle();
@@ -604,8 +620,18 @@ int waiter::impl::start_helper() noexcept
 	std::lock_guard<std::mutex> lock(mu);
 	if (helper.joinable())
 		return 0;
+	if (!hsig.is_open()) {
+		int ret = hsig.open();
+		if (ret) {
+			FI_WARN(prov, FI_LOG_CORE,
+			        "FI_WAIT_MUTEX_COND helper: cannot open its signal: %s\n",
+			        fi_strerror(-ret));
+			return ret;
+		}
+	}
 	try {
 		helper = std::thread([this] { helper_main(); });
+		helper_on.store(true);
 	} catch (...) {
 		FI_WARN(prov, FI_LOG_CORE, "cannot start the FI_WAIT_MUTEX_COND helper thread\n");
 		return -FI_EAGAIN;
@@ -618,7 +644,7 @@ void waiter::impl::stop_helper() noexcept
 	if (!helper.joinable())
 		return;
 	helper_stop.store(true);
-	priv.raise();
+	hsig.raise();
 	helper.join();
 }
 
@@ -629,13 +655,13 @@ void waiter::impl::helper_main() noexcept
 	std::vector<struct pollfd> fds;
 	std::vector<void *> tags;
 	while (!helper_stop.load()) {
-		priv.reset();
+		hsig.reset();
 		if (helper_stop.load())
 			break;
 		fds.clear();
 		tags.clear();
 		try {
-			fds.push_back({priv.fd(), POLLIN, 0});
+			fds.push_back({hsig.fd(), POLLIN, 0});
 			tags.push_back(nullptr);
 			std::shared_lock<std::shared_mutex> lock(sources_mu);
 			source_fds.snapshot(fds, tags);
