@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <memory>
+#include <mutex>
+#include <unistd.h>
 #include <thread>
 #include <vector>
 
@@ -368,6 +370,125 @@ void test_cost_follows_active(void **st)
 	assert_true(c1024.ns < 10.0 * c1.ns);
 }
 
+/* Members whose events arrive on a shared fd that nobody but the poll set drains (verbs CQs
+ * on a completion channel, waitable::events_from): an eventfd plus the list of members that
+ * fired. Such a member is armed when found empty and must be armed before it fires. */
+struct shared_channel {
+	vwait::util::fd efd = vwait::util::fd::eventfd_nonblock();
+	std::mutex mu;
+	std::vector<fake_object *> fired;
+	std::atomic<int> drains{0};
+
+	void fire(fake_object *o)
+	{
+		{
+			std::lock_guard<std::mutex> lock(mu);
+			fired.push_back(o);
+		}
+		uint64_t one = 1;
+		ssize_t r = ::write(efd.get(), &one, sizeof(one));
+		(void)r;
+	}
+	static void drain(void *arg) noexcept
+	{
+		auto *ch = static_cast<shared_channel *>(arg);
+		uint64_t v = 0;
+		if (::read(ch->efd.get(), &v, sizeof(v)) != sizeof(v))
+			return;
+		ch->drains.fetch_add(1);
+		std::vector<fake_object *> now;
+		{
+			std::lock_guard<std::mutex> lock(ch->mu);
+			now.swap(ch->fired);
+		}
+		for (fake_object *o : now)
+			o->write(1);
+	}
+};
+
+class evented_object : public fake_object
+{
+public:
+	evented_object(shared_channel *ch, void *ctx) : fake_object(FI_CLASS_CQ, ctx), ch_(ch)
+	{
+		notifying = false; /* its own waiter would not hear of it: only the channel tells */
+	}
+	bool events_from(vwait::util::event_source &out) const noexcept override
+	{
+		out.fd = ch_->efd.get();
+		out.drain = shared_channel::drain;
+		out.arg = ch_;
+		return true;
+	}
+	bool poll_ready(uint64_t &) noexcept override
+	{
+		if (ready())
+			return true;
+		armed = true;
+		arms.fetch_add(1);
+		return false;
+	}
+	std::atomic<bool> armed{false};
+	std::atomic<int> arms{0};
+
+private:
+	shared_channel *ch_;
+};
+
+/* A poll set of 1024 members on one shared channel: each is looked at and armed once, then only
+ * the ones whose events the channel brings; the channel's fd is drained by fi_poll itself. */
+void test_evented_members(void **st)
+{
+	state &s = S(st);
+	shared_channel ch;
+	std::vector<std::unique_ptr<evented_object>> objs;
+	for (int i = 0; i < 1024; ++i) {
+		objs.push_back(std::make_unique<evented_object>(
+		    &ch, reinterpret_cast<void *>(static_cast<intptr_t>(i + 1))));
+		assert_int_equal(fi_poll_add(s.ps, objs.back()->fid(), 0), 0);
+	}
+	void *ctx[8];
+	assert_int_equal(fi_poll(s.ps, ctx, 8), 0); /* everyone looked at once, armed */
+	long looked = 0;
+	for (auto &o : objs) {
+		assert_true(o->armed.load());
+		assert_int_equal(o->arms.load(), 1);
+		looked += o->readies.exchange(0);
+	}
+	assert_int_equal(looked, 1024);
+	for (int i = 0; i < 100; ++i) /* idle: nobody looked at */
+		assert_int_equal(fi_poll(s.ps, ctx, 8), 0);
+	for (auto &o : objs)
+		assert_int_equal(o->readies.load(), 0);
+
+	for (int round = 0; round < 1000; ++round) {
+		evented_object *a = objs[static_cast<size_t>(round * 7 % 1024)].get();
+		evented_object *b = objs[static_cast<size_t>(round * 13 % 1024 + 1) % 1024].get();
+		ch.fire(a);
+		if (b != a)
+			ch.fire(b);
+		int n = fi_poll(s.ps, ctx, 8);
+		assert_int_equal(n, b != a ? 2 : 1);
+		for (int k = 0; k < n; ++k)
+			assert_true(ctx[k] == a->poll_context() || ctx[k] == b->poll_context());
+		assert_true(a->read());
+		if (b != a)
+			assert_true(b->read());
+		/* reported members stay queued until found empty (and armed again) */
+		assert_int_equal(fi_poll(s.ps, ctx, 8), 0);
+	}
+	looked = 0;
+	for (auto &o : objs)
+		looked += o->readies.load();
+	print_message("evented members: 1000 rounds of 1-2 events among 1024 members: %ld looks "
+	              "(a scan would be %d), %d drains of the shared fd\n",
+	              looked, 2 * 1000 * 1024, ch.drains.load());
+	/* each round: the fired ones looked at when reported and when found empty */
+	assert_true(looked <= 4 * 1000);
+	for (auto &o : objs)
+		assert_int_equal(fi_poll_del(s.ps, o->fid(), 0), 0);
+}
+
 } // namespace
 
 int main(void)
@@ -383,6 +504,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_polled_member, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_concurrent, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_cost_follows_active, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_evented_members, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("util_poll", tests, nullptr, nullptr);
 }

@@ -313,6 +313,37 @@ void test_source_wakes(void **st)
 	                 -FI_ETIMEDOUT);
 }
 
+/* Shared sources: held twice (a CQ's waiter and a counter it feeds), a source until the last
+ * drop; another drain on the same fd is refused. */
+void test_hold_source(void **st)
+{
+	state &s = S(st);
+	assert_int_equal(s.a->open_wait(&test_prov, s.kind, nullptr), 0);
+	waiter *w = s.a->wait_object();
+	s.ch.target = s.a.get();
+	const int fd = s.ch.efd.get();
+	assert_int_equal(w->hold_source(fd, POLLIN, fake_channel::drain, &s.ch), 0);
+	assert_int_equal(w->hold_source(fd, POLLIN, fake_channel::drain, &s.ch), 0);
+	fake_channel other;
+	stderr_capture cap;
+	cap.start();
+	int ret = w->hold_source(fd, POLLIN, fake_channel::drain, &other);
+	std::string log = cap.stop();
+	assert_int_equal(ret, -FI_EALREADY);
+	assert_true(contains(log, "another drain"));
+
+	fake_object *a = s.a.get();
+	assert_int_equal(w->drop_source(fd), 0); /* one holder left */
+	s.ch.fire();
+	assert_int_equal(w->wait_until(vwait::util::deadline_after(2000), [a] { return a->read(); }),
+	                 0);
+	assert_int_equal(w->drop_source(fd), 0); /* gone */
+	assert_int_equal(w->drop_source(fd), -FI_ENOENT);
+	s.ch.fire();
+	assert_int_equal(w->wait_until(vwait::util::deadline_after(50), [a] { return a->read(); }),
+	                 -FI_ETIMEDOUT);
+}
+
 /* Spurious wakeups neither shorten nor lengthen the deadline. */
 void test_deadline_with_spurious_wakeups(void **st)
 {
@@ -601,6 +632,7 @@ int main(void)
 	    PER_KIND(test_wait_timeout),
 	    PER_KIND(test_signal_ends_wait),
 	    PER_KIND(test_source_wakes),
+	    PER_KIND(test_hold_source),
 	    PER_KIND(test_deadline_with_spurious_wakeups),
 	    cmocka_unit_test_setup_teardown(test_getwait_fd, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_getwait_pollfd, setup, teardown),
