@@ -68,8 +68,8 @@ void domain::poll_async_events() noexcept
 namespace
 {
 
-/* fi_poll_open: a util poll set that holds the domain while it exists. Verbs CQs in it are
- * checked on every fi_poll (see cq::self_notifying). */
+/* fi_poll_open: a util poll set that holds the domain while it exists. It drains the
+ * completion channels of its verbs CQs (cq::events_from) and looks only at the CQs they name. */
 int domain_poll_open(struct fid_domain *domain_fid, struct fi_poll_attr *attr,
                      struct fid_poll **pollset) noexcept
 {
