@@ -8,6 +8,10 @@
 vwait_subst = $(SED) -e 's|@PACKAGE_VERSION[@]|$(PACKAGE_VERSION)|g' \
 	-e 's|@PACKAGE_TARNAME[@]|$(PACKAGE_TARNAME)|g'
 
+# The license (BSD-2-Clause OR GPL-2.0-only, as libfabric): automake ships COPYING by itself,
+# the GPL-2 text it points at is named here; the RPM's %license takes both from the tarball.
+EXTRA_DIST += COPYING COPYING.GPL-2
+
 # The man page: roff with the version filled in; installed, so both packages ship it.
 man7_MANS += prov/vwait/man/fi_vwait.7
 EXTRA_DIST += prov/vwait/man/fi_vwait.7.in
