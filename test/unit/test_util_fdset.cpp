@@ -4,6 +4,8 @@
 
 #include "vwait/util/fdset.h"
 
+#include <algorithm>
+#include <atomic>
 #include <thread>
 #include <vector>
 
@@ -174,33 +176,75 @@ void test_pollfd_get(void **st)
 	assert_true(arr[1].revents & POLLIN);
 }
 
-/* adds and removes from several threads while another copies: consistent, and every change
- * moves change_index */
+/* adds and removes from several threads while another copies: every copy is consistent, and
+ * every change moves change_index. No sleeps and no timing: the order that matters is made by
+ * synchronisation. The writers start only once the reader has taken a copy, and each writer,
+ * halfway through, waits until the reader has taken a copy after it got there, so at least two
+ * copies overlap the writes however the threads are scheduled (a loaded host cannot starve the
+ * reader out of the test). A copy holds at most the 4 fds, none twice, each with its tag, and
+ * the change_index of successive copies never goes back. */
 void test_pollfd_threads(void **st)
 {
 	state &s = S(st);
 	std::atomic<bool> stop{false};
 	std::atomic<long> copies{0};
+	std::atomic<int> bad{0}; /* first inconsistency the reader saw (0: none) */
 	vwait::util::pollfd_set *ps = &s.ps;
+	std::vector<int> ours;
+	for (const fd &f : s.fds)
+		ours.push_back(f.get());
 	std::thread reader([&] {
 		std::vector<struct pollfd> fds;
 		std::vector<void *> tags;
+		uint64_t last = 0;
 		while (!stop.load()) {
 			fds.clear();
 			tags.clear();
-			ps->snapshot(fds, tags);
-			if (fds.size() != tags.size() || fds.size() > 4)
+			uint64_t index = 0;
+			ps->snapshot(fds, tags, &index);
+			int why = 0;
+			if (fds.size() != tags.size() || fds.size() > ours.size())
+				why = 1;
+			else if (index < last)
+				why = 2;
+			for (size_t i = 0; why == 0 && i < fds.size(); ++i) {
+				bool known =
+				    std::find(ours.begin(), ours.end(), fds[i].fd) != ours.end();
+				bool twice =
+				    std::count_if(fds.begin(), fds.end(), [&](const pollfd &p) {
+					    return p.fd == fds[i].fd;
+				    }) != 1;
+				if (!known || twice || tags[i] != nullptr ||
+				    fds[i].events != POLLIN)
+					why = 3;
+			}
+			if (why != 0) {
+				bad.store(why);
 				return;
+			}
+			last = index;
 			copies.fetch_add(1);
 		}
 	});
+	/* spin (yielding) until the reader has taken more than n copies or given up */
+	auto await_copy_after = [&](long n) {
+		while (copies.load() <= n && bad.load() == 0)
+			std::this_thread::yield();
+	};
+	await_copy_after(0);
 	const int rounds = 20000;
+	std::atomic<long> during{0}; /* copies taken after a writer reached halfway */
 	std::vector<std::thread> writers;
 	for (int w = 0; w < 2; ++w)
 		writers.emplace_back([&, w] {
 			int f0 = s.fds[static_cast<size_t>(2 * w)].get();
 			int f1 = s.fds[static_cast<size_t>(2 * w + 1)].get();
 			for (int i = 0; i < rounds; ++i) {
+				if (i == rounds / 2) {
+					long n = copies.load();
+					await_copy_after(n);
+					during.fetch_add(copies.load() > n ? 1 : 0);
+				}
 				ps->add(f0, POLLIN, nullptr);
 				ps->add(f1, POLLIN, nullptr);
 				ps->del(f0);
@@ -211,9 +255,11 @@ void test_pollfd_threads(void **st)
 		t.join();
 	stop = true;
 	reader.join();
+	assert_int_equal(bad.load(), 0);
+	assert_int_equal(during.load(), 2);
 	assert_int_equal(s.ps.size(), 0);
 	assert_int_equal(s.ps.change_index(), 2u * 4u * rounds);
-	assert_true(copies.load() > 0);
+	assert_true(copies.load() >= 2);
 }
 
 } // namespace
