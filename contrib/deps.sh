@@ -5,7 +5,7 @@
 #
 #   contrib/deps.sh [--check|--list] [GROUP...]
 #
-# GROUP is one or more of: build test vm dev (default: all of them).
+# GROUP is one or more of: build test vm pkg dev (default: all of them).
 #   (none)    install what is missing; quiet and quick when nothing is
 #             (dpkg-query first, apt-get update only when something is missing)
 #   --check   install nothing; print the missing packages, exit 1 if any
@@ -32,11 +32,17 @@ deps_test=(
 deps_vm=(
 	qemu-system-x86 linux-image-amd64 busybox-static kmod cpio iproute2
 )
+# pkg: make check-packaging (the packaging stage of setup.sh test): rpmbuild, dpkg-buildpackage
+# with debhelper (compat 13; it pulls dh-autoreconf) and the implicit build-essential, fakeroot,
+# and man / groff for the installed fi_vwait(7) and check-man.sh (also in Build-Depends)
+deps_pkg=(
+	rpm dpkg-dev debhelper fakeroot build-essential man-db groff-base
+)
 # dev: tools the build offers to developers (make format / format-check, valgrind)
 deps_dev=(
 	clang-format valgrind
 )
-all_groups=(build test vm dev)
+all_groups=(build test vm pkg dev)
 # ---------------------------------------------------------------------------
 
 die() {
@@ -54,7 +60,7 @@ for arg in "$@"; do
 		sed -n '2,14p' "$0"
 		exit 0
 		;;
-	build | test | vm | dev) groups+=("$arg") ;;
+	build | test | vm | pkg | dev) groups+=("$arg") ;;
 	*) die "unknown argument '$arg' (groups: ${all_groups[*]})" ;;
 	esac
 done

@@ -8,9 +8,12 @@
 #                           path yet; it says which one ran.
 #   contrib/setup.sh test   the whole test suite: packages, autogen, configure and
 #                           build out of tree in _build/ci, make check (host unit
-#                           tier), make distcheck, then the integration tier in ONE
-#                           VM boot (make check-integration).  Prints the time of
-#                           every stage and a summary; exits non-zero on any failure.
+#                           tier, then under ASan+UBSan and TSan), make distcheck,
+#                           the RPM and .deb built from its tarball and the .deb
+#                           installed, checked and removed (root only), then the
+#                           integration tier in ONE VM boot (make check-integration).
+#                           Prints the time of every stage and a summary; exits
+#                           non-zero on any failure.
 #
 # Run it as root, or as a user with sudo (for apt-get), from anywhere: it works
 # on the checkout that holds it.  CI runs `contrib/setup.sh test` (.ci/run).
@@ -31,7 +34,8 @@ say() { printf '\n==> %s\n' "$*"; }
 # ------------------------------------------------------------------ stage runner
 # run_stage NAME QUIET|LOUD CMD...: runs CMD, its output into $logdir/NAME.log
 # (LOUD: also to stdout; QUIET: its last 150 lines only if it fails); records
-# PASS/FAIL and the time taken.
+# PASS/FAIL and the time taken. CMD exiting 77 means skipped (its last "SKIP: why"
+# line is the reason), as automake's test harness counts it.
 stage_names=()
 stage_results=()
 stage_secs=()
@@ -51,6 +55,13 @@ run_stage() {
 	dt=$(($(now) - t0))
 	stage_names+=("$name")
 	stage_secs+=("$dt")
+	if [ "$rc" = 77 ]; then # the stage could not run here: its log's SKIP: line says why
+		local why
+		why=$(sed -n 's/^SKIP: //p' "$logdir/$name.log" | tail -n 1)
+		stage_results+=("SKIP (${why:-exit 77})")
+		echo "--- [$name] skipped: ${why:-exit 77}"
+		return 0
+	fi
 	if [ "$rc" = 0 ]; then
 		stage_results+=(PASS)
 		echo "--- [$name] passed in $(hms "$dt")"
@@ -108,7 +119,38 @@ stage_unit() {
 	cat "$builddir/test-suite.log" 2>/dev/null
 	return 1
 }
-stage_distcheck() { make -C "$builddir" -j"$jobs" distcheck; }
+# distcheck's tarball is the one the packaging stage builds packages from (dist_tarball).
+dist_tarball=
+stage_distcheck() {
+	make -C "$builddir" -j"$jobs" distcheck || return 1
+	dist_tarball=$builddir/$(distname).tar.gz
+	[ -f "$dist_tarball" ] || dist_tarball=
+}
+distname() { # the tarball's name without .tar.gz, from the build dir's Makefile
+	printf '%s-%s' "$(sed -n 's/^PACKAGE_TARNAME = //p' "$builddir/Makefile")" \
+		"$(sed -n 's/^PACKAGE_VERSION = //p' "$builddir/Makefile")"
+}
+# The RPM and the .deb, each built once from the tarball with its tests on (make check inside
+# rpmbuild's %check and dh_auto_test, as the distributions build them), then the .deb installed,
+# checked (fi_info -l / -e with no FI_PROVIDER_PATH, man page, header) and removed: make
+# check-packaging, on distcheck's tarball when that stage ran (else make dist). Root only.
+stage_packaging() {
+	if [ "$(id -u)" != 0 ]; then
+		echo "SKIP: not root: this stage installs and removes .deb packages (CI runs as root)"
+		return 77
+	fi
+	local tarball=$dist_tarball
+	if [ -n "$tarball" ]; then
+		echo "packaging: distcheck's tarball $tarball"
+	else
+		make -C "$builddir" dist || return 1
+		tarball=$builddir/$(distname).tar.gz
+		echo "packaging: make dist made $tarball"
+	fi
+	make -C "$builddir" -j"$jobs" contrib/packaging/wait_report || return 1
+	VWAIT_JOBS=$jobs "$top/contrib/packaging/check-packaging.sh" "$tarball" \
+		"$builddir/contrib/packaging/wait_report"
+}
 # The host unit tier once more under sanitizers, each in a build dir of its own beside
 # $builddir: ASan + UBSan over every cmocka test program, TSan over the util layer's (the
 # wait/wakeup stress tests are the point there). Scripts that run the system's fi_info on the
@@ -135,7 +177,7 @@ stage_integration() { make -C "$builddir" -j"$jobs" check-integration; }
 # follows needs them); the others all run and report.  Later stages slot in
 # here, e.g. an ASan+UBSan unit tier (configure_in _build/asan --enable-asan
 # --enable-ubsan; make check) and a TSan stress tier.
-test_stages=(deps autogen configure build unit asan tsan distcheck integration)
+test_stages=(deps autogen configure build unit asan tsan distcheck packaging integration)
 gate_stages=" deps autogen configure build "
 loud_stages=" unit integration "
 
@@ -224,7 +266,7 @@ test) cmd_test ;;
 demo) cmd_demo ;;
 demo-guest) demo_guest "${2:?build dir}" ;;
 *)
-	sed -n '2,19p' "$0"
+	sed -n '2,22p' "$0"
 	exit 2
 	;;
 esac

@@ -86,10 +86,16 @@ ok()
 	echo "ok: $*"
 }
 
+secs()
+{
+	echo "$(($(date +%s) - $1)) s"
+}
+
 # 1. RPM
 echo "== rpm: rpmbuild -ta --nodeps $(basename "$tarball")"
+t0=$(date +%s)
 if "$here/build-rpm.sh" "$tarball" "$out" >"$work/rpm.log" 2>&1; then
-	ok "rpmbuild ($(grep -c . "$work/rpm.log") lines of log)"
+	ok "rpmbuild in $(secs "$t0") ($(grep -c . "$work/rpm.log") lines of log)"
 	rpmfile=$(find "$out" -name 'libfabric-vwait-[0-9]*.rpm' ! -name '*.src.rpm' | head -n1)
 	develfile=$(find "$out" -name 'libfabric-vwait-devel-[0-9]*.rpm' | head -n1)
 	utilsfile=$(find "$out" -name 'libfabric-vwait-utils-[0-9]*.rpm' | head -n1)
@@ -108,6 +114,13 @@ if "$here/build-rpm.sh" "$tarball" "$out" >"$work/rpm.log" 2>&1; then
 			ok "$(basename "$rpmfile") holds fi_vwait(7)" ||
 			fail "$(basename "$rpmfile") has no fi_vwait(7)"
 		! grep -q '\.la$' "$work/rpm.files" || fail "$(basename "$rpmfile") ships a libtool .la"
+		license=$(rpm -qp --qf '%{LICENSE}' "$rpmfile" 2>/dev/null)
+		[ "$license" = "BSD-2-Clause OR GPL-2.0-only" ] &&
+			ok "$(basename "$rpmfile") License: $license" ||
+			fail "$(basename "$rpmfile") License: '$license', want 'BSD-2-Clause OR GPL-2.0-only'"
+		grep -q '/COPYING$' "$work/rpm.files" && grep -q '/COPYING\.GPL-2$' "$work/rpm.files" &&
+			ok "$(basename "$rpmfile") ships COPYING and COPYING.GPL-2" ||
+			fail "$(basename "$rpmfile") lacks the license files (%license COPYING COPYING.GPL-2)"
 		grep -qx '/usr/include/rdma/fi_ext_vwait.h' "$work/rpm-devel.files" &&
 			ok "$(basename "$develfile") holds rdma/fi_ext_vwait.h" ||
 			fail "$(basename "$develfile") has no /usr/include/rdma/fi_ext_vwait.h"
@@ -128,8 +141,9 @@ fi
 
 # 2. Debian
 echo "== deb: dpkg-buildpackage -us -uc -b"
+t0=$(date +%s)
 if "$here/build-deb.sh" "$tarball" "$out" >"$work/deb.log" 2>&1; then
-	ok "dpkg-buildpackage ($(grep -c . "$work/deb.log") lines of log)"
+	ok "dpkg-buildpackage in $(secs "$t0") ($(grep -c . "$work/deb.log") lines of log)"
 	if [ "$nocheck" = 1 ]; then
 		echo "SKIP: dh_auto_test not run (VWAIT_PKG_NOCHECK=1)"
 	else
@@ -162,6 +176,7 @@ grep -qx "$provdir/libvwait-fi.so" "$work/deb.files" && ok "the .deb puts the pl
 
 # 3. install
 echo "== install:$debs"
+t0=$(date +%s)
 installed=yes
 if ! dpkg -i $debs >"$work/install.log" 2>&1; then
 	fail "dpkg -i failed:"
@@ -181,7 +196,11 @@ else
 	fail "fi_info -e lists no FI_VWAIT_* parameter once the package is installed"
 fi
 if [ -n "$wait_report" ]; then
-	man 7 fi_vwait 2>/dev/null | "$here/man-wait-objects.sh" | sort >"$work/man.table" || true
+	# man -l on the file man -w finds: "man 7 fi_vwait" may show man-db's formatted copy in
+	# /var/cache/man, which a page with the same mtime (SOURCE_DATE_EPOCH, the changelog's
+	# date) from an earlier build would still pass for
+	page=$(man -w 7 fi_vwait 2>/dev/null) || page=/nonexistent
+	man -l "$page" 2>/dev/null | "$here/man-wait-objects.sh" | sort >"$work/man.table" || true
 	if env -u FI_PROVIDER_PATH -u FI_PROVIDER "$wait_report" >"$work/report.raw" 2>&1; then
 		"$here/man-wait-objects.sh" "$work/report.raw" | sort >"$work/report.table"
 		if [ -s "$work/man.table" ] && cmp -s "$work/man.table" "$work/report.table"; then
@@ -204,6 +223,13 @@ for f in $(grep '^/usr/bin/' "$work/deb.files"); do
 done
 [ -f /usr/include/rdma/fi_ext_vwait.h ] && ok "rdma/fi_ext_vwait.h installed" ||
 	fail "/usr/include/rdma/fi_ext_vwait.h missing"
+copyright=/usr/share/doc/libfabric-vwait/copyright
+if head -n1 "$copyright" 2>/dev/null | grep -q '^Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/' &&
+	grep -qx 'License: BSD-2-clause or GPL-2' "$copyright" && ! grep -q 'TBD' "$copyright"; then
+	ok "$copyright: machine-readable, BSD-2-clause or GPL-2"
+else
+	fail "$copyright is missing, not machine-readable or has no 'License: BSD-2-clause or GPL-2'"
+fi
 
 # 4. remove
 echo "== remove: dpkg -r $pkgs"
@@ -242,6 +268,7 @@ else
 	ok "fi_info -l no longer lists vwait"
 fi
 
+echo "install, checks and removal in $(secs "$t0")"
 if [ "$failures" -ne 0 ]; then
 	echo "$failures check(s) failed"
 	exit 1
