@@ -134,6 +134,7 @@ distname() { # the tarball's name without .tar.gz, from the build dir's Makefile
 # rpmbuild's %check and dh_auto_test, as the distributions build them), then the .deb installed,
 # checked (fi_info -l / -e with no FI_PROVIDER_PATH, man page, header) and removed: make
 # check-packaging, on distcheck's tarball when that stage ran (else make dist). Root only.
+# rpmbuild's and dpkg-buildpackage's own logs: $logdir/packaging-{rpm,deb}.log.
 stage_packaging() {
 	if [ "$(id -u)" != 0 ]; then
 		echo "SKIP: not root: this stage installs and removes .deb packages (CI runs as root)"
@@ -148,7 +149,7 @@ stage_packaging() {
 		echo "packaging: make dist made $tarball"
 	fi
 	make -C "$builddir" -j"$jobs" contrib/packaging/wait_report || return 1
-	VWAIT_JOBS=$jobs "$top/contrib/packaging/check-packaging.sh" "$tarball" \
+	VWAIT_JOBS=$jobs VWAIT_PKG_LOGDIR=$logdir "$top/contrib/packaging/check-packaging.sh" "$tarball" \
 		"$builddir/contrib/packaging/wait_report"
 }
 # The host unit tier once more under sanitizers, each in a build dir of its own beside

@@ -11,7 +11,8 @@
 # Needs root for 3-4. It refuses to run (exit 77, skipped) when the packages are already
 # installed or a libvwait-fi.so not owned by a package sits in the provider directory, and a
 # trap removes what it installed on any failure or interruption. One run at a time per host
-# (flock). Packages are kept in VWAIT_PKG_OUT if set. VWAIT_PKG_NOCHECK=1 builds both packages
+# (flock). Packages are kept in VWAIT_PKG_OUT if set, the build logs (rpm.log, deb.log, ...) in
+# VWAIT_PKG_LOGDIR if set. VWAIT_PKG_NOCHECK=1 builds both packages
 # without running make check (rpmbuild --nocheck, DEB_BUILD_OPTIONS=nocheck) and says so: for
 # when a unit test is known to fail, never to hide one.
 set -eu
@@ -69,6 +70,11 @@ cleanup()
 	if [ "$installed" = yes ]; then
 		echo "cleanup: purging $pkgs"
 		dpkg --purge $pkgs >/dev/null 2>&1 || echo "cleanup: dpkg --purge $pkgs failed: remove them by hand"
+	fi
+	if [ -n "${VWAIT_PKG_LOGDIR:-}" ] && mkdir -p "$VWAIT_PKG_LOGDIR"; then
+		for log in "$work"/*.log; do
+			[ ! -f "$log" ] || cp "$log" "$VWAIT_PKG_LOGDIR/packaging-$(basename "$log")" || true
+		done
 	fi
 	rm -rf "$work"
 	exit $status
