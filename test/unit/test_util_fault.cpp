@@ -1,0 +1,521 @@
+/* Faults and races over the util layer (issue 7), on the host: an eventfd stands in for a
+ * verbs completion channel and a queue for the hardware CQ behind it.
+ *
+ *  - A waiter and a closer, every wait-object kind: threads blocked in fi_cq_sread,
+ *    fi_eq_sread, fi_cntr_wait and fi_wait while another thread signals (fi_cq_signal,
+ *    fi_eq_write, fi_cntr_add / adderr), completes work through the channel, removes the
+ *    channel that feeds the CQ, or closes a wait-set member the waiter does not own: every
+ *    waiter returns (with data, -FI_EAGAIN / -FI_ETIMEDOUT or an error), none hangs.
+ *  - A race: signal vs completion vs re-arm vs trywait from several threads. Producers
+ *    complete work on the emulated hardware CQ (an event on the channel only when the CQ is
+ *    armed, as ibv_req_notify_cq does), two threads read with fi_cq_sread, one with
+ *    fi_trywait + poll() on the wait fd + fi_cq_read, one raises fi_cq_signal at random.
+ *    Every completion must be read exactly once and no wait may run out while completions
+ *    are due and none is read (a lost wakeup). Rounds (completions): VWAIT_RACE_ROUNDS,
+ *    default 10^6, 5 * 10^4 under a sanitizer (the TSan stage stays fast).
+ */
+#include "test_util_common.h"
+
+#include "vwait/util/cntr.h"
+#include "vwait/util/cq.h"
+#include "vwait/util/eq.h"
+#include "vwait/util/trywait.h"
+#include "vwait/util/wait.h"
+
+#include <rdma/fi_domain.h>
+#include <rdma/fi_eq.h>
+
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <poll.h>
+#include <random>
+#include <thread>
+#include <vector>
+
+using namespace vwait_test;
+namespace util = vwait::util;
+
+namespace
+{
+
+/* A util CQ over an emulated verbs CQ: complete() queues a completion "in hardware" and,
+ * when the CQ is armed, fires one event on the channel (the eventfd); the channel is a source
+ * of the CQ's waiter whose drain reads the event and notifies the CQ; progress() moves
+ * completions into the ring; arm() arms for the next completion. */
+class hw_cq final : public util::cq
+{
+public:
+	hw_cq(const struct fi_cq_attr &attr) : util::cq(&test_prov, attr, FI_VERSION(1, 17)) {}
+
+	/* after cq_install: the channel becomes a source of the waiter */
+	int attach_channel() noexcept
+	{
+		int ret = wait_object()->add_source(efd_.get(), POLLIN, drain, this);
+		attached_ = ret == 0;
+		return ret;
+	}
+	/* what an endpoint's close or a channel's destruction does: no more events */
+	int detach_channel() noexcept
+	{
+		if (!attached_)
+			return -FI_ENOENT;
+		attached_ = false;
+		return wait_object()->remove_source(efd_.get());
+	}
+	void complete(uint64_t seq) noexcept
+	{
+		{
+			std::lock_guard<std::mutex> lock(hw_mu_);
+			hw_.push_back(seq);
+		}
+		if (armed_.exchange(false)) {
+			uint64_t one = 1;
+			ssize_t r = ::write(efd_.get(), &one, sizeof(one));
+			(void)r;
+			events_++;
+		}
+	}
+	std::atomic<uint64_t> events_{0}, arms_{0};
+
+protected:
+	void progress() noexcept override
+	{
+		std::lock_guard<std::mutex> order(progress_mu_);
+		for (;;) {
+			util::cq_entry e;
+			{
+				std::lock_guard<std::mutex> lock(hw_mu_);
+				if (hw_.empty())
+					return;
+				e.op_context = reinterpret_cast<void *>(static_cast<uintptr_t>(hw_.front()));
+			}
+			if (push(e) != 0)
+				return; /* ring full: the rest stays in "hardware" */
+			std::lock_guard<std::mutex> lock(hw_mu_);
+			hw_.pop_front();
+		}
+	}
+	int arm() noexcept override
+	{
+		arms_++;
+		armed_ = true;
+		return 0;
+	}
+	void close_hook() noexcept override { detach_channel(); }
+
+private:
+	static void drain(void *arg) noexcept
+	{
+		auto *self = static_cast<hw_cq *>(arg);
+		uint64_t v = 0;
+		if (::read(self->efd_.get(), &v, sizeof(v)) == sizeof(v) && v)
+			self->notify();
+	}
+	util::fd efd_ = util::fd::eventfd_nonblock();
+	std::mutex hw_mu_, progress_mu_;
+	std::deque<uint64_t> hw_;
+	std::atomic<bool> armed_{false};
+	bool attached_ = false;
+};
+
+struct fi_cq_attr cq_attr(int wait_obj, size_t size = 0)
+{
+	struct fi_cq_attr a = {};
+	a.format = FI_CQ_FORMAT_CONTEXT;
+	a.wait_obj = static_cast<enum fi_wait_obj>(wait_obj);
+	a.size = size;
+	return a;
+}
+
+/* An hw_cq installed behind a fid_cq with its channel attached. */
+hw_cq *open_hw_cq(int wait_obj, struct fid_cq **out, size_t size = 0)
+{
+	auto obj = std::make_unique<hw_cq>(cq_attr(wait_obj, size));
+	hw_cq *q = obj.get();
+	assert_int_equal(util::cq_install(std::move(obj), out, nullptr), 0);
+	assert_int_equal(q->attach_channel(), 0);
+	return q;
+}
+
+/* A call made in its own thread; its result and duration are read after join(). */
+struct blocked {
+	std::thread t;
+	std::atomic<bool> started{false};
+	long ret = 0;
+	double took = -1;
+	template <typename F>
+	void start(F fn)
+	{
+		t = std::thread([this, fn] {
+			auto t0 = std::chrono::steady_clock::now();
+			started = true;
+			ret = fn();
+			took = seconds_since(t0);
+		});
+		while (!started)
+			std::this_thread::yield();
+		std::this_thread::sleep_for(std::chrono::milliseconds(50)); /* let it block */
+	}
+	void join() { t.join(); }
+};
+
+int kind_of(void **st)
+{
+	return *static_cast<int *>(*st);
+}
+
+/* ------------------------------------------------------------------ waiter and closer */
+
+void test_cq_waiters(void **st)
+{
+	const int kind = kind_of(st);
+	struct fid_cq *cq = nullptr;
+	hw_cq *q = open_hw_cq(kind, &cq);
+	struct fi_cq_entry e[4];
+
+	/* several readers blocked forever: one fi_cq_signal ends every one of them */
+	{
+		blocked b[3];
+		for (auto &x : b)
+			x.start([&] { return fi_cq_sread(cq, e, 1, nullptr, -1); });
+		assert_int_equal(fi_cq_signal(cq), 0);
+		for (auto &x : b) {
+			x.join();
+			assert_int_equal(x.ret, -FI_EAGAIN);
+			assert_true(x.took < 2);
+		}
+	}
+	/* a completion through the channel ends a blocked sread with the entry */
+	{
+		struct fi_cq_entry one;
+		blocked b;
+		b.start([&] { return fi_cq_sread(cq, &one, 1, nullptr, -1); });
+		q->complete(42);
+		b.join();
+		assert_int_equal(b.ret, 1);
+		assert_ptr_equal(one.op_context, reinterpret_cast<void *>(42));
+	}
+	/* the channel that feeds the CQ goes away (its endpoint closed) while a reader blocks:
+	 * the reader ends at its deadline, and a signal still reaches the next one */
+	{
+		blocked b;
+		b.start([&] { return fi_cq_sread(cq, e, 1, nullptr, 400); });
+		assert_int_equal(q->detach_channel(), 0);
+		b.join();
+		assert_int_equal(b.ret, -FI_EAGAIN);
+		assert_true(b.took >= 0.35 && b.took < 2);
+		blocked b2;
+		b2.start([&] { return fi_cq_sread(cq, e, 1, nullptr, -1); });
+		assert_int_equal(fi_cq_signal(cq), 0);
+		b2.join();
+		assert_int_equal(b2.ret, -FI_EAGAIN);
+	}
+	/* an error completion ends a blocked reader with -FI_EAVAIL */
+	{
+		blocked b;
+		b.start([&] { return fi_cq_sread(cq, e, 1, nullptr, -1); });
+		struct fi_cq_err_entry err = {};
+		err.err = FI_ECANCELED;
+		assert_int_equal(q->push_error(err, nullptr, 0), 0);
+		b.join();
+		assert_int_equal(b.ret, -FI_EAVAIL);
+		struct fi_cq_err_entry out = {};
+		assert_int_equal(fi_cq_readerr(cq, &out, 0), 1);
+		assert_int_equal(out.err, FI_ECANCELED);
+	}
+	assert_int_equal(fi_close(&cq->fid), 0);
+}
+
+void test_eq_cntr_waiters(void **st)
+{
+	const int kind = kind_of(st);
+	struct fi_eq_attr ea = {};
+	ea.wait_obj = static_cast<enum fi_wait_obj>(kind);
+	struct fid_eq *eq = nullptr;
+	assert_int_equal(util::eq_open(&test_prov, &ea, &eq, nullptr), 0);
+	struct fi_cntr_attr ca = {};
+	ca.events = FI_CNTR_EVENTS_COMP;
+	ca.wait_obj = static_cast<enum fi_wait_obj>(kind);
+	struct fid_cntr *cntr = nullptr;
+	assert_int_equal(util::cntr_open(&test_prov, &ca, &cntr, nullptr), 0);
+
+	/* two threads in fi_eq_sread forever, two fi_eq_write: each gets one entry */
+	{
+		blocked b[2];
+		uint32_t ev[2] = {};
+		struct fi_eq_entry got[2] = {};
+		for (int i = 0; i < 2; i++)
+			b[i].start([&, i] {
+				return fi_eq_sread(eq, &ev[i], &got[i], sizeof(got[i]), -1, 0);
+			});
+		struct fi_eq_entry w = {};
+		for (int i = 0; i < 2; i++) {
+			w.data = static_cast<uint64_t>(i + 1);
+			assert_int_equal(fi_eq_write(eq, FI_NOTIFY, &w, sizeof(w), 0), sizeof(w));
+		}
+		for (auto &x : b) {
+			x.join();
+			assert_int_equal(x.ret, sizeof(struct fi_eq_entry));
+		}
+		assert_int_equal(got[0].data + got[1].data, 3);
+		assert_int_equal(ev[0], FI_NOTIFY);
+	}
+	/* fi_eq_sread with a deadline while nothing comes: -FI_EAGAIN at the deadline */
+	{
+		uint32_t ev;
+		struct fi_eq_entry got;
+		auto t0 = std::chrono::steady_clock::now();
+		assert_int_equal(fi_eq_sread(eq, &ev, &got, sizeof(got), 200, 0), -FI_EAGAIN);
+		assert_true(seconds_since(t0) >= 0.19);
+	}
+	/* fi_cntr_wait forever: fi_cntr_add past the threshold ends it with 0, fi_cntr_adderr
+	 * ends it with -FI_EAVAIL */
+	{
+		blocked b;
+		b.start([&] { return fi_cntr_wait(cntr, 5, -1); });
+		assert_int_equal(fi_cntr_add(cntr, 2), 0);
+		assert_int_equal(fi_cntr_add(cntr, 3), 0);
+		b.join();
+		assert_int_equal(b.ret, 0);
+		blocked b2;
+		b2.start([&] { return fi_cntr_wait(cntr, 100, -1); });
+		assert_int_equal(fi_cntr_adderr(cntr, 1), 0);
+		b2.join();
+		assert_int_equal(b2.ret, -FI_EAVAIL);
+		blocked b3;
+		b3.start([&] { return fi_cntr_wait(cntr, 100, 200); });
+		b3.join();
+		assert_int_equal(b3.ret, -FI_ETIMEDOUT);
+	}
+	assert_int_equal(fi_close(&cntr->fid), 0);
+	assert_int_equal(fi_close(&eq->fid), 0);
+}
+
+void test_set_waiters(void **st)
+{
+	const int kind = kind_of(st);
+	struct fi_wait_attr wa = {static_cast<enum fi_wait_obj>(kind), 0};
+	struct fid_wait *set = nullptr;
+	assert_int_equal(util::wait_open(&test_prov, &wa, &set), 0);
+	struct fi_cq_attr a = cq_attr(FI_WAIT_SET);
+	a.wait_set = set;
+	struct fid_cq *m1 = nullptr, *m2 = nullptr;
+	auto o1 = std::make_unique<hw_cq>(a), o2 = std::make_unique<hw_cq>(a);
+	hw_cq *q1 = o1.get();
+	assert_int_equal(util::cq_install(std::move(o1), &m1, nullptr), 0);
+	assert_int_equal(util::cq_install(std::move(o2), &m2, nullptr), 0);
+	assert_int_equal(q1->attach_channel(), 0);
+
+	/* fi_wait forever: a member's fi_cq_signal ends it */
+	{
+		blocked b;
+		b.start([&] { return fi_wait(set, -1); });
+		assert_int_equal(fi_cq_signal(m2), 0);
+		b.join();
+		assert_int_equal(b.ret, 0);
+	}
+	/* fi_wait forever: a completion through a member's channel ends it (after a trywait
+	 * armed the member) */
+	{
+		struct fid *fids[1] = {&m1->fid};
+		assert_int_equal(util::trywait(&test_prov, fids, 1), 0);
+		blocked b;
+		b.start([&] { return fi_wait(set, -1); });
+		q1->complete(7);
+		b.join();
+		assert_int_equal(b.ret, 0);
+		struct fi_cq_entry e;
+		assert_int_equal(fi_cq_read(m1, &e, 1), 1);
+	}
+	/* fi_wait with a deadline while another thread closes a member: returns by then, and
+	 * the set keeps working with the member that is left */
+	{
+		blocked b;
+		b.start([&] { return fi_wait(set, 300); });
+		assert_int_equal(fi_close(&m2->fid), 0);
+		b.join();
+		assert_true(b.ret == -FI_ETIMEDOUT || b.ret == 0);
+		assert_true(b.took < 2);
+		blocked b2;
+		b2.start([&] { return fi_wait(set, -1); });
+		assert_int_equal(fi_cq_signal(m1), 0);
+		b2.join();
+		assert_int_equal(b2.ret, 0);
+	}
+	/* the set cannot close under a member (one warning line); once the member is gone it
+	 * can */
+	stderr_capture cap;
+	cap.start();
+	int busy = fi_close(&set->fid);
+	std::string warned = cap.stop();
+	assert_int_equal(busy, -FI_EBUSY);
+	assert_true(contains(warned, "still bound"));
+	assert_int_equal(fi_close(&m1->fid), 0);
+	assert_int_equal(fi_close(&set->fid), 0);
+}
+
+/* ------------------------------------------------------------------ race */
+
+long race_rounds()
+{
+	if (const char *s = getenv("VWAIT_RACE_ROUNDS"))
+		return std::max(1L, atol(s));
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+	return 50000;
+#else
+	return 1000000;
+#endif
+}
+
+void test_race(void **st)
+{
+	const int kind = kind_of(st);
+	/* the kinds beside FD share its code paths after the wait object: a tenth each */
+	const long rounds = std::max(1L, race_rounds() / (kind == FI_WAIT_FD ? 1 : 10));
+	struct fid_cq *cq = nullptr;
+	hw_cq *q = open_hw_cq(kind, &cq, 256);
+	int fd = -1;
+	if (kind == FI_WAIT_FD)
+		assert_int_equal(fi_control(&cq->fid, FI_GETWAIT, &fd), 0);
+
+	std::vector<std::atomic<uint8_t>> seen(static_cast<size_t>(rounds));
+	std::atomic<long> produced{0}, consumed{0}, dups{0}, bad{0}, stalls{0}, signals{0},
+	    sreads{0}, signal_ends{0}, trywaits{0}, blocks{0};
+	std::atomic<bool> stop{false};
+	auto take = [&](const struct fi_cq_entry &e) {
+		auto seq = static_cast<long>(reinterpret_cast<uintptr_t>(e.op_context));
+		if (seq < 0 || seq >= rounds) {
+			bad++;
+			return;
+		}
+		if (seen[static_cast<size_t>(seq)].fetch_add(1) != 0)
+			dups++;
+		consumed++;
+	};
+	/* a wait that ran out while completions were due and nobody read any: lost wakeup */
+	auto stalled = [&](long consumed_before) {
+		return consumed.load() == consumed_before && produced.load() > consumed_before;
+	};
+	auto reader_sread = [&] {
+		struct fi_cq_entry e[8];
+		while (!stop) {
+			long before = consumed.load();
+			auto t0 = std::chrono::steady_clock::now();
+			ssize_t n = fi_cq_sread(cq, e, 8, nullptr, 2000);
+			sreads++;
+			if (n > 0) {
+				for (ssize_t i = 0; i < n; i++)
+					take(e[i]);
+			} else if (n == -FI_EAGAIN) {
+				if (seconds_since(t0) >= 1.9 && stalled(before))
+					stalls++;
+				else
+					signal_ends++;
+			} else {
+				bad++;
+			}
+		}
+	};
+	/* FD only: trywait, then block in poll() on the wait fd */
+	auto reader_trywait = [&] {
+		struct fi_cq_entry e[8];
+		struct fid *fids[1] = {&cq->fid};
+		while (!stop) {
+			trywaits++;
+			long before = consumed.load();
+			if (util::trywait(&test_prov, fids, 1) == 0) {
+				blocks++;
+				struct pollfd p = {fd, POLLIN, 0};
+				if (::poll(&p, 1, 2000) == 0 && stalled(before))
+					stalls++;
+			}
+			ssize_t n = fi_cq_read(cq, e, 8);
+			for (ssize_t i = 0; i < n; i++)
+				take(e[i]);
+			if (n < 0 && n != -FI_EAGAIN)
+				bad++;
+		}
+	};
+	auto signaller = [&] {
+		std::mt19937 rng(11);
+		while (!stop) {
+			std::this_thread::sleep_for(std::chrono::microseconds(rng() % 200));
+			if (fi_cq_signal(cq) != 0)
+				bad++;
+			signals++;
+		}
+	};
+	/* two producers, each at most a random window (1..32) ahead of the readers, so the
+	 * readers keep running dry and blocking */
+	auto producer = [&](int id) {
+		std::mt19937 rng(static_cast<unsigned>(id) + 1);
+		for (;;) {
+			long window = 1 + static_cast<long>(rng() % 32);
+			while (produced.load() - consumed.load() >= window && !stop)
+				std::this_thread::yield();
+			long seq = produced.fetch_add(1);
+			if (seq >= rounds) {
+				produced.fetch_sub(1);
+				return;
+			}
+			q->complete(static_cast<uint64_t>(seq));
+		}
+	};
+	auto t0 = std::chrono::steady_clock::now();
+	std::vector<std::thread> readers;
+	readers.emplace_back(reader_sread);
+	readers.emplace_back(reader_sread);
+	if (fd >= 0)
+		readers.emplace_back(reader_trywait);
+	std::thread sig(signaller), p1(producer, 0), p2(producer, 1);
+	p1.join();
+	p2.join();
+	while (consumed.load() < rounds && seconds_since(t0) < 600 && stalls.load() == 0)
+		std::this_thread::sleep_for(std::chrono::milliseconds(5));
+	stop = true;
+	sig.join();
+	assert_int_equal(fi_cq_signal(cq), 0);
+	for (auto &t : readers)
+		t.join();
+	double dt = seconds_since(t0);
+	long missing = 0;
+	for (auto &s : seen)
+		missing += s.load() == 0;
+	print_message("race, wait_obj %d: %ld rounds in %.2f s: %ld read, %ld missing, %ld twice, "
+	              "%ld stalls, %ld bad; %llu channel events, %llu arms, %ld fi_cq_signal, "
+	              "%ld sreads (%ld ended by a signal), %ld trywaits (%ld blocked in poll)\n",
+	              kind, rounds, dt, consumed.load(), missing, dups.load(), stalls.load(),
+	              bad.load(), static_cast<unsigned long long>(q->events_.load()),
+	              static_cast<unsigned long long>(q->arms_.load()), signals.load(),
+	              sreads.load(), signal_ends.load(), trywaits.load(), blocks.load());
+	assert_int_equal(consumed.load(), rounds);
+	assert_int_equal(missing, 0);
+	assert_int_equal(dups.load(), 0);
+	assert_int_equal(stalls.load(), 0);
+	assert_int_equal(bad.load(), 0);
+	assert_true(q->events_.load() > 0);
+	assert_int_equal(fi_close(&cq->fid), 0);
+}
+
+int k_fd = FI_WAIT_FD, k_pollfd = FI_WAIT_POLLFD, k_mc = FI_WAIT_MUTEX_COND,
+    k_yield = FI_WAIT_YIELD;
+
+} // namespace
+
+#define PER_KIND(f)                                                                                \
+	cmocka_unit_test_prestate(f, &k_fd), cmocka_unit_test_prestate(f, &k_pollfd),              \
+	    cmocka_unit_test_prestate(f, &k_mc), cmocka_unit_test_prestate(f, &k_yield)
+
+int main(void)
+{
+	init_logging();
+	const struct CMUnitTest tests[] = {
+	    PER_KIND(test_cq_waiters),
+	    PER_KIND(test_eq_cntr_waiters),
+	    PER_KIND(test_set_waiters),
+	    cmocka_unit_test_prestate(test_race, &k_fd),
+	    cmocka_unit_test_prestate(test_race, &k_mc),
+	};
+	return cmocka_run_group_tests_name("util_fault", tests, nullptr, nullptr);
+}
