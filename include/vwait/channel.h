@@ -81,10 +81,17 @@ private:
  * domain's unregistered channel, which poll sets and counters drain (util::event_source). */
 class comp_channel {
 public:
+	/* What reads the device's async fd (domain::async_source), and its argument. */
+	using async_fn = void (*)(void *arg) noexcept;
+
 	/* A channel on ctx whose fd is a source of w (w may be NULL: no waiter): 0, or a
-	 * negative FI_E* code. */
+	 * negative FI_E* code. With async and a waiter, ctx's async fd becomes a source of w
+	 * too (async(async_arg) reads it without blocking), so that an async event (a CQ
+	 * overrun, a fatal device error) ends a blocked wait; a waiter that has it already
+	 * from another channel of the same context keeps that one. */
 	static int create(struct ibv_context *ctx, util::waiter *w,
-			  std::shared_ptr<comp_channel> &out) noexcept;
+			  std::shared_ptr<comp_channel> &out, async_fn async = nullptr,
+			  void *async_arg = nullptr) noexcept;
 	~comp_channel();
 	comp_channel(const comp_channel &) = delete;
 	comp_channel &operator=(const comp_channel &) = delete;
@@ -112,13 +119,19 @@ private:
 	util::waiter *waiter_;
 	bool registered_ = false;
 	std::atomic<unsigned> cqs_{0};
+	int async_fd_ = -1; /* ctx's async fd when this channel added it to waiter_ */
 };
 
 /* The channels of one device context, one per waiter: what a domain keeps so that every CQ it
  * opens on the same waiter shares one channel. Thread safe. */
 class channel_registry {
 public:
-	explicit channel_registry(struct ibv_context *ctx) noexcept : ctx_(ctx) {}
+	/* async, async_arg: see comp_channel::create */
+	explicit channel_registry(struct ibv_context *ctx, comp_channel::async_fn async = nullptr,
+				  void *async_arg = nullptr) noexcept
+		: ctx_(ctx), async_(async), async_arg_(async_arg)
+	{
+	}
 
 	/* The channel of waiter w (created at first use; w NULL: the channel of the CQs with
 	 * no waiter): 0, or a negative FI_E* code. The channel lives while any CQ holds the
@@ -127,6 +140,8 @@ public:
 
 private:
 	struct ibv_context *ctx_;
+	comp_channel::async_fn async_;
+	void *async_arg_;
 	std::mutex mu_;
 	std::map<util::waiter *, std::weak_ptr<comp_channel>> channels_;
 };

@@ -39,8 +39,15 @@ public:
 	fabric *parent() const noexcept { return fabric_; }
 
 	/* Reads the device's asynchronous events without blocking: a CQ overrun
-	 * (IBV_EVENT_CQ_ERR) is handed to that CQ; the rest are logged. */
+	 * (IBV_EVENT_CQ_ERR) is handed to that CQ, which is woken; a fatal device error or a
+	 * port going down is a warning line; the rest are logged at info level. Called by a
+	 * waiter whose sources include the async fd (async_source: every waiter that has a
+	 * completion channel of this domain) and, now and then, by an idle CQ poll. */
 	void poll_async_events() noexcept;
+	static void async_source(void *arg) noexcept
+	{
+		static_cast<domain *>(arg)->poll_async_events();
+	}
 
 	/* The completion channels of this device context, one per waiter. */
 	channel_registry &channels() noexcept { return channels_; }

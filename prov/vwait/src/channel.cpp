@@ -87,7 +87,7 @@ comp_channel::comp_channel(verbs::comp_channel ch, util::waiter *w) noexcept
 }
 
 int comp_channel::create(struct ibv_context *ctx, util::waiter *w,
-			 std::shared_ptr<comp_channel> &out) noexcept
+			 std::shared_ptr<comp_channel> &out, async_fn async, void *async_arg) noexcept
 {
 	if (!ctx) {
 		FI_WARN(&prov, FI_LOG_CQ, "comp_channel: context is NULL\n");
@@ -117,6 +117,16 @@ int comp_channel::create(struct ibv_context *ctx, util::waiter *w,
 			return ret;
 		}
 		c->registered_ = true;
+		if (async) {
+			int ret = w->add_source(ctx->async_fd, POLLIN, async, async_arg);
+			if (ret == 0)
+				c->async_fd_ = ctx->async_fd;
+			else if (ret != -FI_EALREADY)
+				FI_WARN(&prov, FI_LOG_CQ,
+					"async fd %d: add to waiter: %s (async events are read "
+					"only while CQs are polled)\n",
+					ctx->async_fd, fi_strerror(-ret));
+		}
 		out = std::move(c);
 		return 0;
 	});
@@ -126,6 +136,8 @@ comp_channel::~comp_channel()
 {
 	/* The waiter stops calling drain() before the channel goes; every CQ of the channel is
 	 * gone already (they hold the shared_ptr), so nothing is left to ack. */
+	if (async_fd_ >= 0)
+		waiter_->remove_source(async_fd_);
 	if (registered_)
 		waiter_->remove_source(ch_->fd);
 }
@@ -168,7 +180,7 @@ int channel_registry::get(util::waiter *w, std::shared_ptr<comp_channel> &out) n
 			}
 		}
 		std::shared_ptr<comp_channel> created;
-		if (int ret = comp_channel::create(ctx_, w, created))
+		if (int ret = comp_channel::create(ctx_, w, created, async_, async_arg_))
 			return ret;
 		channels_[w] = created;
 		/* forget channels that died, so the map follows the live ones */

@@ -21,7 +21,7 @@ namespace vwait
 domain::domain(fabric *fab, verbs::cm_devices devices, struct ibv_context *ctx, verbs::pd pd,
                const struct ibv_device_attr &attr, uint32_t api_version)
     : fabric_(fab), devices_(std::move(devices)), ctx_(ctx), pd_(std::move(pd)), attr_(attr),
-      api_version_(api_version), channels_(ctx)
+      api_version_(api_version), channels_(ctx, &domain::async_source, this)
 {
 	fabric_->hold();
 }
@@ -41,13 +41,31 @@ void domain::poll_async_events() noexcept
 	while (ibv_get_async_event(ctx_, &ev) == 0) {
 		switch (ev.event_type) {
 		case IBV_EVENT_CQ_ERR:
-			/* rxe raises one per lost entry: the CQ warns once */
-			if (ev.element.cq && ev.element.cq->cq_context &&
-			    cq::from_context(ev.element.cq->cq_context)->set_overrun())
-				FI_WARN(&prov, FI_LOG_CQ,
-				        "%s: completion queue overrun (IBV_EVENT_CQ_ERR), "
-				        "completions were lost\n",
-				        name());
+			/* rxe raises one per lost entry: the CQ warns once. The CQ is woken: its
+			 * next progress() queues the FI_EOVERRUN error that ends a blocked read
+			 * (the CQ cannot be destroyed before this event is acked). */
+			if (ev.element.cq && ev.element.cq->cq_context) {
+				cq *q = cq::from_context(ev.element.cq->cq_context);
+				if (q->set_overrun()) {
+					FI_WARN(&prov, FI_LOG_CQ,
+					        "%s: completion queue overrun (IBV_EVENT_CQ_ERR), "
+					        "completions were lost\n",
+					        name());
+					q->notify();
+				}
+			}
+			break;
+		case IBV_EVENT_DEVICE_FATAL:
+			/* What is posted is lost; the application learns it from the EQ
+			 * (RDMA_CM_EVENT_DEVICE_REMOVAL: FI_ENODEV) and from flushed work. */
+			FI_WARN(&prov, FI_LOG_DOMAIN,
+			        "%s: fatal device error (IBV_EVENT_DEVICE_FATAL): close every "
+			        "object of this domain\n",
+			        name());
+			break;
+		case IBV_EVENT_PORT_ERR:
+			FI_WARN(&prov, FI_LOG_DOMAIN, "%s: port %d is down (IBV_EVENT_PORT_ERR)\n",
+			        name(), ev.element.port_num);
 			break;
 		case IBV_EVENT_QP_FATAL:
 		case IBV_EVENT_QP_REQ_ERR:
