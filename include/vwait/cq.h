@@ -21,6 +21,11 @@
 namespace vwait
 {
 
+namespace util
+{
+class cntr;
+}
+
 class domain;
 struct wr_ring;
 
@@ -46,6 +51,15 @@ struct wr_ring {
 	std::atomic<size_t> credits;
 	std::atomic<bool> closed{false};
 	size_t head = 0; /* under the endpoint's lock */
+	/* The counters bound to this queue's endpoint direction (fi_ep_bind), set before
+	 * fi_enable and counted by translate() until closed:
+	 *   send queue:    msg = FI_SEND, write = FI_WRITE, read = FI_READ;
+	 *   receive queue: msg = FI_RECV, write = FI_REMOTE_WRITE. Verbs reports a remote
+	 *                  write only when it carries immediate data (it consumes a receive):
+	 *                  plain RDMA writes of the peer never reach this side's CQ. */
+	util::cntr *msg_cntr = nullptr;
+	util::cntr *write_cntr = nullptr;
+	util::cntr *read_cntr = nullptr;
 
 	size_t outstanding() const noexcept
 	{
@@ -66,7 +80,8 @@ struct completion {
 
 /* A work completion as a completion record; false when nothing is to be reported (a
  * successful unsignalled operation, or one of an endpoint that has closed). Returns the slot
- * to its ring in every case. */
+ * to its ring in every case, and counts it on the ring's counter of its kind (success or
+ * error, reported or not) unless the endpoint has closed. */
 bool translate(const struct ibv_wc &wc, completion *out) noexcept;
 
 /* The FI_E* value for a work completion status. */
@@ -94,6 +109,16 @@ public:
 	/* An endpoint bound to this CQ closed: keep its ring until its late completions are
 	 * polled (or this CQ closes). */
 	void adopt(std::shared_ptr<wr_ring> ring);
+	/* An endpoint's internal CQ (counters but no CQ on a direction): progress() translates
+	 * (and so counts) every work completion and queues nothing. Before create_hw(). */
+	void make_sink() noexcept { sink_ = true; }
+	/* For the counters this CQ feeds: poll the hardware CQ now; arm it for its next
+	 * completion event (0 or a negative FI_E* code). */
+	void drive() noexcept { progress(); }
+	int arm_events() noexcept { return arm(); }
+	/* Returns once no thread is inside progress() (translate()) any more: an endpoint that
+	 * marked its rings closed calls it before its counters may go. */
+	void sync() noexcept { std::lock_guard<std::mutex> lock(progress_mutex_); }
 	/* The device reported IBV_EVENT_CQ_ERR for this CQ; true the first time. */
 	bool set_overrun() noexcept { return !overrun_.exchange(true, std::memory_order_acq_rel); }
 
@@ -146,6 +171,7 @@ private:
 	bool waiter_drains_ = false; /* its waiter polls the channel fd (see self_notifying) */
 	std::mutex event_listeners_mutex_;
 	std::vector<util::waitable *> event_listeners_;
+	bool sink_ = false;
 };
 
 /* The vwait CQ behind a fid handed to fi_ep_bind: nullptr for anything else (a CQ of another

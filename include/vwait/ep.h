@@ -2,6 +2,7 @@
 #ifndef VWAIT_EP_H
 #define VWAIT_EP_H
 
+#include "vwait/cntr.h"
 #include "vwait/cq.h"
 #include "vwait/domain.h"
 #include "vwait/eq.h"
@@ -15,6 +16,8 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 namespace vwait
 {
@@ -103,6 +106,10 @@ private:
 	ssize_t post_tx_wr(struct ibv_send_wr *wr, void *context, uint64_t cq_flags, size_t len,
 	                   bool report) noexcept;
 	int migrate_to_eq() noexcept;
+	int bind_cntr(struct fid *bfid, uint64_t flags) noexcept;
+	/* fi_enable's counter part: the internal CQ (if needed), the rings' counters, the feeds */
+	int enable_cntrs(cq *&send_cq, cq *&recv_cq) noexcept;
+	void drop_feeds() noexcept;
 
 	domain *domain_;
 	info_ptr info_;
@@ -110,6 +117,21 @@ private:
 	bool passive_;
 	cq *tx_cq_ = nullptr;
 	cq *rx_cq_ = nullptr;
+	/* Counters by fi_ep_bind flag (each bound one is held). FI_REMOTE_READ: verbs never
+	 * tells the target of a read, so it is refused. */
+	cntr *send_cntr_ = nullptr;
+	cntr *recv_cntr_ = nullptr;
+	cntr *read_cntr_ = nullptr;
+	cntr *write_cntr_ = nullptr;
+	cntr *rwrite_cntr_ = nullptr;
+	/* A direction with a counter and no CQ gets this internal CQ (FI_WAIT_NONE, a sink:
+	 * it only counts), made at fi_enable, polled by the counters it feeds; it also serves
+	 * a direction with neither. It dies with the endpoint, after the QP. */
+	std::unique_ptr<cq> own_cq_;
+	/* (counter, CQ) pairs registered with cntr::add_feed at fi_enable */
+	std::vector<std::pair<cntr *, cq *>> feeds_;
+	cq *send_cq_ = nullptr; /* the QP's CQs, set by fi_enable */
+	cq *recv_cq_ = nullptr;
 	eq *eq_ = nullptr;
 	bool tx_selective_ = false;
 	bool rx_selective_ = false;

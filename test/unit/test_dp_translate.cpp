@@ -1,7 +1,9 @@
 /* Unit tests of the data path's pure parts (no device needed): work completion -> completion
- * record (vwait::translate), ibv_wc_status -> FI_E*, and the CM private-data framing. */
+ * record (vwait::translate) and the counters it bumps, ibv_wc_status -> FI_E*, and the CM
+ * private-data framing. */
 #include "vwait/cq.h"
 #include "vwait/eq.h"
+#include "vwait/util/cntr.h"
 
 #include <rdma/fi_errno.h>
 
@@ -121,6 +123,95 @@ void closed_ring_dropped(void **state)
 	assert_int_equal(ring->outstanding(), 0);
 }
 
+/* Counting: every completion of its kind counts on the ring's counter of that kind, success
+ * or error, reported or not (FI_SELECTIVE_COMPLETION, inject); nothing counts once the
+ * endpoint closed its ring. util::cntr with FI_WAIT_NONE stands in for vwait::cntr. */
+struct fi_provider test_prov = {
+    .version = FI_VERSION(0, 1),
+    .fi_version = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION),
+    .name = "vwait-test",
+};
+
+struct count_state {
+	vwait::wr_ring tx{8};
+	vwait::wr_ring rx{8};
+	std::unique_ptr<vwait::util::cntr> send, recv, read, write, rwrite;
+};
+
+int count_setup(void **state)
+{
+	auto *s = new count_state;
+	struct fi_cntr_attr a = {};
+	a.events = FI_CNTR_EVENTS_COMP;
+	a.wait_obj = FI_WAIT_NONE;
+	for (auto *p : {&s->send, &s->recv, &s->read, &s->write, &s->rwrite})
+		p->reset(new vwait::util::cntr(&test_prov, a));
+	s->tx.msg_cntr = s->send.get();
+	s->tx.read_cntr = s->read.get();
+	s->tx.write_cntr = s->write.get();
+	s->rx.msg_cntr = s->recv.get();
+	s->rx.write_cntr = s->rwrite.get();
+	*state = s;
+	return 0;
+}
+int count_teardown(void **state)
+{
+	delete static_cast<count_state *>(*state);
+	return 0;
+}
+
+/* Posts one slot of ring with flags/report and completes it with op/st. */
+bool complete(vwait::wr_ring &ring, size_t i, uint64_t flags, bool report, enum ibv_wc_opcode op,
+              enum ibv_wc_status st)
+{
+	vwait::wr_slot &slot = ring.slots[i % ring.slots.size()];
+	slot.flags = flags;
+	slot.report = report;
+	ring.credits.fetch_sub(1);
+	vwait::completion c;
+	return vwait::translate(wc_for(slot, op, st), &c);
+}
+
+void counting(void **state)
+{
+	auto *s = static_cast<count_state *>(*state);
+	/* 3 sends, one reported, one not (selective), one inject-like: all count */
+	assert_true(complete(s->tx, 0, FI_SEND | FI_MSG, true, IBV_WC_SEND, IBV_WC_SUCCESS));
+	assert_false(complete(s->tx, 1, FI_SEND | FI_MSG, false, IBV_WC_SEND, IBV_WC_SUCCESS));
+	assert_false(complete(s->tx, 2, FI_SEND | FI_MSG, false, IBV_WC_SEND, IBV_WC_SUCCESS));
+	/* 2 writes, 1 read, 1 failed write */
+	complete(s->tx, 3, FI_RMA | FI_WRITE, false, IBV_WC_RDMA_WRITE, IBV_WC_SUCCESS);
+	complete(s->tx, 4, FI_RMA | FI_WRITE, true, IBV_WC_RDMA_WRITE, IBV_WC_SUCCESS);
+	complete(s->tx, 5, FI_RMA | FI_READ, false, IBV_WC_RDMA_READ, IBV_WC_SUCCESS);
+	assert_true(
+	    complete(s->tx, 6, FI_RMA | FI_WRITE, false, IBV_WC_RDMA_WRITE, IBV_WC_REM_ACCESS_ERR));
+	/* receive side: 2 receives, a write with immediate data, a flushed receive */
+	complete(s->rx, 0, FI_RECV | FI_MSG, true, IBV_WC_RECV, IBV_WC_SUCCESS);
+	complete(s->rx, 1, FI_RECV | FI_MSG, false, IBV_WC_RECV, IBV_WC_SUCCESS);
+	complete(s->rx, 2, FI_RECV | FI_MSG, true, IBV_WC_RECV_RDMA_WITH_IMM, IBV_WC_SUCCESS);
+	complete(s->rx, 3, FI_RECV | FI_MSG, true, IBV_WC_RECV, IBV_WC_WR_FLUSH_ERR);
+	assert_int_equal(s->send->read(), 3);
+	assert_int_equal(s->send->readerr(), 0);
+	assert_int_equal(s->write->read(), 2);
+	assert_int_equal(s->write->readerr(), 1);
+	assert_int_equal(s->read->read(), 1);
+	assert_int_equal(s->recv->read(), 2);
+	assert_int_equal(s->recv->readerr(), 1);
+	assert_int_equal(s->rwrite->read(), 1);
+	assert_int_equal(s->rwrite->readerr(), 0);
+	/* a direction without a counter: nothing counted, nothing breaks */
+	s->tx.read_cntr = nullptr;
+	complete(s->tx, 7, FI_RMA | FI_READ, true, IBV_WC_RDMA_READ, IBV_WC_SUCCESS);
+	assert_int_equal(s->read->read(), 1);
+	/* closed: late completions count nowhere */
+	s->tx.closed = true;
+	assert_false(complete(s->tx, 0, FI_SEND | FI_MSG, true, IBV_WC_SEND, IBV_WC_SUCCESS));
+	assert_false(complete(s->tx, 1, FI_SEND | FI_MSG, true, IBV_WC_SEND, IBV_WC_WR_FLUSH_ERR));
+	assert_int_equal(s->send->read(), 3);
+	assert_int_equal(s->send->readerr(), 0);
+	assert_int_equal(s->tx.outstanding(), 0);
+}
+
 void status_mapping(void **)
 {
 	assert_int_equal(vwait::wc_status_error(IBV_WC_SUCCESS), 0);
@@ -161,6 +252,7 @@ int main()
 	    cmocka_unit_test_setup_teardown(send_side_from_slot, setup, teardown),
 	    cmocka_unit_test_setup_teardown(errors_always_reported, setup, teardown),
 	    cmocka_unit_test_setup_teardown(closed_ring_dropped, setup, teardown),
+	    cmocka_unit_test_setup_teardown(counting, count_setup, count_teardown),
 	    cmocka_unit_test(status_mapping),
 	    cmocka_unit_test(cm_framing),
 	};

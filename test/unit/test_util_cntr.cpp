@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -229,6 +230,54 @@ void each_wait_object(void **st)
 	}
 }
 
+/* The extension points as the verbs counter uses them: fi_cntr_wait calls progress(), and
+ * before it blocks arm(), which may find a change that came before the arming (-FI_EAGAIN:
+ * the wait re-checks instead of blocking) or fail (the wait returns the error). */
+class armed_cntr final : public util::cntr
+{
+public:
+	using util::cntr::cntr;
+	std::atomic<int> arms{0};
+	std::atomic<int> progresses{0};
+	std::atomic<int> fail{0};
+
+protected:
+	void progress() noexcept override { progresses++; }
+	int arm() noexcept override
+	{
+		if (fail)
+			return fail;
+		if (arms++ == 0) {
+			add(1); /* what the last poll after arming finds */
+			return -FI_EAGAIN;
+		}
+		return 0;
+	}
+};
+
+void arm_before_block(void **st)
+{
+	state &s = st_of(st);
+	struct fi_cntr_attr a = {};
+	a.events = FI_CNTR_EVENTS_COMP;
+	a.wait_obj = FI_WAIT_FD;
+	auto obj = std::make_unique<armed_cntr>(&test_prov, a);
+	armed_cntr *k = obj.get();
+	assert_int_equal(util::cntr_install(std::move(obj), &s.cntr, &s), 0);
+	auto t0 = steady::now();
+	assert_int_equal(fi_cntr_wait(s.cntr, 1, 5000), 0);
+	assert_true(ms_since(t0) < 1000);
+	assert_int_equal(k->arms.load(), 1);
+	assert_true(k->progresses.load() >= 1);
+	assert_int_equal(fi_cntr_wait(s.cntr, 2, 50), -FI_ETIMEDOUT);
+	assert_true(k->arms.load() >= 2);
+	k->fail = -FI_EIO;
+	t0 = steady::now();
+	assert_int_equal(fi_cntr_wait(s.cntr, 2, 5000), -FI_EIO);
+	assert_true(ms_since(t0) < 1000);
+	k->fail = 0;
+}
+
 void wait_two_seconds(void **st)
 {
 	state &s = st_of(st);
@@ -425,6 +474,7 @@ int main()
 	    cmocka_unit_test_setup_teardown(bad_input, setup, teardown),
 	    cmocka_unit_test_setup_teardown(bad_input_warnings, setup, teardown),
 	    cmocka_unit_test_setup_teardown(each_wait_object, setup, teardown),
+	    cmocka_unit_test_setup_teardown(arm_before_block, setup, teardown),
 	    cmocka_unit_test_setup_teardown(wait_two_seconds, setup, teardown),
 	    cmocka_unit_test_setup_teardown(several_waiters, setup, teardown),
 	    cmocka_unit_test_setup_teardown(many_threads, setup, teardown),

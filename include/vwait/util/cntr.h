@@ -74,7 +74,11 @@ public:
 	const struct fi_provider *provider() const noexcept { return prov_; }
 
 protected:
-	/* Extension points for the verbs counter (called without the counter's lock). */
+	/* Extension points for the verbs counter (called without the counter's lock).
+	 * progress(): moves what happened below into the values (add / adderr).
+	 * arm(): before a wait blocks (fi_cntr_wait, fi_trywait): arms the sources below so that
+	 * their next event wakes the waiter, then looks once more; 0, -FI_EAGAIN (a value moved
+	 * meanwhile) or a negative FI_E* code (fi_cntr_wait returns it). */
 	virtual void progress() noexcept {}
 	virtual int arm() noexcept { return FI_SUCCESS; }
 	/* After every change of either value: a new generation, then wake(). */

@@ -5,6 +5,7 @@
 
 #include "vwait/cq.h"
 #include "vwait/domain.h"
+#include "vwait/util/cntr.h"
 #include "vwait/util/enosys.h"
 #include "vwait/util/wait.h"
 #include "vwait/vwait.h"
@@ -75,6 +76,24 @@ int wc_status_error(enum ibv_wc_status status) noexcept
 	}
 }
 
+namespace
+{
+
+/* The counter a work completion counts on (see wr_ring): nullptr when none is bound. On error
+ * a receive's opcode is undefined: it counts as a receive. */
+util::cntr *counter_of(const wr_ring &ring, uint64_t flags, const struct ibv_wc &wc) noexcept
+{
+	if (wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM)
+		return ring.write_cntr;
+	if (flags & FI_READ)
+		return ring.read_cntr;
+	if (flags & FI_WRITE)
+		return ring.write_cntr;
+	return ring.msg_cntr;
+}
+
+} // namespace
+
 bool translate(const struct ibv_wc &wc, completion *out) noexcept
 {
 	auto *slot = reinterpret_cast<wr_slot *>(static_cast<uintptr_t>(wc.wr_id));
@@ -88,6 +107,14 @@ bool translate(const struct ibv_wc &wc, completion *out) noexcept
 	ring->credits.fetch_add(1, std::memory_order_acq_rel);
 	if (ring->closed.load(std::memory_order_acquire))
 		return false;
+	/* counters: every completion of their kind, whether reported or not (the endpoint keeps
+	 * them alive until it closed its rings and passed cq::sync) */
+	if (util::cntr *k = counter_of(*ring, c.flags, wc)) {
+		if (wc.status == IBV_WC_SUCCESS)
+			k->add(1);
+		else
+			k->adderr(1);
+	}
 	if (wc.status != IBV_WC_SUCCESS) {
 		c.err = wc_status_error(wc.status);
 		c.status = wc.status;
@@ -274,7 +301,8 @@ void cq::progress() noexcept
 		int kept = poll_hw(c, std::min(room, poll_batch), &polled);
 		if (kept < 0)
 			return;
-		queue(c, static_cast<size_t>(kept));
+		if (!sink_) /* an internal CQ: translate() counted, nothing to queue */
+			queue(c, static_cast<size_t>(kept));
 		if (static_cast<size_t>(polled) < poll_batch)
 			return;
 	}

@@ -1,7 +1,8 @@
 /* The vwait domain: the rdma_cm context of one verbs device and a protection domain on it.
- * It opens CQs, endpoints and memory regions (mr.cpp). */
+ * It opens CQs, counters, endpoints and memory regions (mr.cpp). */
 #include "config.h"
 
+#include "vwait/cntr.h"
 #include "vwait/cq.h"
 #include "vwait/domain.h"
 #include "vwait/ep.h"
@@ -132,7 +133,7 @@ struct fi_ops_domain domain_ops = {
     .cq_open = cq_open,
     .endpoint = ep_open,
     .scalable_ep = unsupported{},
-    .cntr_open = unsupported{},
+    .cntr_open = cntr_open,
     .poll_open = domain_poll_open,
     .stx_ctx = unsupported{},
     .srx_ctx = unsupported{},

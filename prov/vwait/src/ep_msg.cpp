@@ -1,6 +1,7 @@
 /* vwait MSG endpoints: an RC QP made through rdma_cm. Every work request is signalled and
  * owns a slot of its queue's ring; the CQ drops the entries nobody asked for
- * (FI_SELECTIVE_COMPLETION, fi_inject) and returns the slot. */
+ * (FI_SELECTIVE_COMPLETION, fi_inject) and returns the slot, and counts every completion on
+ * the counters bound to its direction (so unsignalled-for-the-application work counts too). */
 #include "config.h"
 
 #include "vwait/ep.h"
@@ -69,6 +70,19 @@ ep::~ep()
 	tx_->closed.store(true, std::memory_order_release);
 	rx_->closed.store(true, std::memory_order_release);
 	id_.reset(); /* the QP first, then the id */
+	/* no translate() may still be counting on our counters: then they may go */
+	for (cq *q : {send_cq_, recv_cq_})
+		if (q)
+			q->sync();
+	drop_feeds();
+	for (cntr *c : {send_cntr_, recv_cntr_, read_cntr_, write_cntr_, rwrite_cntr_})
+		if (c)
+			c->release();
+	if (own_cq_) {
+		static_cast<util::cq *>(own_cq_.get())->close_hook(); /* as fi_close does */
+		own_cq_->close_wait();
+		own_cq_.reset();
+	}
 	if (tx_cq_) {
 		tx_cq_->adopt(tx_);
 		tx_cq_->adopt(rx_);
@@ -150,8 +164,7 @@ int ep::bind(struct fid *bfid, uint64_t flags) noexcept
 		return FI_SUCCESS;
 	}
 	case FI_CLASS_CNTR:
-		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_ep_bind: counters are not supported yet\n");
-		return -FI_ENOSYS;
+		return bind_cntr(bfid, flags);
 	default:
 		FI_WARN(&prov, FI_LOG_EP_CTRL,
 		        "fi_ep_bind: fid class %zu cannot bind to an endpoint\n", bfid->fclass);
@@ -164,8 +177,9 @@ int ep::enable() noexcept
 	std::lock_guard<std::mutex> lock(mutex_);
 	if (enabled_)
 		return FI_SUCCESS;
-	if (!tx_cq_ && !rx_cq_) {
-		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_enable: no CQ bound\n");
+	if (!tx_cq_ && !rx_cq_ && !send_cntr_ && !recv_cntr_ && !read_cntr_ && !write_cntr_ &&
+	    !rwrite_cntr_) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_enable: no CQ and no counter bound\n");
 		return -FI_ENOCQ;
 	}
 	if (!eq_) {
@@ -183,9 +197,12 @@ int ep::enable() noexcept
 		        ibv_get_device_name(id_->verbs->device), domain_->name());
 		return -FI_EINVAL;
 	}
+	cq *send_cq = nullptr, *recv_cq = nullptr;
+	if (int ret = enable_cntrs(send_cq, recv_cq))
+		return ret;
 	struct ibv_qp_init_attr attr = {};
-	attr.send_cq = (tx_cq_ ? tx_cq_ : rx_cq_)->hw();
-	attr.recv_cq = (rx_cq_ ? rx_cq_ : tx_cq_)->hw();
+	attr.send_cq = send_cq->hw();
+	attr.recv_cq = recv_cq->hw();
 	attr.cap.max_send_wr = static_cast<uint32_t>(tx_->slots.size());
 	attr.cap.max_recv_wr = static_cast<uint32_t>(rx_->slots.size());
 	attr.cap.max_send_sge = static_cast<uint32_t>(tx_iov_limit_);
@@ -199,10 +216,131 @@ int ep::enable() noexcept
 		        "rdma_create_qp(send %u, recv %u, sge %u/%u, inline %u): %s\n",
 		        attr.cap.max_send_wr, attr.cap.max_recv_wr, attr.cap.max_send_sge,
 		        attr.cap.max_recv_sge, attr.cap.max_inline_data, fi_strerror(-ret));
+		drop_feeds();
 		return ret;
 	}
+	send_cq_ = send_cq;
+	recv_cq_ = recv_cq;
 	enabled_ = true;
 	return FI_SUCCESS;
+}
+
+int ep::bind_cntr(struct fid *bfid, uint64_t flags) noexcept
+{
+	constexpr uint64_t known =
+	    FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+	if ((flags & ~known) || !flags) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL,
+		        "fi_ep_bind(cntr): flags 0x%llx: need FI_SEND, FI_RECV, FI_READ, FI_WRITE "
+		        "or FI_REMOTE_WRITE and nothing else\n",
+		        static_cast<unsigned long long>(flags));
+		return -FI_EINVAL;
+	}
+	if (flags & FI_REMOTE_READ) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL,
+		        "fi_ep_bind(cntr): FI_REMOTE_READ is not supported (verbs never tells the "
+		        "target of an RDMA read)\n");
+		return -FI_ENOSYS;
+	}
+	cntr *c = verbs_cntr_of(bfid);
+	if (!c) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_ep_bind: fid %p is not a vwait counter\n",
+		        static_cast<void *>(bfid));
+		return -FI_EINVAL;
+	}
+	if (c->parent() != domain_) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_ep_bind: counter of another domain\n");
+		return -FI_EINVAL;
+	}
+	struct {
+		uint64_t flag;
+		cntr **slot;
+	} const slots[] = {
+	    {FI_SEND, &send_cntr_},   {FI_RECV, &recv_cntr_},
+	    {FI_READ, &read_cntr_},   {FI_WRITE, &write_cntr_},
+	    {FI_REMOTE_WRITE, &rwrite_cntr_},
+	};
+	for (const auto &s : slots) {
+		if ((flags & s.flag) && *s.slot) {
+			FI_WARN(&prov, FI_LOG_EP_CTRL,
+			        "fi_ep_bind(cntr): a counter is already bound for flag 0x%llx\n",
+			        static_cast<unsigned long long>(s.flag));
+			return -FI_EINVAL;
+		}
+	}
+	for (const auto &s : slots) {
+		if (flags & s.flag) {
+			*s.slot = c;
+			c->hold();
+		}
+	}
+	return FI_SUCCESS;
+}
+
+int ep::enable_cntrs(cq *&send_cq, cq *&recv_cq) noexcept
+{
+	const bool tx_counted = send_cntr_ || read_cntr_ || write_cntr_;
+	const bool rx_counted = recv_cntr_ || rwrite_cntr_;
+	if (!own_cq_ && ((tx_counted && !tx_cq_) || (rx_counted && !rx_cq_))) {
+		/* one entry per work request either queue can have outstanding */
+		size_t n = std::min(tx_->slots.size() + rx_->slots.size(),
+		                    static_cast<size_t>(domain_->device_attr().max_cqe));
+		struct fi_cq_attr a = {};
+		a.size = n;
+		a.format = FI_CQ_FORMAT_CONTEXT;
+		a.wait_obj = FI_WAIT_NONE;
+		int ret = guard([&] {
+			auto q = std::make_unique<cq>(domain_, a, n);
+			q->make_sink();
+			if (int r = q->init_wait())
+				return r;
+			if (int r = q->create_hw())
+				return r;
+			own_cq_ = std::move(q);
+			return 0;
+		});
+		if (ret) {
+			FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_enable: internal CQ for counters: %s\n",
+			        fi_strerror(-ret));
+			return ret;
+		}
+	}
+	cq *own = own_cq_.get();
+	send_cq = tx_cq_ ? tx_cq_ : (own ? own : rx_cq_);
+	recv_cq = rx_cq_ ? rx_cq_ : (own ? own : tx_cq_);
+	tx_->msg_cntr = send_cntr_;
+	tx_->read_cntr = read_cntr_;
+	tx_->write_cntr = write_cntr_;
+	rx_->msg_cntr = recv_cntr_;
+	rx_->write_cntr = rwrite_cntr_;
+	const std::pair<cntr *, cq *> wanted[] = {
+	    {send_cntr_, send_cq},  {read_cntr_, send_cq},   {write_cntr_, send_cq},
+	    {recv_cntr_, recv_cq}, {rwrite_cntr_, recv_cq},
+	};
+	return guard([&] {
+		for (const auto &w : wanted) {
+			if (!w.first ||
+			    std::find(feeds_.begin(), feeds_.end(), w) != feeds_.end())
+				continue;
+			feeds_.reserve(feeds_.size() + 1);
+			if (int ret = w.first->add_feed(w.second)) {
+				FI_WARN(&prov, FI_LOG_EP_CTRL,
+				        "fi_enable: counter on its CQ's channel: %s\n",
+				        fi_strerror(-ret));
+				drop_feeds();
+				return ret;
+			}
+			feeds_.push_back(w);
+		}
+		return 0;
+	});
+}
+
+void ep::drop_feeds() noexcept
+{
+	for (const auto &f : feeds_)
+		f.first->remove_feed(f.second);
+	feeds_.clear();
 }
 
 int ep::migrate_to_eq() noexcept

@@ -39,8 +39,8 @@ const struct fi_vwait_wait_attr support = {
         {
             /* FI_VWAIT_KIND_CQ: util::cq over an ibv_cq on a completion channel */
             every_object_wait,
-            /* FI_VWAIT_KIND_CNTR: no counters yet */
-            0,
+            /* FI_VWAIT_KIND_CNTR: util::cntr fed by verbs CQs, waiting on their channels */
+            every_object_wait,
             /* FI_VWAIT_KIND_EQ: the rdma_cm channel, polled by fi_eq_sread */
             bit(FI_WAIT_NONE) | bit(FI_WAIT_UNSPEC) | bit(FI_WAIT_FD),
             /* FI_VWAIT_KIND_WAIT_SET: util::wait_open */
