@@ -22,12 +22,14 @@
 #ifndef VWAIT_CNTR_H
 #define VWAIT_CNTR_H
 
+#include "vwait/channel.h"
 #include "vwait/util/cntr.h"
 
 #include <rdma/fi_domain.h>
 
 #include <cstddef>
 #include <map>
+#include <memory>
 #include <mutex>
 
 namespace vwait
@@ -64,7 +66,9 @@ protected:
 private:
 	struct feed {
 		size_t refs = 0;
-		int fd = -1; /* the channel fd held as a source of our waiter, -1: none */
+		/* the CQ's channel, held as a source of our waiter (NULL: FI_WAIT_NONE or
+		 * FI_WAIT_YIELD, whose waits only poll) */
+		std::shared_ptr<comp_channel> channel;
 	};
 	/* the channel of q as a source of our waiter, and us as a listener of q's events */
 	int hold_channel(cq *q, feed &f) noexcept;

@@ -44,17 +44,40 @@ int cntr::add_feed(cq *q) noexcept
 	});
 }
 
+/* Under feeds_mu_. The counter hears of q's completion events (wake()), and its waiter, if it
+ * blocks on fds, watches q's channel: whichever thread drains it, every CQ and counter that
+ * waits for that channel's events is told. */
 int cntr::hold_channel(cq *q, feed &f) noexcept
 {
-	(void)q;
-	f.fd = -1;
+	int ret = guard([&] {
+		q->add_event_listener(this);
+		return 0;
+	});
+	if (ret)
+		return ret;
+	util::waiter *w = wait_object();
+	const std::shared_ptr<comp_channel> &ch = q->channel();
+	if (!w || !ch || w->kind() == FI_WAIT_YIELD)
+		return 0;
+	ret = w->hold_source(ch->fd(), POLLIN, comp_channel::drain_source, ch.get());
+	if (ret) {
+		FI_WARN(&prov, FI_LOG_CNTR, "counter: completion channel fd %d as a source: %s\n",
+		        ch->fd(), fi_strerror(-ret));
+		q->remove_event_listener(this);
+		return ret;
+	}
+	f.channel = ch;
 	return 0;
 }
 
+/* Under feeds_mu_. */
 void cntr::drop_channel(cq *q, feed &f) noexcept
 {
-	(void)q;
-	f.fd = -1;
+	q->remove_event_listener(this);
+	if (f.channel) {
+		wait_object()->drop_source(f.channel->fd());
+		f.channel.reset();
+	}
 }
 
 void cntr::remove_feed(cq *q) noexcept
@@ -79,7 +102,10 @@ int cntr::arm() noexcept
 	const uint64_t before = poll_cookie();
 	{
 		std::lock_guard<std::mutex> lock(feeds_mu_);
+		/* only the CQs whose channel our waiter watches: a YIELD wait just polls */
 		for (auto &f : feeds_) {
+			if (!f.second.channel)
+				continue;
 			if (int ret = f.first->arm_events())
 				return ret;
 		}
