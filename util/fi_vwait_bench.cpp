@@ -1,7 +1,7 @@
 /* fi_vwait_bench: ping-pong over libfabric MSG endpoints in which both sides wait for their
  * completions the way an application chooses to: spinning on fi_cq_read, or blocking in
  * fi_cq_sread on a CQ of a given wait object, or the fi_trywait + poll() loop of fi_poll(3),
- * or fi_wait on a wait set. Prints latency, and the CPU time each message costs, so that
+ * or fi_wait on a wait set, or fi_cntr_wait on endpoint counters. Prints latency, and the CPU time each message costs, so that
  * providers (vwait, upstream verbs) and wait modes can be compared in one run.
  *
  *   server: fi_vwait_bench -p vwait -m sread-fd [-S size] [-I iters] [-P port]
@@ -36,7 +36,7 @@ namespace
 
 constexpr int exit_unsupported = 3;
 
-enum class mode { spin, sread, trywait_poll, waitset, pollset };
+enum class mode { spin, sread, trywait_poll, waitset, pollset, cntr_wait };
 
 struct options {
 	std::string prov = "vwait";
@@ -69,6 +69,8 @@ const mode_desc modes[] = {
      "fi_trywait + poll() on FI_GETWAIT fd (fi_poll(3) loop)"},
     {"waitset", mode::waitset, FI_WAIT_FD, "CQ in an FI_WAIT_FD wait set, fi_wait + fi_cq_read"},
     {"pollset", mode::pollset, FI_WAIT_NONE, "CQ in a poll set, fi_poll until it names the CQ"},
+    {"cntr-wait", mode::cntr_wait, FI_WAIT_FD,
+     "fi_cntr_wait on FI_WAIT_FD send/recv counters, CQ with FI_SELECTIVE_COMPLETION"},
 };
 
 void usage()
@@ -190,6 +192,22 @@ private:
 		attr.format = FI_CQ_FORMAT_CONTEXT;
 		attr.size = 64;
 		attr.wait_obj = opt_.wait_obj;
+		if (opt_.how == mode::cntr_wait) {
+			/* the CQ stays empty (selective completion): counters tell */
+			attr.wait_obj = FI_WAIT_NONE;
+			struct fi_cntr_attr cattr = {};
+			cattr.events = FI_CNTR_EVENTS_COMP;
+			cattr.wait_obj = opt_.wait_obj;
+			int ret = fi_cntr_open(domain_, &cattr, &rcntr_, nullptr);
+			if (!ret)
+				ret = fi_cntr_open(domain_, &cattr, &scntr_, nullptr);
+			if (ret) {
+				fprintf(stderr, "fi_cntr_open(wait_obj %d): %s\n", cattr.wait_obj,
+				        fi_strerror(-ret));
+				unsupported_ = ret == -FI_ENOSYS || ret == -FI_EINVAL;
+				return ret;
+			}
+		}
 		if (opt_.how == mode::waitset) {
 			struct fi_wait_attr wattr = {};
 			wattr.wait_obj = FI_WAIT_FD;
@@ -249,7 +267,20 @@ private:
 	int bind_ep()
 	{
 		FI_CALL(fi_ep_bind(ep_, &eq_->fid, 0));
-		FI_CALL(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV));
+		if (opt_.how == mode::cntr_wait) {
+			FI_CALL(fi_ep_bind(ep_, &cq_->fid,
+			                   FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION));
+			int ret = fi_ep_bind(ep_, &rcntr_->fid, FI_RECV);
+			if (!ret)
+				ret = fi_ep_bind(ep_, &scntr_->fid, FI_SEND);
+			if (ret) {
+				fprintf(stderr, "fi_ep_bind(counter): %s\n", fi_strerror(-ret));
+				unsupported_ = ret == -FI_ENOSYS;
+				return ret;
+			}
+		} else {
+			FI_CALL(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV));
+		}
 		FI_CALL(fi_enable(ep_));
 		buf_.assign(opt_.size ? opt_.size : 1, 0);
 		rbuf_.assign(opt_.size ? opt_.size : 1, 0);
@@ -288,6 +319,7 @@ private:
 			ssize_t n;
 			switch (opt_.how) {
 			case mode::spin:
+			case mode::cntr_wait: /* not used: cntr_round waits on counters */
 				n = fi_cq_read(cq_, e, 1);
 				break;
 			case mode::sread:
@@ -349,6 +381,40 @@ private:
 		}
 	}
 
+	/* cntr-wait: blocks until counter c reaches v */
+	int cntr_reach(struct fid_cntr *c, uint64_t v)
+	{
+		int ret = fi_cntr_wait(c, v, -1);
+		if (ret == -FI_EAVAIL)
+			fprintf(stderr, "counter: %llu operations failed\n",
+			        static_cast<unsigned long long>(fi_cntr_readerr(c)));
+		else if (ret)
+			fprintf(stderr, "fi_cntr_wait: %s\n", fi_strerror(-ret));
+		return ret;
+	}
+
+	/* one round of the ping-pong, waited for with counters (i counts from 0) */
+	int cntr_round(bool client, uint64_t i)
+	{
+		if (client) {
+			memset(buf_.data(), static_cast<int>(i & 0xff), opt_.size);
+			FI_CALL(post_send());
+			FI_CALL(cntr_reach(rcntr_, i + 1));
+			FI_CALL(cntr_reach(scntr_, i + 1));
+			if (opt_.size && rbuf_[opt_.size - 1] != static_cast<char>(i & 0xff)) {
+				fprintf(stderr, "round %llu: wrong data\n",
+				        static_cast<unsigned long long>(i));
+				return -FI_EIO;
+			}
+			return post_recv();
+		}
+		FI_CALL(cntr_reach(rcntr_, i + 1));
+		FI_CALL(cntr_reach(scntr_, i)); /* the previous pong went */
+		memcpy(buf_.data(), rbuf_.data(), opt_.size);
+		FI_CALL(post_recv());
+		return post_send();
+	}
+
 	/* waits until both the send and the receive of this round completed */
 	int finish_round()
 	{
@@ -374,7 +440,9 @@ private:
 				getrusage(RUSAGE_SELF, &r0);
 				t0 = std::chrono::steady_clock::now();
 			}
-			if (client) {
+			if (opt_.how == mode::cntr_wait) {
+				FI_CALL(cntr_round(client, static_cast<uint64_t>(i)));
+			} else if (client) {
 				memset(buf_.data(), i & 0xff, opt_.size);
 				FI_CALL(post_send());
 				FI_CALL(finish_round());
@@ -406,6 +474,8 @@ private:
 				send_pending_ = true;
 			}
 		}
+		if (opt_.how == mode::cntr_wait && !client)
+			FI_CALL(cntr_reach(scntr_, static_cast<uint64_t>(opt_.warmup + opt_.iters)));
 		while (send_pending_) {
 			struct fi_cq_entry e = {};
 			FI_CALL(wait_one(&e));
@@ -446,6 +516,10 @@ private:
 			fi_close(&c->fid);
 		if (cq_)
 			fi_close(&cq_->fid);
+		if (rcntr_)
+			fi_close(&rcntr_->fid);
+		if (scntr_)
+			fi_close(&scntr_->fid);
 		if (waitset_)
 			fi_close(&waitset_->fid);
 		if (pep_)
@@ -473,6 +547,8 @@ private:
 	std::vector<struct fid_cq *> idle_; /* -N: idle members of the set */
 	struct fid_wait *waitset_ = nullptr;
 	struct fid_poll *pollset_ = nullptr;
+	struct fid_cntr *rcntr_ = nullptr; /* cntr-wait: FI_RECV */
+	struct fid_cntr *scntr_ = nullptr; /* cntr-wait: FI_SEND */
 	struct fid_ep *ep_ = nullptr;
 	struct fid_mr *mr_ = nullptr;
 	struct fid_mr *rmr_ = nullptr;

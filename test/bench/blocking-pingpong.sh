@@ -16,7 +16,7 @@ dev=${RXE_DEV:-rxe0}
 size=${BENCH_SIZE:-64}
 iters=${BENCH_ITERS:-2000}
 # MODE:N (waitset, pollset): the set holds N CQs, one in use and N-1 idle
-modes=${BENCH_MODES:-"spin sread-unspec sread-fd sread-pollfd sread-mutex sread-yield trywait-poll waitset waitset:64 pollset pollset:1024"}
+modes=${BENCH_MODES:-"spin sread-unspec sread-fd sread-pollfd sread-mutex sread-yield trywait-poll waitset waitset:64 pollset pollset:1024 cntr-wait"}
 port=7600
 tmp=$(mktemp -d)
 results=()

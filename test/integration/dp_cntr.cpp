@@ -583,6 +583,7 @@ void test_error()
 	long ms = ms_since(t0);
 	later.join();
 	EXPECT(ret == -FI_EAVAIL, ret);
+	EXPECT(ms >= 50 && ms < 2000, ms); /* woken by the error's completion event */
 	EXPECT(fi_cntr_readerr(write) == 1, fi_cntr_readerr(write));
 	EXPECT(fi_cntr_read(write) == 1, fi_cntr_read(write));
 	printf("  bad rkey: fi_cntr_wait -> %d (%s) after %ld ms, value 1, error value 1\n", ret,
