@@ -1,8 +1,9 @@
 /* fi_vwait_bench: ping-pong over libfabric MSG endpoints in which both sides wait for their
  * completions the way an application chooses to: spinning on fi_cq_read, or blocking in
  * fi_cq_sread on a CQ of a given wait object, or the fi_trywait + poll() loop of fi_poll(3),
- * or fi_wait on a wait set, or fi_cntr_wait on endpoint counters. Prints latency, and the CPU time each message costs, so that
- * providers (vwait, upstream verbs) and wait modes can be compared in one run.
+ * or fi_wait on a wait set, or fi_cntr_wait on endpoint counters. Prints latency, and the CPU
+ * time each message costs, so that providers (vwait, upstream verbs) and wait modes can be
+ * compared in one run.
  *
  *   server: fi_vwait_bench -p vwait -m sread-fd [-S size] [-I iters] [-P port]
  *   client: fi_vwait_bench -p vwait -m sread-fd [-S size] [-I iters] [-P port] <server address>
@@ -346,7 +347,8 @@ private:
 				if (k == 0)
 					continue;
 				if (ctx[0] != &cq_) {
-					fprintf(stderr, "fi_poll named %p, not the CQ in use (%p)\n",
+					fprintf(stderr,
+					        "fi_poll named %p, not the CQ in use (%p)\n",
 					        ctx[0], (void *)&cq_);
 					return -FI_EOTHER;
 				}
@@ -475,7 +477,8 @@ private:
 			}
 		}
 		if (opt_.how == mode::cntr_wait && !client)
-			FI_CALL(cntr_reach(scntr_, static_cast<uint64_t>(opt_.warmup + opt_.iters)));
+			FI_CALL(
+			    cntr_reach(scntr_, static_cast<uint64_t>(opt_.warmup + opt_.iters)));
 		while (send_pending_) {
 			struct fi_cq_entry e = {};
 			FI_CALL(wait_one(&e));

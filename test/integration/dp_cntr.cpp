@@ -424,20 +424,22 @@ void test_values()
 		EXPECT_OK(fi_recvmsg(s.ep, &m, i == 0 ? FI_COMPLETION : 0));
 	}
 	for (uint64_t i = 0; i < n; i++)
-		EXPECT_OK(retry([&] { return fi_send(c.ep, c.buf.data(), 64, c.desc(), 0, nullptr); }));
+		EXPECT_OK(
+		    retry([&] { return fi_send(c.ep, c.buf.data(), 64, c.desc(), 0, nullptr); }));
 	EXPECT(fi_cntr_wait(send, n, timeout_ms) == 0, fi_cntr_read(send));
 	EXPECT(fi_cntr_wait(recv, n, timeout_ms) == 0, fi_cntr_read(recv));
 	EXPECT(settles_at(send, n), fi_cntr_read(send));
 	EXPECT(settles_at(recv, n), fi_cntr_read(recv));
-	EXPECT(read_comp(s.rx, 1000) == 1, 0);  /* the one receive that asked */
+	EXPECT(read_comp(s.rx, 1000) == 1, 0); /* the one receive that asked */
 	EXPECT(read_comp(s.rx, 100) == -FI_ETIMEDOUT, 0);
 	EXPECT(read_comp(c.tx, 100) == -FI_ETIMEDOUT, 0);
 	printf("  %llu sends / receives counted, 1 CQ entry\n", (unsigned long long)n);
 	/* n writes (one with FI_COMPLETION), n reads; data checked */
 	for (uint64_t i = 0; i < n; i++) {
 		c.buf[i] = static_cast<uint8_t>(i * 7 + 1);
-		EXPECT_OK(retry(
-		    [&] { return fi_write(c.ep, &c.buf[i], 1, c.desc(), 0, raddr + i, rkey, nullptr); }));
+		EXPECT_OK(retry([&] {
+			return fi_write(c.ep, &c.buf[i], 1, c.desc(), 0, raddr + i, rkey, nullptr);
+		}));
 	}
 	EXPECT(reaches(write, n), fi_cntr_read(write));
 	EXPECT(settles_at(write, n), fi_cntr_read(write));
@@ -457,8 +459,8 @@ void test_values()
 		EXPECT_OK(fi_recv(s.ep, s.buf.data(), 64, s.desc(), 0, nullptr));
 	for (uint64_t i = 0; i < k; i++)
 		EXPECT_OK(retry([&] {
-			return fi_writedata(c.ep, c.buf.data(), 8, c.desc(), i, 0, raddr + 4096, rkey,
-			                    nullptr);
+			return fi_writedata(c.ep, c.buf.data(), 8, c.desc(), i, 0, raddr + 4096,
+			                    rkey, nullptr);
 		}));
 	EXPECT(fi_cntr_wait(rwrite, k, timeout_ms) == 0, fi_cntr_read(rwrite));
 	EXPECT(settles_at(rwrite, k), fi_cntr_read(rwrite));
@@ -514,9 +516,8 @@ void test_no_cq()
 		for (uint64_t i = 0; i < n; i++) {
 			while (i >= fi_cntr_read(recv) + 200) /* the receive queue holds 256 */
 				;
-			EXPECT_OK(retry([&] {
-				return fi_recv(s.ep, s.buf.data(), 64, s.desc(), 0, nullptr);
-			}));
+			EXPECT_OK(retry(
+			    [&] { return fi_recv(s.ep, s.buf.data(), 64, s.desc(), 0, nullptr); }));
 			posted++;
 		}
 	});
@@ -676,10 +677,8 @@ void pingpong_one(enum fi_wait_obj obj)
 	double cli_cpu = thread_cpu_ms() - t;
 	server.join();
 	EXPECT(bad == 0, bad.load());
-	EXPECT(fi_cntr_read(crecv) == rounds && fi_cntr_read(srecv) == rounds,
-	       fi_cntr_read(crecv));
-	EXPECT(fi_cntr_read(csend) == rounds && fi_cntr_read(ssend) == rounds,
-	       fi_cntr_read(csend));
+	EXPECT(fi_cntr_read(crecv) == rounds && fi_cntr_read(srecv) == rounds, fi_cntr_read(crecv));
+	EXPECT(fi_cntr_read(csend) == rounds && fi_cntr_read(ssend) == rounds, fi_cntr_read(csend));
 	printf("  %-18s %d round trips, %.1f us each; thread CPU: client %.0f%%, server %.0f%% "
 	       "of wall time\n",
 	       wait_name(obj), rounds, us / rounds, 100 * cli_cpu / (us / 1e3),
@@ -857,9 +856,9 @@ struct test {
 	void (*fn)();
 };
 const test tests[] = {
-    {"bind", test_bind},         {"values", test_values},   {"no-cq", test_no_cq},
-    {"error", test_error},       {"pingpong", test_pingpong}, {"idle", test_idle},
-    {"waitset", test_waitset},   {"pollset", test_pollset},
+    {"bind", test_bind},       {"values", test_values},     {"no-cq", test_no_cq},
+    {"error", test_error},     {"pingpong", test_pingpong}, {"idle", test_idle},
+    {"waitset", test_waitset}, {"pollset", test_pollset},
 };
 
 } // namespace

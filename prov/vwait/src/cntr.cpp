@@ -138,9 +138,8 @@ int cntr_open(struct fid_domain *domain_fid, struct fi_cntr_attr *attr, struct f
 	if (int ret = util::cntr_check_attr(&prov, attr))
 		return ret;
 	domain *dom = domain_of(domain_fid);
-	return guard([&] {
-		return util::cntr_install(std::make_unique<cntr>(dom, *attr), out, context);
-	});
+	return guard(
+	    [&] { return util::cntr_install(std::make_unique<cntr>(dom, *attr), out, context); });
 }
 
 } // namespace vwait

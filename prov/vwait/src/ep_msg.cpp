@@ -256,9 +256,8 @@ int ep::bind_cntr(struct fid *bfid, uint64_t flags) noexcept
 		uint64_t flag;
 		cntr **slot;
 	} const slots[] = {
-	    {FI_SEND, &send_cntr_},   {FI_RECV, &recv_cntr_},
-	    {FI_READ, &read_cntr_},   {FI_WRITE, &write_cntr_},
-	    {FI_REMOTE_WRITE, &rwrite_cntr_},
+	    {FI_SEND, &send_cntr_},   {FI_RECV, &recv_cntr_},           {FI_READ, &read_cntr_},
+	    {FI_WRITE, &write_cntr_}, {FI_REMOTE_WRITE, &rwrite_cntr_},
 	};
 	for (const auto &s : slots) {
 		if ((flags & s.flag) && *s.slot) {
@@ -314,13 +313,12 @@ int ep::enable_cntrs(cq *&send_cq, cq *&recv_cq) noexcept
 	rx_->msg_cntr = recv_cntr_;
 	rx_->write_cntr = rwrite_cntr_;
 	const std::pair<cntr *, cq *> wanted[] = {
-	    {send_cntr_, send_cq},  {read_cntr_, send_cq},   {write_cntr_, send_cq},
+	    {send_cntr_, send_cq}, {read_cntr_, send_cq},   {write_cntr_, send_cq},
 	    {recv_cntr_, recv_cq}, {rwrite_cntr_, recv_cq},
 	};
 	return guard([&] {
 		for (const auto &w : wanted) {
-			if (!w.first ||
-			    std::find(feeds_.begin(), feeds_.end(), w) != feeds_.end())
+			if (!w.first || std::find(feeds_.begin(), feeds_.end(), w) != feeds_.end())
 				continue;
 			feeds_.reserve(feeds_.size() + 1);
 			if (int ret = w.first->add_feed(w.second)) {
