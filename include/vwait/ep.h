@@ -36,7 +36,7 @@ public:
 	struct fid *cm_fid() noexcept override { return fid_; }
 	bool active_side() const noexcept override { return false; }
 	struct fi_info *connreq_info(struct rdma_cm_id *id) noexcept override;
-	void disconnected() noexcept override {}
+	void disconnected(struct rdma_cm_id *) noexcept override {}
 
 	int bind(struct fid *bfid, uint64_t flags) noexcept;
 	int listen() noexcept;
@@ -68,7 +68,7 @@ public:
 	struct fid *cm_fid() noexcept override { return fid_; }
 	bool active_side() const noexcept override { return !passive_; }
 	struct fi_info *connreq_info(struct rdma_cm_id *) noexcept override { return nullptr; }
-	void disconnected() noexcept override;
+	void disconnected(struct rdma_cm_id *id) noexcept override;
 
 	int bind(struct fid *bfid, uint64_t flags) noexcept;
 	int enable() noexcept;
@@ -150,6 +150,8 @@ private:
 	struct fid *fid_ = nullptr;
 	mutable std::mutex mutex_;
 	std::mutex rx_mutex_;
+	std::mutex qp_mutex_; /* the QP's creation and destruction against disconnected() */
+	bool qp_gone_ = false;
 };
 
 /* struct fi_ops_domain::endpoint */

@@ -1,18 +1,18 @@
 /* The vwait event queue: rdma_cm events of the endpoints bound to it, turned into libfabric
- * CM events, plus what fi_eq_write adds. */
+ * CM events, plus what fi_eq_write adds, on the util layer's EQ. */
 #ifndef VWAIT_EQ_H
 #define VWAIT_EQ_H
 
 #include "vwait/fabric.h"
+#include "vwait/util/eq.h"
 #include "vwait/util/fid.h"
 #include "vwait/verbs.h"
 
 #include <rdma/fi_eq.h>
 
-#include <atomic>
 #include <cstdint>
-#include <deque>
 #include <mutex>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -30,8 +30,10 @@ public:
 	/* A connection request arrived for this listener; the info for it (handle set), or
 	 * nullptr when the request cannot be described (it is then rejected). */
 	virtual struct fi_info *connreq_info(struct rdma_cm_id *id) noexcept = 0;
-	/* The peer (or this side) disconnected: outstanding work must flush. */
-	virtual void disconnected() noexcept = 0;
+	/* The peer (or this side) disconnected: outstanding work must flush. id is the event's
+	 * (valid until the event is acknowledged, even while the target is closing). May run
+	 * on any thread that drains the EQ. */
+	virtual void disconnected(struct rdma_cm_id *id) noexcept = 0;
 };
 
 /* The private data of connect, accept and reject goes behind a one-byte length, because
@@ -52,77 +54,48 @@ struct connreq {
 	struct rdma_cm_id *id;
 };
 
-/* A move-only owner of a file descriptor. */
-class owned_fd
+/* The vwait EQ: the util layer's software EQ (entries of any length, error entries, FI_PEEK,
+ * fi_eq_write, every wait object, wait sets, fi_trywait, FI_GETWAIT / FI_GETWAITOBJ) fed from
+ * an rdma_cm event channel. The channel's fd (non-blocking) is an fd source of the EQ's
+ * waiter: whoever waits on it (fi_eq_sread, fi_wait on a wait set, the MUTEX_COND helper
+ * thread) or tries (fi_trywait) drains it through progress(), which turns each rdma_cm event
+ * into an entry (FI_CONNREQ, FI_CONNECTED, FI_SHUTDOWN, or an error entry) and acknowledges
+ * it at once. Reads drain it too, so FI_WAIT_NONE EQs work by polling. */
+class eq final : public util::eq
 {
 public:
-	explicit owned_fd(int fd = -1) noexcept : fd_(fd) {}
-	~owned_fd() { reset(); }
-	owned_fd(owned_fd &&o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-	owned_fd &operator=(owned_fd &&o) noexcept
-	{
-		if (this != &o) {
-			reset();
-			fd_ = o.fd_;
-			o.fd_ = -1;
-		}
-		return *this;
-	}
-	owned_fd(const owned_fd &) = delete;
-	owned_fd &operator=(const owned_fd &) = delete;
-	int get() const noexcept { return fd_; }
-	void reset() noexcept;
+	eq(fabric *fab, const struct fi_eq_attr &attr, verbs::event_channel ch);
+	~eq() override;
 
-private:
-	int fd_;
-};
-
-class eq
-{
-public:
-	eq(fabric *fab, verbs::event_channel ch, owned_fd wake);
-	~eq();
-	eq(const eq &) = delete;
-	eq &operator=(const eq &) = delete;
-
-	ssize_t read(uint32_t *event, void *buf, size_t len, uint64_t flags) noexcept;
-	ssize_t readerr(struct fi_eq_err_entry *entry, uint64_t flags) noexcept;
-	ssize_t write(uint32_t event, const void *buf, size_t len, uint64_t flags) noexcept;
-	ssize_t sread(uint32_t *event, void *buf, size_t len, int timeout, uint64_t flags) noexcept;
+	/* After util::eq_install set up the wait object: the channel becomes a source of it.
+	 * 0 or a negative FI_E* code. */
+	int start() noexcept;
 
 	struct rdma_event_channel *channel() const noexcept { return channel_.get(); }
 	fabric *parent() const noexcept { return fabric_; }
 
-	void hold() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
-	void release() noexcept { refs_.fetch_sub(1, std::memory_order_release); }
-	bool busy() const noexcept { return refs_.load(std::memory_order_acquire) != 0; }
+protected:
+	void progress() noexcept override;
+	std::string describe_error(int prov_errno, const void *err_data) const override;
+	void discard(uint32_t event, const void *entry, size_t len) noexcept override;
 
 private:
-	struct entry {
-		uint32_t event = 0;
-		std::vector<uint8_t> bytes; /* what fi_eq_read copies out */
-		bool error = false;
-		struct fi_eq_err_entry err {
-		};
-		std::vector<uint8_t> err_data;
-	};
-	/* Moves every pending rdma_cm event into entries_ (the caller holds mutex_). */
-	void drain_channel();
-	void convert(struct rdma_cm_event *ev);
+	/* One rdma_cm event into at most one entry (under progress_mutex_): true when it
+	 * queued one. Throws when it could not (the event is then lost, with a warning). */
+	bool convert(struct rdma_cm_event *ev);
 	void push_cm(uint32_t event, struct fid *fid, struct fi_info *info, const uint8_t *data,
 	             size_t len);
-	void push_error(struct fid *fid, int err, int prov_errno, const uint8_t *data, size_t len);
+	void push_cm_error(struct fid *fid, int err, int prov_errno, const uint8_t *data,
+	                   size_t len);
 
 	fabric *fabric_;
 	verbs::event_channel channel_;
-	owned_fd wake_; /* eventfd: fi_eq_write wakes fi_eq_sread */
-	std::mutex mutex_;
-	std::deque<entry> entries_;
-	std::vector<uint8_t> err_data_; /* err_data handed out by readerr */
-	std::atomic<int> refs_{0};
+	std::mutex progress_mutex_; /* keeps events in order across draining threads */
 };
 
-using eq_box = util::fid_box<struct fid_eq, eq>;
+/* The vwait EQ behind a fid handed to fi_ep_bind / fi_pep_bind: nullptr for anything else (an
+ * EQ of another provider, not an EQ at all). */
+eq *verbs_eq_of(struct fid *fid) noexcept;
 
 /* struct fi_ops_fabric::eq_open */
 int eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid_eq **eq,

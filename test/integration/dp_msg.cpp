@@ -903,11 +903,15 @@ void test_bad_input()
 	/* EQ and passive endpoint misuse */
 	struct fid_eq *eq = nullptr;
 	struct fi_eq_attr ea = {};
-	ea.wait_obj = FI_WAIT_MUTEX_COND;
-	EXPECT(fi_eq_open(w.fabric, &ea, &eq, nullptr) == -FI_ENOSYS, 0);
+	ea.wait_obj = FI_WAIT_SET; /* without a wait set */
+	EXPECT(fi_eq_open(w.fabric, &ea, &eq, nullptr) == -FI_EINVAL, 0);
+	ea.wait_obj = FI_WAIT_FD;
+	ea.flags = FI_PEEK;
+	EXPECT(fi_eq_open(w.fabric, &ea, &eq, nullptr) == -FI_EINVAL, 0);
 	uint32_t ev;
 	EXPECT(fi_eq_read(w.eq, nullptr, nullptr, 0, 0) == -FI_EINVAL, 0);
-	EXPECT(fi_eq_read(w.eq, &ev, b, sizeof(b), 1ULL << 40) == -FI_EBADFLAGS, 0);
+	EXPECT(fi_eq_read(w.eq, &ev, b, sizeof(b), 1ULL << 40) == -FI_EINVAL, 0);
+	EXPECT(fi_eq_write(w.eq, FI_NOTIFY, b, 8, FI_PEEK) == -FI_EINVAL, 0);
 	struct fid_pep *pep = nullptr;
 	EXPECT_OK(fi_passive_ep(w.fabric, w.info, &pep, nullptr));
 	if (pep) {

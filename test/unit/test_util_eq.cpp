@@ -1,7 +1,8 @@
 /* util::eq, the software event queue: fi_eq_write / read of entries of any length, FI_PEEK,
  * CM entries cut short, error entries and the err_data rules, bad input, every wait object
  * standalone and in a wait set, sread timing, fi_eq_write ending a blocked sread, and many
- * threads writing and reading. */
+ * threads writing and reading; the verbs EQ's shape (a subclass draining an fd source), with
+ * every wait object, fi_trywait + poll() on its fd, and the queue bound. */
 #include "vwait/util/eq.h"
 #include "vwait/util/trywait.h"
 #include "vwait/util/wait.h"
@@ -12,6 +13,7 @@
 #include "test_util_common.h"
 #include "vwait_cmocka.h"
 
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -274,6 +276,14 @@ void errors(void **st)
 	err = {};
 	assert_int_equal(fi_eq_readerr(s.eq, &err, 0), sizeof(err));
 	assert_int_equal(err.err, FI_ETIMEDOUT);
+	/* a size without a buffer: the provider's buffer, not a write through NULL */
+	err = {};
+	err.err_data_size = sizeof(mine);
+	assert_int_equal(fi_eq_readerr(s.eq, &err, 0), sizeof(err));
+	assert_int_equal(err.err, FI_EIO);
+	assert_non_null(err.err_data);
+	assert_int_equal(err.err_data_size, sizeof(payload));
+	assert_memory_equal(err.err_data, payload, sizeof(payload));
 	assert_int_equal(fi_close(&s.eq->fid), 0);
 	s.eq = nullptr;
 
@@ -517,9 +527,44 @@ void subclass_hooks(void **st)
 	assert_int_equal(fi_eq_sread(s.eq, &event, &cm, sizeof(cm), 1000, 0), sizeof(cm));
 	q->backlog = 3;
 	assert_int_equal(fi_eq_read(s.eq, &event, &cm, sizeof(cm), FI_PEEK), sizeof(cm));
+	/* what fi_eq_write queued belongs to the application: never handed to discard() */
+	cm = {};
+	cm.info = reinterpret_cast<struct fi_info *>(0x1); /* not a provider's */
+	assert_int_equal(fi_eq_write(s.eq, FI_CONNECTED, &cm, sizeof(cm), 0), sizeof(cm));
 	assert_int_equal(fi_close(&s.eq->fid), 0);
 	s.eq = nullptr;
 	assert_int_equal(discarded.load(), 3);
+}
+
+/* A full EQ refuses fi_eq_write and push(); push(over_size) still queues (an event already
+ * taken from the source below), and room() says 0 until the reader makes some. */
+void over_size(void **st)
+{
+	state &s = st_of(st);
+	util::eq *q = open_eq(s, FI_WAIT_FD, 2);
+	struct fi_eq_entry in = notify_entry(1);
+	assert_int_equal(q->room(), 2);
+	assert_int_equal(fi_eq_write(s.eq, FI_NOTIFY, &in, sizeof(in), 0), sizeof(in));
+	assert_int_equal(fi_eq_write(s.eq, FI_NOTIFY, &in, sizeof(in), 0), sizeof(in));
+	assert_int_equal(q->room(), 0);
+	assert_int_equal(fi_eq_write(s.eq, FI_NOTIFY, &in, sizeof(in), 0), -FI_EAGAIN);
+	struct fi_eq_cm_entry cm = {};
+	assert_int_equal(q->push(FI_SHUTDOWN, &cm, sizeof(cm)), -FI_EAGAIN);
+	assert_int_equal(q->push(FI_SHUTDOWN, &cm, sizeof(cm), true), 0);
+	assert_int_equal(q->push_error(error_entry(FI_EIO), nullptr, 0), -FI_EAGAIN);
+	assert_int_equal(q->push_error(error_entry(FI_EIO), nullptr, 0, true), 0);
+	assert_int_equal(q->queued(), 4);
+	assert_int_equal(q->room(), 0);
+	uint32_t event;
+	struct fi_eq_entry out;
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(fi_eq_read(s.eq, &event, &out, sizeof(out), 0), sizeof(out));
+	assert_int_equal(fi_eq_read(s.eq, &event, &cm, sizeof(cm), 0), sizeof(cm));
+	assert_int_equal(event, FI_SHUTDOWN);
+	assert_int_equal(q->room(), 1);
+	struct fi_eq_err_entry err = {};
+	assert_int_equal(fi_eq_readerr(s.eq, &err, 0), sizeof(err));
+	assert_int_equal(q->room(), 2);
 }
 
 /* The verbs EQ's fd source: an eventfd stands in for the rdma_cm channel; each count read
@@ -553,7 +598,8 @@ private:
 void fd_source(void **st)
 {
 	state &s = st_of(st);
-	for (enum fi_wait_obj w : {FI_WAIT_FD, FI_WAIT_POLLFD, FI_WAIT_MUTEX_COND, FI_WAIT_SET}) {
+	for (enum fi_wait_obj w :
+	     {FI_WAIT_FD, FI_WAIT_POLLFD, FI_WAIT_MUTEX_COND, FI_WAIT_YIELD, FI_WAIT_SET}) {
 		int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 		assert_true(efd >= 0);
 		struct fi_eq_attr a = {};
@@ -597,6 +643,70 @@ void fd_source(void **st)
 		assert_int_equal(util::trywait(&test_prov, fids, nfids), -FI_EAGAIN);
 		assert_int_equal(fi_eq_read(s.eq, &event, &cm, sizeof(cm), 0), sizeof(cm));
 		assert_int_equal(fi_eq_read(s.eq, &event, &cm, sizeof(cm), 0), sizeof(cm));
+
+		/* fi_eq_write ends an sread(-1, FI_PEEK) while the channel is watched */
+		s.threads.emplace_back([&s] {
+			std::this_thread::sleep_for(std::chrono::milliseconds(50));
+			struct fi_eq_entry in = notify_entry(7);
+			fi_eq_write(s.eq, FI_NOTIFY, &in, sizeof(in), 0);
+		});
+		struct fi_eq_entry note;
+		t0 = steady::now();
+		assert_int_equal(fi_eq_sread(s.eq, &event, &note, sizeof(note), -1, FI_PEEK),
+		                 sizeof(note));
+		assert_true(ms_since(t0) < 1000);
+		s.threads.back().join();
+		s.threads.clear();
+		assert_int_equal(fi_eq_read(s.eq, &event, &note, sizeof(note), 0), sizeof(note));
+		assert_int_equal(note.data, 7);
+		close_eq(s);
+		close(efd);
+	}
+}
+
+/* The fi_poll(3) loop on the EQ's own fd (FI_WAIT_FD: the epoll fd; FI_WAIT_POLLFD: the
+ * pollfd array): fi_trywait, then an event on the channel, then poll() -- the event that
+ * came between them wakes poll(); once drained, trywait says block again. */
+void trywait_then_poll(void **st)
+{
+	state &s = st_of(st);
+	for (enum fi_wait_obj w : {FI_WAIT_FD, FI_WAIT_POLLFD}) {
+		int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		assert_true(efd >= 0);
+		struct fi_eq_attr a = {};
+		a.wait_obj = w;
+		auto obj = std::make_unique<channel_eq>(a, efd);
+		channel_eq *q = obj.get();
+		assert_int_equal(util::eq_install(std::move(obj), &s.eq, nullptr), 0);
+		assert_int_equal(q->start(), 0);
+		std::vector<struct pollfd> fds;
+		if (w == FI_WAIT_FD) {
+			int fd = -1;
+			assert_int_equal(fi_control(&s.eq->fid, FI_GETWAIT, &fd), 0);
+			fds.push_back({fd, POLLIN, 0});
+		} else {
+			struct fi_wait_pollfd pfd = {};
+			assert_int_equal(fi_control(&s.eq->fid, FI_GETWAIT, &pfd), -FI_ETOOSMALL);
+			fds.resize(pfd.nfds);
+			pfd.fd = fds.data();
+			assert_int_equal(fi_control(&s.eq->fid, FI_GETWAIT, &pfd), 0);
+			fds.resize(pfd.nfds);
+			assert_true(fds.size() >= 2); /* its signal and the channel */
+		}
+		struct fid *fids[1] = {&s.eq->fid};
+		for (int round = 0; round < 3; round++) {
+			assert_int_equal(util::trywait(&test_prov, fids, 1), 0);
+			for (auto &p : fds)
+				p.revents = 0;
+			assert_int_equal(poll(fds.data(), fds.size(), 0), 0);
+			uint64_t one = 1;
+			assert_int_equal(::write(efd, &one, sizeof(one)), sizeof(one));
+			assert_true(poll(fds.data(), fds.size(), 2000) > 0);
+			uint32_t event = 0;
+			struct fi_eq_cm_entry cm;
+			assert_int_equal(fi_eq_read(s.eq, &event, &cm, sizeof(cm), 0), sizeof(cm));
+			assert_int_equal(event, FI_CONNECTED);
+		}
 		close_eq(s);
 		close(efd);
 	}
@@ -657,6 +767,8 @@ int main()
 	    cmocka_unit_test_setup_teardown(many_threads, setup, teardown),
 	    cmocka_unit_test_setup_teardown(subclass_hooks, setup, teardown),
 	    cmocka_unit_test_setup_teardown(fd_source, setup, teardown),
+	    cmocka_unit_test_setup_teardown(over_size, setup, teardown),
+	    cmocka_unit_test_setup_teardown(trywait_then_poll, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

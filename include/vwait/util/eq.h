@@ -12,6 +12,9 @@
  *    (at least sizeof(struct fi_eq_cm_entry)).
  *  - fi_eq_read / fi_eq_readerr / fi_eq_sread take FI_PEEK; an error at the head makes
  *    fi_eq_read -FI_EAVAIL; fi_eq_readerr returns sizeof(struct fi_eq_err_entry).
+ *  - fi_eq_readerr hands out its own err_data buffer (valid until the next readerr) when the
+ *    application's err_data is NULL or err_data_size is 0, or the API is older than 1.5.
+ *  - Bad flags anywhere: -FI_EINVAL.
  *  - fi_eq_sread: one deadline taken at entry, -FI_EAGAIN when it passes; FI_WAIT_NONE:
  *    -FI_EINVAL. */
 #ifndef VWAIT_UTIL_EQ_H
@@ -70,12 +73,17 @@ public:
 	void release() noexcept;
 
 	/* Producer side (the provider's objects, and subclasses from progress()): 0, or
-	 * -FI_EAGAIN when the queue is full, -FI_EINVAL when len is out of range. */
-	int push(uint32_t event, const void *entry, size_t len) noexcept;
-	int push_error(const struct fi_eq_err_entry &err, const void *err_data,
-	               size_t len) noexcept;
+	 * -FI_EAGAIN when the queue is full, -FI_EINVAL when len is out of range.
+	 * over_size: queue even when full. For an event already taken from the source below,
+	 * which must not be lost: progress() looks at room() before it takes one, so the queue
+	 * grows past size() only by what fi_eq_writes racing with it took. */
+	int push(uint32_t event, const void *entry, size_t len, bool over_size = false) noexcept;
+	int push_error(const struct fi_eq_err_entry &err, const void *err_data, size_t len,
+	               bool over_size = false) noexcept;
 
 	size_t queued() const noexcept;
+	/* Free entries (0 when full). */
+	size_t room() const noexcept;
 
 	/* waitable */
 	bool ready() noexcept override;
@@ -101,8 +109,10 @@ protected:
 	/* Arms the source below for fi_trywait; 0, -FI_EAGAIN, or -FI_E*. */
 	virtual int arm() noexcept { return FI_SUCCESS; }
 	virtual std::string describe_error(int prov_errno, const void *err_data) const;
-	/* fi_close with entries unread: called for each (not for error entries), before the EQ
-	 * is destroyed, so that what an entry owns (the fi_info of an FI_CONNREQ) is released. */
+	/* fi_close with entries unread: called for each entry push()ed (not for error entries,
+	 * nor for what fi_eq_write queued: the application owns what those point at), before
+	 * the EQ is destroyed, so that what an entry owns (the fi_info of an FI_CONNREQ) is
+	 * released. */
 	virtual void discard(uint32_t event, const void *entry, size_t len) noexcept
 	{
 		(void)event;
@@ -114,10 +124,13 @@ private:
 	struct record {
 		uint32_t event = 0;
 		bool is_error = false;
+		bool written = false;       /* by fi_eq_write */
 		std::vector<uint8_t> bytes; /* the entry, or the fi_eq_err_entry */
 		std::vector<uint8_t> err_data;
 	};
 	ssize_t read_locked(uint32_t *event, void *buf, size_t len, uint64_t flags) noexcept;
+	int push_record(uint32_t event, const void *entry, size_t len, bool written,
+	                bool over_size) noexcept;
 	static void drain_source(void *self) noexcept;
 
 	const struct fi_provider *prov_;

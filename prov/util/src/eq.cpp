@@ -78,7 +78,14 @@ int eq::trywait() noexcept
 	return queued() > 0 ? -FI_EAGAIN : FI_SUCCESS;
 }
 
-int eq::push(uint32_t event, const void *entry, size_t len) noexcept
+size_t eq::room() const noexcept
+{
+	std::lock_guard<std::mutex> g(lock_);
+	return queue_.size() < size_ ? size_ - queue_.size() : 0;
+}
+
+int eq::push_record(uint32_t event, const void *entry, size_t len, bool written,
+                    bool over_size) noexcept
 {
 	if (len > eq_max_entry_size || (!entry && len)) {
 		FI_WARN(prov_, FI_LOG_EQ, "EQ entry of %zu bytes at %p is out of range (max %zu)\n",
@@ -88,11 +95,12 @@ int eq::push(uint32_t event, const void *entry, size_t len) noexcept
 	int ret = guard([&] {
 		record rec;
 		rec.event = event;
+		rec.written = written;
 		if (len)
 			rec.bytes.assign(static_cast<const uint8_t *>(entry),
 			                 static_cast<const uint8_t *>(entry) + len);
 		std::lock_guard<std::mutex> g(lock_);
-		if (queue_.size() >= size_)
+		if (queue_.size() >= size_ && !over_size)
 			return -FI_EAGAIN;
 		queue_.push_back(std::move(rec));
 		return FI_SUCCESS;
@@ -102,7 +110,13 @@ int eq::push(uint32_t event, const void *entry, size_t len) noexcept
 	return ret;
 }
 
-int eq::push_error(const struct fi_eq_err_entry &err, const void *err_data, size_t len) noexcept
+int eq::push(uint32_t event, const void *entry, size_t len, bool over_size) noexcept
+{
+	return push_record(event, entry, len, false, over_size);
+}
+
+int eq::push_error(const struct fi_eq_err_entry &err, const void *err_data, size_t len,
+                   bool over_size) noexcept
 {
 	int ret = guard([&] {
 		record rec;
@@ -116,7 +130,7 @@ int eq::push_error(const struct fi_eq_err_entry &err, const void *err_data, size
 			rec.err_data.assign(static_cast<const uint8_t *>(err_data),
 			                    static_cast<const uint8_t *>(err_data) + len);
 		std::lock_guard<std::mutex> g(lock_);
-		if (queue_.size() >= size_)
+		if (queue_.size() >= size_ && !over_size)
 			return -FI_EAGAIN;
 		queue_.push_back(std::move(rec));
 		return FI_SUCCESS;
@@ -196,8 +210,8 @@ ssize_t eq::readerr(struct fi_eq_err_entry *buf, uint64_t flags) noexcept
 		if (queue_.empty() || !queue_.front().is_error)
 			return -FI_EAGAIN;
 		record &rec = queue_.front();
-		const bool provider_buffer =
-		    FI_VERSION_LT(api_version_, FI_VERSION(1, 5)) || buf->err_data_size == 0;
+		const bool provider_buffer = FI_VERSION_LT(api_version_, FI_VERSION(1, 5)) ||
+		                             buf->err_data_size == 0 || !buf->err_data;
 		void *user_data = buf->err_data;
 		const size_t user_size = buf->err_data_size;
 		std::memcpy(buf, rec.bytes.data(), sizeof(*buf));
@@ -230,7 +244,7 @@ ssize_t eq::write(uint32_t event, const void *buf, size_t len, uint64_t flags) n
 		        buf, len, eq_max_entry_size);
 		return -FI_EINVAL;
 	}
-	int ret = push(event, buf, len);
+	int ret = push_record(event, buf, len, true, false);
 	return ret ? ret : static_cast<ssize_t>(len);
 }
 
@@ -360,7 +374,7 @@ void eq::discard_unread() noexcept
 		left.swap(queue_);
 	}
 	for (const record &rec : left)
-		if (!rec.is_error)
+		if (!rec.is_error && !rec.written)
 			discard(rec.event, rec.bytes.data(), rec.bytes.size());
 }
 

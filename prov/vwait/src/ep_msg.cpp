@@ -69,7 +69,15 @@ ep::~ep()
 {
 	tx_->closed.store(true, std::memory_order_release);
 	rx_->closed.store(true, std::memory_order_release);
-	id_.reset(); /* the QP first, then the id */
+	{
+		/* the QP first (a thread draining the EQ may be in disconnected()), then the id,
+		 * which waits for the acknowledgement of any event of it being converted */
+		std::lock_guard<std::mutex> lock(qp_mutex_);
+		qp_gone_ = true;
+		if (id_->qp)
+			rdma_destroy_qp(id_.get());
+	}
+	id_.reset();
 	/* no translate() may still be counting on our counters: then they may go */
 	for (cq *q : {send_cq_, recv_cq_})
 		if (q)
@@ -98,10 +106,12 @@ ep::~ep()
 	domain_->release();
 }
 
-void ep::disconnected() noexcept
+void ep::disconnected(struct rdma_cm_id *id) noexcept
 {
 	/* moves the QP to the error state: what is still posted flushes */
-	rdma_disconnect(id_.get());
+	std::lock_guard<std::mutex> lock(qp_mutex_);
+	if (!qp_gone_)
+		rdma_disconnect(id);
 }
 
 int ep::bind(struct fid *bfid, uint64_t flags) noexcept
@@ -159,7 +169,13 @@ int ep::bind(struct fid *bfid, uint64_t flags) noexcept
 			FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_ep_bind: an EQ is already bound\n");
 			return -FI_EINVAL;
 		}
-		eq_ = util::owner_of_fid<eq, struct fid_eq>(bfid);
+		eq *q = verbs_eq_of(bfid);
+		if (!q) {
+			FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_ep_bind: fid %p is not a vwait EQ\n",
+			        static_cast<void *>(bfid));
+			return -FI_EINVAL;
+		}
+		eq_ = q;
 		eq_->hold();
 		return FI_SUCCESS;
 	}
@@ -210,6 +226,7 @@ int ep::enable() noexcept
 	attr.cap.max_inline_data = static_cast<uint32_t>(inject_size_);
 	attr.qp_type = IBV_QPT_RC;
 	attr.sq_sig_all = 0;
+	std::lock_guard<std::mutex> qp_lock(qp_mutex_);
 	if (rdma_create_qp(id_.get(), domain_->pd(), &attr) != 0) {
 		int ret = verbs::errno_code();
 		FI_WARN(&prov, FI_LOG_EP_CTRL,

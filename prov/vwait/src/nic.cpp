@@ -41,8 +41,9 @@ const struct fi_vwait_wait_attr support = {
             every_object_wait,
             /* FI_VWAIT_KIND_CNTR: util::cntr fed by verbs CQs, waiting on their channels */
             every_object_wait,
-            /* FI_VWAIT_KIND_EQ: the rdma_cm channel, polled by fi_eq_sread */
-            bit(FI_WAIT_NONE) | bit(FI_WAIT_UNSPEC) | bit(FI_WAIT_FD),
+            /* FI_VWAIT_KIND_EQ: util::eq with the rdma_cm channel as a source of its
+               waiter */
+            every_object_wait,
             /* FI_VWAIT_KIND_WAIT_SET: util::wait_open */
             every_wait_set_wait,
         },

@@ -137,7 +137,12 @@ int pep::bind(struct fid *bfid, uint64_t flags) noexcept
 		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_pep_bind: already bound to an EQ\n");
 		return -FI_EINVAL;
 	}
-	eq *q = util::owner_of_fid<eq, struct fid_eq>(bfid);
+	eq *q = verbs_eq_of(bfid);
+	if (!q) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_pep_bind: fid %p is not a vwait EQ\n",
+		        static_cast<void *>(bfid));
+		return -FI_EINVAL;
+	}
 	if (rdma_migrate_id(id_.get(), q->channel()) != 0) {
 		int ret = verbs::errno_code();
 		FI_WARN(&prov, FI_LOG_EP_CTRL, "rdma_migrate_id: %s\n", fi_strerror(-ret));
