@@ -50,6 +50,9 @@ rc=$?
 check "only passes and skips: exit 0 (got $rc)" [ "$rc" = 0 ]
 check "patterns select tests" [ "$(tail -n 1 "$work/out")" = "1 passed, 0 failed, 1 skipped" ]
 
+VWAIT_SRCDIR=$work/src VWAIT_BUILDDIR=$work/build "$run" 'd-*.test' 'e-skips.test' >"$work/out" 2>&1
+check "patterns may carry .test" [ "$(tail -n 1 "$work/out")" = "1 passed, 0 failed, 1 skipped" ]
+
 VWAIT_SRCDIR=$work/src VWAIT_BUILDDIR=$work/build "$run" 'nothing-*' >"$work/out" 2>&1
 rc=$?
 check "no test matched: exit non-zero (got $rc)" [ "$rc" != 0 ]
