@@ -29,8 +29,8 @@
 #include <rdma/fi_rma.h>
 
 #include <poll.h>
-#include <sys/socket.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -199,13 +199,16 @@ int open_stack(stack &st, const char *node = nullptr, const char *service = null
 }
 
 int open_side(stack &st, struct fi_info *info, side &s, size_t bufsize,
-              enum fi_wait_obj wait = FI_WAIT_FD, size_t tx_cq_size = 0)
+              enum fi_wait_obj wait = FI_WAIT_FD, size_t tx_cq_size = 0,
+              struct fid_cntr *rx_cntr = nullptr)
 {
 	int ret;
 	if ((ret = open_cq(st, &s.tx, wait, nullptr, tx_cq_size)) ||
 	    (ret = open_cq(st, &s.rx, wait)))
 		return ret;
 	if ((ret = fi_endpoint(st.domain, info, &s.ep, nullptr)))
+		return ret;
+	if (rx_cntr && (ret = fi_ep_bind(s.ep, &rx_cntr->fid, FI_RECV)))
 		return ret;
 	if ((ret = fi_ep_bind(s.ep, &s.tx->fid, FI_TRANSMIT)) ||
 	    (ret = fi_ep_bind(s.ep, &s.rx->fid, FI_RECV)) ||
@@ -226,7 +229,8 @@ long eq_event(struct fid_eq *eq, uint32_t *event, void *buf, size_t len, int ms 
  * is opened from an info whose dest_addr is the listener: vwait resolves an endpoint's
  * dest_addr when it opens it, and fi_connect then goes there whatever its addr says. */
 int connect_pair(stack &st, conn &c, const char *service, size_t bufsize,
-                 enum fi_wait_obj wait = FI_WAIT_FD, size_t cli_tx_cq_size = 0)
+                 enum fi_wait_obj wait = FI_WAIT_FD, size_t cli_tx_cq_size = 0,
+                 struct fid_cntr *srv_rx_cntr = nullptr)
 {
 	struct fi_info *hints = msg_hints();
 	int ret = fi_getinfo(version, rxe_addr, service, FI_SOURCE, hints, &c.info);
@@ -256,7 +260,7 @@ int connect_pair(stack &st, conn &c, const char *service, size_t bufsize,
 	if (!EXPECT(n >= static_cast<long>(sizeof(struct fi_eq_cm_entry)) && ev == FI_CONNREQ, n))
 		return -FI_EOTHER;
 	struct fi_info *req = ent.e->info;
-	ret = open_side(st, req, c.srv, bufsize, wait);
+	ret = open_side(st, req, c.srv, bufsize, wait, 0, srv_rx_cntr);
 	if (!ret)
 		ret = fi_accept(c.srv.ep, nullptr, 0);
 	fi_freeinfo(req);
@@ -273,8 +277,7 @@ int connect_pair(stack &st, conn &c, const char *service, size_t bufsize,
 }
 
 /* One completion within ms: 1 (*e), -FI_EAVAIL (*err read), -FI_EAGAIN (timeout) or -FI_E*. */
-long sread_one(struct fid_cq *cq, struct fi_cq_data_entry *e, struct fi_cq_err_entry *err,
-               int ms)
+long sread_one(struct fid_cq *cq, struct fi_cq_data_entry *e, struct fi_cq_err_entry *err, int ms)
 {
 	ssize_t n = fi_cq_sread(cq, e, 1, nullptr, ms);
 	if (n == -FI_EAVAIL) {
@@ -356,8 +359,8 @@ int serve_until_killed(const char *port)
 	fi_freeinfo(hints);
 	if (ret || open_stack_from(st))
 		return 2;
-	if (fi_passive_ep(st.fabric, st.info, &c.pep, nullptr) || fi_pep_bind(c.pep, &st.eq->fid, 0) ||
-	    fi_listen(c.pep))
+	if (fi_passive_ep(st.fabric, st.info, &c.pep, nullptr) ||
+	    fi_pep_bind(c.pep, &st.eq->fid, 0) || fi_listen(c.pep))
 		return 3;
 	cm_buf ent;
 	uint32_t ev;
@@ -495,7 +498,8 @@ void test_peer_killed()
 				r = fi_send(cli.ep, local, pk_msg, cli.desc(), 0, c);
 				break;
 			case 1:
-				r = fi_write(cli.ep, local, pk_msg, cli.desc(), 0, remote, t.key, c);
+				r = fi_write(cli.ep, local, pk_msg, cli.desc(), 0, remote, t.key,
+				             c);
 				break;
 			default:
 				r = fi_read(cli.ep, local, pk_msg, cli.desc(), 0, remote, t.key, c);
@@ -533,8 +537,9 @@ void test_peer_killed()
 			kill(child, SIGKILL);
 			t_kill = clock_type::now();
 			killed = true;
-			printf("  killed the server with %d operations outstanding (%d completed)\n",
-			       outstanding_tx, ok);
+			printf(
+			    "  killed the server with %d operations outstanding (%d completed)\n",
+			    outstanding_tx, ok);
 		}
 		n = fi_eq_read(st.eq, &ev, ent.raw, sizeof(ent.raw), 0);
 		if (n >= static_cast<long>(sizeof(struct fi_eq_cm_entry)) && ev == FI_SHUTDOWN &&
@@ -557,8 +562,9 @@ void test_peer_killed()
 		missing += done[static_cast<size_t>(max_ops + i)] == 0;
 	int sends = 0, writes = 0, reads = 0;
 	for (int i = 0; i < posted; i++)
-		(kind[static_cast<size_t>(i)] == 0 ? sends
-		                                   : (kind[static_cast<size_t>(i)] == 1 ? writes : reads))++;
+		(kind[static_cast<size_t>(i)] == 0
+		     ? sends
+		     : (kind[static_cast<size_t>(i)] == 1 ? writes : reads))++;
 	printf("  posted %d (%d sends, %d writes, %d reads) + %d receives: %d completed, %d tx "
 	       "errors, %d rx errors (first: %s), %d missing, %d twice, %d unknown\n",
 	       posted, sends, writes, reads, nrecv, ok, errors, rx_errors,
@@ -595,7 +601,8 @@ void test_peer_killed()
 	conn c;
 	if (!EXPECT_OK(connect_pair(st, c, "7477", pk_bufsize))) {
 		bool moved = transfer(c, pk_bufsize, 11);
-		printf("  new connection after the kill: 1 MiB %s\n", moved ? "verified" : "FAILED");
+		printf("  new connection after the kill: 1 MiB %s\n",
+		       moved ? "verified" : "FAILED");
 	}
 	close_conn(c);
 	close_stack(st);
@@ -684,11 +691,13 @@ void test_exhaustion()
 		std::this_thread::sleep_for(std::chrono::milliseconds(100));
 		int sent = 0;
 		for (int i = 0; i < 200; i++)
-			sent += fi_send(c.cli.ep, c.cli.buf.data(), 8, c.cli.desc(), 0, nullptr) == 0;
+			sent +=
+			    fi_send(c.cli.ep, c.cli.buf.data(), 8, c.cli.desc(), 0, nullptr) == 0;
 		reader.join();
-		printf("  %d sends on a send CQ of 1 entry, reader blocked in fi_cq_sread: %d read, "
-		       "then %s after %.2f s\n",
-		       sent, ogot.load(), overrun_err ? fi_strerror(overrun_err) : "nothing", took);
+		printf(
+		    "  %d sends on a send CQ of 1 entry, reader blocked in fi_cq_sread: %d read, "
+		    "then %s after %.2f s\n",
+		    sent, ogot.load(), overrun_err ? fi_strerror(overrun_err) : "nothing", took);
 		EXPECT(overrun_err == FI_EOVERRUN, overrun_err);
 		EXPECT(took < 5, static_cast<long>(took * 1000));
 	}
@@ -863,8 +872,8 @@ void test_waiter_closer()
 		conn c2;
 		if (!EXPECT_OK(connect_pair(st, c2, "7485", 4096))) {
 			for (int i = 0; i < 4; i++)
-				EXPECT_OK(fi_recv(c2.cli.ep, c2.cli.buf.data(), 64, c2.cli.desc(), 0,
-				                  nullptr));
+				EXPECT_OK(fi_recv(c2.cli.ep, c2.cli.buf.data(), 64, c2.cli.desc(),
+				                  0, nullptr));
 			blocked idle;
 			struct fi_cq_data_entry ie;
 			struct fi_cq_err_entry ierr;
@@ -872,8 +881,9 @@ void test_waiter_closer()
 			close_fid(&c2.cli.ep->fid);
 			c2.cli.ep = nullptr;
 			idle.join();
-			printf("  fi_cq_sread(1500 ms) vs fi_close(its endpoint): %s after %.3f s\n",
-			       fi_strerror(static_cast<int>(-idle.ret)), idle.took);
+			printf(
+			    "  fi_cq_sread(1500 ms) vs fi_close(its endpoint): %s after %.3f s\n",
+			    fi_strerror(static_cast<int>(-idle.ret)), idle.took);
 			EXPECT(idle.ret == -FI_EAGAIN || idle.ret == -FI_EAVAIL, idle.ret);
 			EXPECT(idle.took < 3, static_cast<long>(idle.took * 1000));
 			uint32_t ev = 0;
@@ -884,6 +894,63 @@ void test_waiter_closer()
 			EXPECT(n >= 0 && ev == FI_SHUTDOWN, n);
 		}
 		close_conn(c2);
+	}
+	/* 6. fi_cntr_wait on a verbs receive counter (FI_WAIT_FD), forever: a message that
+	 * arrives ends it; fi_cntr_add from another thread ends it; the peer disconnecting
+	 * (the EQ read by another thread, the receives left flush) ends a wait for more than
+	 * will ever come with -FI_EAVAIL */
+	{
+		struct fid_cntr *cntr = nullptr;
+		struct fi_cntr_attr ca = {};
+		ca.events = FI_CNTR_EVENTS_COMP;
+		ca.wait_obj = FI_WAIT_FD;
+		conn c3;
+		if (!EXPECT_OK(fi_cntr_open(st.domain, &ca, &cntr, nullptr)) &&
+		    !EXPECT_OK(connect_pair(st, c3, "7486", 4096, FI_WAIT_FD, 0, cntr))) {
+			for (int i = 0; i < 4; i++)
+				EXPECT_OK(fi_recv(c3.srv.ep, c3.srv.buf.data(), 64, c3.srv.desc(),
+				                  0, nullptr));
+			blocked b1;
+			b1.start([&] { return static_cast<long>(fi_cntr_wait(cntr, 1, -1)); });
+			EXPECT_OK(
+			    fi_send(c3.cli.ep, c3.cli.buf.data(), 8, c3.cli.desc(), 0, nullptr));
+			b1.join();
+			printf("  fi_cntr_wait(1, -1) vs a message: %ld after %.3f s\n", b1.ret,
+			       b1.took);
+			EXPECT(b1.ret == 0, b1.ret);
+			blocked b2;
+			b2.start([&] { return static_cast<long>(fi_cntr_wait(cntr, 100, -1)); });
+			EXPECT_OK(fi_cntr_add(cntr, 99));
+			b2.join();
+			printf("  fi_cntr_wait(100, -1) vs fi_cntr_add(99): %ld after %.3f s\n",
+			       b2.ret, b2.took);
+			EXPECT(b2.ret == 0, b2.ret);
+			blocked b3, eqw;
+			b3.start(
+			    [&] { return static_cast<long>(fi_cntr_wait(cntr, 1000, 10000)); });
+			eqw.start([&] {
+				long ret = 0;
+				for (int k = 0; k < 2 && ret >= 0; k++) {
+					uint32_t ev = 0;
+					cm_buf ent;
+					ret = fi_eq_sread(st.eq, &ev, ent.raw, sizeof(ent.raw),
+					                  10000, 0);
+				}
+				return ret;
+			});
+			EXPECT_OK(fi_shutdown(c3.cli.ep, 0));
+			b3.join();
+			eqw.join();
+			printf(
+			    "  fi_cntr_wait(1000, 10 s) vs the peer disconnecting: %s after %.3f s "
+			    "(error value %llu)\n",
+			    fi_strerror(static_cast<int>(-b3.ret)), b3.took,
+			    static_cast<unsigned long long>(fi_cntr_readerr(cntr)));
+			EXPECT(b3.ret == -FI_EAVAIL, b3.ret);
+			EXPECT(b3.took < 5, static_cast<long>(b3.took * 1000));
+		}
+		close_conn(c3);
+		close_fid(cntr ? &cntr->fid : nullptr);
 	}
 	alarm(0);
 	close_conn(c);

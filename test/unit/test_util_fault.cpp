@@ -88,7 +88,8 @@ protected:
 				std::lock_guard<std::mutex> lock(hw_mu_);
 				if (hw_.empty())
 					return;
-				e.op_context = reinterpret_cast<void *>(static_cast<uintptr_t>(hw_.front()));
+				e.op_context =
+				    reinterpret_cast<void *>(static_cast<uintptr_t>(hw_.front()));
 			}
 			if (push(e) != 0)
 				return; /* ring full: the rest stays in "hardware" */
