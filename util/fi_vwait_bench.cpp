@@ -68,7 +68,8 @@ const mode_desc modes[] = {
     {"sread-yield", mode::sread, FI_WAIT_YIELD, "fi_cq_sread, FI_WAIT_YIELD CQ"},
     {"trywait-poll", mode::trywait_poll, FI_WAIT_FD,
      "fi_trywait + poll() on FI_GETWAIT fd (fi_poll(3) loop)"},
-    {"waitset", mode::waitset, FI_WAIT_FD, "CQ in an FI_WAIT_FD wait set, fi_wait + fi_cq_read"},
+    {"waitset", mode::waitset, FI_WAIT_FD,
+     "CQ and the connection's EQ in an FI_WAIT_FD wait set, fi_wait + fi_cq_read"},
     {"pollset", mode::pollset, FI_WAIT_NONE, "CQ in a poll set, fi_poll until it names the CQ"},
     {"cntr-wait", mode::cntr_wait, FI_WAIT_FD,
      "fi_cntr_wait on FI_WAIT_FD send/recv counters, CQ with FI_SELECTIVE_COMPLETION"},
@@ -130,7 +131,27 @@ private:
 		FI_CALL(fi_fabric(info_->fabric_attr, &fabric_, nullptr));
 		struct fi_eq_attr eq_attr = {};
 		eq_attr.wait_obj = FI_WAIT_UNSPEC;
-		FI_CALL(fi_eq_open(fabric_, &eq_attr, &eq_, nullptr));
+		if (opt_.how == mode::waitset) {
+			/* the EQ of the connection is a member of the wait set too */
+			struct fi_wait_attr wattr = {};
+			wattr.wait_obj = FI_WAIT_FD;
+			ret = fi_wait_open(fabric_, &wattr, &waitset_);
+			if (ret) {
+				fprintf(stderr, "fi_wait_open(FI_WAIT_FD): %s\n",
+				        fi_strerror(-ret));
+				unsupported_ = ret == -FI_ENOSYS || ret == -FI_EINVAL;
+				return ret;
+			}
+			eq_attr.wait_obj = FI_WAIT_SET;
+			eq_attr.wait_set = waitset_;
+		}
+		ret = fi_eq_open(fabric_, &eq_attr, &eq_, nullptr);
+		if (ret) {
+			fprintf(stderr, "fi_eq_open(wait_obj %d): %s\n", eq_attr.wait_obj,
+			        fi_strerror(-ret));
+			unsupported_ = ret == -FI_ENOSYS || ret == -FI_EINVAL;
+			return ret;
+		}
 		return 0;
 	}
 
@@ -210,15 +231,6 @@ private:
 			}
 		}
 		if (opt_.how == mode::waitset) {
-			struct fi_wait_attr wattr = {};
-			wattr.wait_obj = FI_WAIT_FD;
-			int ret = fi_wait_open(fabric_, &wattr, &waitset_);
-			if (ret) {
-				fprintf(stderr, "fi_wait_open(FI_WAIT_FD): %s\n",
-				        fi_strerror(-ret));
-				unsupported_ = ret == -FI_ENOSYS || ret == -FI_EINVAL;
-				return ret;
-			}
 			attr.wait_obj = FI_WAIT_SET;
 			attr.wait_set = waitset_;
 		}
@@ -523,14 +535,14 @@ private:
 			fi_close(&rcntr_->fid);
 		if (scntr_)
 			fi_close(&scntr_->fid);
-		if (waitset_)
-			fi_close(&waitset_->fid);
 		if (pep_)
 			fi_close(&pep_->fid);
 		if (domain_)
 			fi_close(&domain_->fid);
 		if (eq_)
 			fi_close(&eq_->fid);
+		if (waitset_)
+			fi_close(&waitset_->fid);
 		if (fabric_)
 			fi_close(&fabric_->fid);
 		fi_freeinfo(conn_info_);
