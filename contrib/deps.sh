@@ -22,10 +22,12 @@ deps_build=(
 )
 # test: run the plugin and the integration tests (fi_info, fi_pingpong,
 # ibv_rc_pingpong, the rxe user-space driver, perftest; Open MPI for
-# test/integration/mpi-pingpong.test: configure builds its program if found)
+# test/integration/mpi-pingpong.test: configure builds its program if found; clang and
+# its libFuzzer runtime for the fuzz stage of setup.sh test, test/fuzz)
 deps_test=(
 	libfabric1 libfabric-bin ibverbs-providers ibverbs-utils rdmacm-utils perftest
 	openmpi-bin libopenmpi-dev netpipe-openmpi
+	clang libclang-rt-14-dev
 )
 # vm: contrib/vm/run-in-vm.sh (qemu, a kernel with rdma_rxe, a static busybox
 # for the initramfs, modprobe, cpio, the rdma/ip tools)

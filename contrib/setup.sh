@@ -8,7 +8,8 @@
 #                           path yet; it says which one ran.
 #   contrib/setup.sh test   the whole test suite: packages, autogen, configure and
 #                           build out of tree in _build/ci, make check (host unit
-#                           tier, then under ASan+UBSan and TSan), make distcheck,
+#                           tier, then under ASan+UBSan and TSan), a bounded
+#                           libFuzzer run (test/fuzz, clang), make distcheck,
 #                           the RPM and .deb built from its tarball and the .deb
 #                           installed, checked and removed (root only), then the
 #                           integration tier in ONE VM boot (make check-integration).
@@ -19,7 +20,8 @@
 # on the checkout that holds it.  CI runs `contrib/setup.sh test` (.ci/run).
 # Knobs: SETUP_STAGES="build unit" runs exactly those test stages, in that order
 # (a quick rerun in an existing _build/ci); SETUP_JOBS (default 2) for make -j;
-# VM_* as contrib/vm/run-in-vm.sh documents (VM_TIMEOUT defaults to 1500 here).
+# VM_* as contrib/vm/run-in-vm.sh documents (VM_TIMEOUT defaults to 1500 here);
+# SETUP_FUZZ_SECONDS (default 10) per fuzz target.
 set -u -o pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P) || exit 1
@@ -172,13 +174,40 @@ stage_asan() {
 }
 stage_tsan() { sanitized_unit ci-tsan 'test_util_*' --enable-tsan; }
 stage_integration() { make -C "$builddir" -j"$jobs" check-integration; }
+# libFuzzer targets (test/fuzz) in a clang build dir of their own, each run for
+# SETUP_FUZZ_SECONDS (default 10) from the seed corpus; skipped (77) without clang's libFuzzer.
+fuzz_dir=$top/_build/ci-fuzz
+skip_fuzz() { # prints why the fuzz stage cannot run, if it cannot
+	command -v clang++ >/dev/null || {
+		echo "clang++ not found (contrib/deps.sh test installs clang, libclang-rt-14-dev)"
+		return
+	}
+	local t
+	t=$(mktemp -d) || return
+	printf '%s\n' '#include <cstdint>' '#include <cstddef>' \
+		'extern "C" int LLVMFuzzerTestOneInput(const uint8_t *, size_t) { return 0; }' >"$t/f.cpp"
+	clang++ -fsanitize=fuzzer,address,undefined "$t/f.cpp" -o "$t/f" >/dev/null 2>&1 ||
+		echo "clang++ cannot link -fsanitize=fuzzer (libclang-rt-14-dev missing?)"
+	rm -rf "$t"
+}
+stage_fuzz() {
+	local why
+	why=$(skip_fuzz)
+	if [ -n "$why" ]; then
+		echo "SKIP: $why"
+		return 77
+	fi
+	(configure_in "$fuzz_dir" CXX=clang++ CC=clang --enable-fuzz) &&
+		make -C "$fuzz_dir" -j"$jobs" fuzz &&
+		make -C "$fuzz_dir" fuzz-run FUZZ_SECONDS="${SETUP_FUZZ_SECONDS:-10}"
+}
 
 # The test suite, in order.  Each name is a stage_<name> function above, run
 # from $top with $builddir set.  gate stages stop the run when they fail (what
 # follows needs them); the others all run and report.  Later stages slot in
 # here, e.g. an ASan+UBSan unit tier (configure_in _build/asan --enable-asan
 # --enable-ubsan; make check) and a TSan stress tier.
-test_stages=(deps autogen configure build unit asan tsan distcheck packaging integration)
+test_stages=(deps autogen configure build unit asan tsan fuzz distcheck packaging integration)
 gate_stages=" deps autogen configure build "
 loud_stages=" unit integration "
 

@@ -2,15 +2,48 @@
 #ifndef VWAIT_INFO_H
 #define VWAIT_INFO_H
 
+#include <infiniband/verbs.h>
 #include <rdma/fabric.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <string>
 
-namespace vwait {
+struct sockaddr;
+
+namespace vwait
+{
 
 /* struct fi_provider::getinfo */
 int getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
-	    const struct fi_info *hints, struct fi_info **info) noexcept;
+            const struct fi_info *hints, struct fi_info **info) noexcept;
+
+/* An address handed in by the application (hints, fi_passive_ep / fi_endpoint's info): 0 when
+ * addr is NULL or an AF_INET / AF_INET6 address that len covers and addr_format allows
+ * (FI_FORMAT_UNSPEC and FI_SOCKADDR allow both). A malformed one (len too short for its
+ * family, a family addr_format excludes): -FI_EINVAL; another family (AF_IB, AF_UNIX...) or
+ * format: -FI_ENODATA. One warning line naming what (e.g. "hints->src_addr") either way. */
+int check_sockaddr(const void *addr, size_t len, uint32_t addr_format, const char *what) noexcept;
+
+/* What fi_getinfo checks before it looks at a device: the API version, the address format and
+ * the addresses in hints. 0, -FI_ENODATA (cannot be met) or -FI_EINVAL (malformed). */
+int check_hints(uint32_t version, const struct fi_info *hints) noexcept;
+
+/* What vwait learned of one active port of one device. */
+struct port_desc {
+	std::string device;
+	std::string fabric; /* "IB-0x<subnet prefix>", as upstream verbs names it */
+	uint8_t port_num;
+	struct ibv_device_attr dev_attr;
+	struct ibv_port_attr port_attr;
+	size_t max_inline;
+};
+
+/* The fi_info fi_getinfo gives for port under hints (which passed check_hints), with src / dst
+ * (either may be NULL) as its addresses; NULL when the hints cannot be met on that port.
+ * Throws std::bad_alloc. Exposed for test/fuzz: port may be made up, no device is opened. */
+struct fi_info *port_info(uint32_t version, const port_desc &port, const struct fi_info *hints,
+                          const struct sockaddr *src, const struct sockaddr *dst);
 
 } // namespace vwait
 

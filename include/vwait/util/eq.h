@@ -136,7 +136,6 @@ private:
 	const struct fi_provider *prov_;
 	const enum fi_wait_obj wait_obj_;
 	const size_t size_;
-	const uint64_t flags_;
 	const uint32_t api_version_;
 	struct fid_wait *wait_set_;
 	void *context_ = nullptr;

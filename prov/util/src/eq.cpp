@@ -41,7 +41,7 @@ int eq_check_attr(const struct fi_provider *prov, const struct fi_eq_attr *attr)
 
 eq::eq(const struct fi_provider *prov, const struct fi_eq_attr &attr, uint32_t api_version)
     : prov_(prov), wait_obj_(attr.wait_obj), size_(attr.size ? attr.size : eq_default_size),
-      flags_(attr.flags), api_version_(api_version), wait_set_(attr.wait_set)
+      api_version_(api_version), wait_set_(attr.wait_set)
 {
 }
 

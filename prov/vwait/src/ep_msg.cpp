@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include "vwait/ep.h"
+#include "vwait/info.h"
 #include "vwait/slots.h"
 #include "vwait/util/enosys.h"
 #include "vwait/vwait.h"
@@ -1089,16 +1090,24 @@ int ep_open(struct fid_domain *domain_fid, struct fi_info *info, struct fid_ep *
 		return -FI_EINVAL;
 	}
 	*out = nullptr;
-	if (info->ep_attr && info->ep_attr->type != FI_EP_MSG &&
-	    info->ep_attr->type != FI_EP_UNSPEC) {
+	if (info->ep_attr && util::raw_enum(info->ep_attr->type) != FI_EP_MSG &&
+	    util::raw_enum(info->ep_attr->type) != FI_EP_UNSPEC) {
 		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_endpoint: ep type %d is not FI_EP_MSG\n",
-		        static_cast<int>(info->ep_attr->type));
+		        util::raw_enum(info->ep_attr->type));
 		return -FI_EINVAL;
 	}
 	if (info->handle && info->handle->fclass != FI_CLASS_CONNREQ) {
 		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_endpoint: info->handle class %zu unsupported\n",
 		        info->handle->fclass);
 		return -FI_EINVAL;
+	}
+	if (!info->handle) {
+		if (int ret = check_sockaddr(info->src_addr, info->src_addrlen, info->addr_format,
+		                             "fi_endpoint: info->src_addr"))
+			return ret == -FI_ENODATA ? -FI_EINVAL : ret;
+		if (int ret = check_sockaddr(info->dest_addr, info->dest_addrlen, info->addr_format,
+		                             "fi_endpoint: info->dest_addr"))
+			return ret == -FI_ENODATA ? -FI_EINVAL : ret;
 	}
 	domain *dom = domain_of(domain_fid);
 	return guard([&] {

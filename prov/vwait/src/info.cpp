@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -30,16 +31,6 @@ namespace vwait
 
 namespace
 {
-
-/* What vwait learned of one active port of one device. */
-struct port_desc {
-	std::string device;
-	std::string fabric; /* "IB-0x<subnet prefix>", as upstream verbs names it */
-	uint8_t port_num;
-	struct ibv_device_attr dev_attr;
-	struct ibv_port_attr port_attr;
-	size_t max_inline;
-};
 
 /* The largest max_inline_data an RC QP of this device accepts (verbs has no attribute for
  * it): found by creating QPs, once per device and process. */
@@ -362,7 +353,8 @@ const char *unmet(const port_desc &port, const struct fi_info *hints, uint64_t c
 		return "caps (neither FI_MSG nor FI_RMA)";
 	if (hints->ep_attr) {
 		const struct fi_ep_attr *e = hints->ep_attr;
-		if (e->type != FI_EP_UNSPEC && e->type != FI_EP_MSG)
+		int type = util::raw_enum(e->type); /* an application's value may be no enum */
+		if (type != FI_EP_UNSPEC && type != FI_EP_MSG)
 			return "ep_attr->type";
 		if (e->protocol != FI_PROTO_UNSPEC && e->protocol != FI_PROTO_RDMA_CM_IB_RC)
 			return "ep_attr->protocol";
@@ -405,6 +397,13 @@ const char *unmet(const port_desc &port, const struct fi_info *hints, uint64_t c
 		return "addr_format";
 	}
 	if (hints->domain_attr) {
+		int threading = util::raw_enum(hints->domain_attr->threading);
+		if (threading < FI_THREAD_UNSPEC || threading > FI_THREAD_ENDPOINT)
+			return "domain_attr->threading";
+		for (int progress : {util::raw_enum(hints->domain_attr->control_progress),
+		                     util::raw_enum(hints->domain_attr->data_progress)})
+			if (progress < FI_PROGRESS_UNSPEC || progress > FI_PROGRESS_MANUAL)
+				return "domain_attr->*_progress";
 		if (hints->domain_attr->name && port.device != hints->domain_attr->name)
 			return "domain_attr->name";
 		if (hints->domain_attr->mr_key_size > sizeof(uint32_t))
@@ -456,8 +455,9 @@ info_ptr msg_info(uint32_t version, const port_desc &port, const struct fi_info 
 
 	info->caps = caps;
 	info->mode = mode;
+	const cm_addr &named = src.valid() ? src : dst;
 	info->addr_format =
-	    src.valid() && src.addr.ss_family == AF_INET6 ? FI_SOCKADDR_IN6 : FI_SOCKADDR_IN;
+	    named.valid() && named.addr.ss_family == AF_INET6 ? FI_SOCKADDR_IN6 : FI_SOCKADDR_IN;
 	if (src.valid())
 		info->src_addr = dup_sockaddr(src.sa(), &info->src_addrlen);
 	if (dst.valid())
@@ -534,15 +534,101 @@ info_ptr msg_info(uint32_t version, const port_desc &port, const struct fi_info 
 
 } // namespace
 
-int getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
-            const struct fi_info *hints, struct fi_info **info) noexcept
+int check_sockaddr(const void *addr, size_t len, uint32_t addr_format, const char *what) noexcept
 {
-	*info = nullptr;
+	if (!addr)
+		return FI_SUCCESS;
+	switch (addr_format) {
+	case FI_FORMAT_UNSPEC:
+	case FI_SOCKADDR:
+	case FI_SOCKADDR_IN:
+	case FI_SOCKADDR_IN6:
+		break;
+	default:
+		FI_WARN(&prov, FI_LOG_CORE, "%s: addr_format %u is not a sockaddr format\n", what,
+		        addr_format);
+		return -FI_ENODATA;
+	}
+	sa_family_t family;
+	if (len < sizeof(family)) {
+		FI_WARN(&prov, FI_LOG_CORE, "%s: addrlen %zu holds no address family\n", what, len);
+		return -FI_EINVAL;
+	}
+	memcpy(&family, static_cast<const char *>(addr) + offsetof(struct sockaddr, sa_family),
+	       sizeof(family));
+	size_t need;
+	uint32_t format;
+	switch (family) {
+	case AF_INET:
+		need = sizeof(struct sockaddr_in);
+		format = FI_SOCKADDR_IN;
+		break;
+	case AF_INET6:
+		need = sizeof(struct sockaddr_in6);
+		format = FI_SOCKADDR_IN6;
+		break;
+	default:
+		FI_WARN(&prov, FI_LOG_CORE,
+		        "%s: address family %u is neither AF_INET nor AF_INET6\n", what,
+		        static_cast<unsigned>(family));
+		return -FI_ENODATA;
+	}
+	if (len < need) {
+		FI_WARN(&prov, FI_LOG_CORE, "%s: addrlen %zu < %zu for address family %u\n", what,
+		        len, need, static_cast<unsigned>(family));
+		return -FI_EINVAL;
+	}
+	if (addr_format != FI_FORMAT_UNSPEC && addr_format != FI_SOCKADDR &&
+	    addr_format != format) {
+		FI_WARN(&prov, FI_LOG_CORE, "%s: address family %u does not match addr_format %u\n",
+		        what, static_cast<unsigned>(family), addr_format);
+		return -FI_EINVAL;
+	}
+	return FI_SUCCESS;
+}
+
+int check_hints(uint32_t version, const struct fi_info *hints) noexcept
+{
 	if (version < min_api_version) {
 		FI_INFO(&prov, FI_LOG_CORE, "API version %u.%u is older than 1.5\n",
 		        FI_MAJOR(version), FI_MINOR(version));
 		return -FI_ENODATA;
 	}
+	if (!hints)
+		return FI_SUCCESS;
+	if (int ret = check_sockaddr(hints->src_addr, hints->src_addrlen, hints->addr_format,
+	                             "fi_getinfo: hints->src_addr"))
+		return ret;
+	if (int ret = check_sockaddr(hints->dest_addr, hints->dest_addrlen, hints->addr_format,
+	                             "fi_getinfo: hints->dest_addr"))
+		return ret;
+	if (hints->src_addr && hints->dest_addr &&
+	    static_cast<const struct sockaddr *>(hints->src_addr)->sa_family !=
+	        static_cast<const struct sockaddr *>(hints->dest_addr)->sa_family) {
+		FI_WARN(&prov, FI_LOG_CORE,
+		        "fi_getinfo: hints->src_addr and dest_addr are of different families\n");
+		return -FI_EINVAL;
+	}
+	return FI_SUCCESS;
+}
+
+struct fi_info *port_info(uint32_t version, const port_desc &port, const struct fi_info *hints,
+                          const struct sockaddr *src, const struct sockaddr *dst)
+{
+	cm_addr s, d;
+	if (src)
+		s = make_addr(src, nullptr);
+	if (dst)
+		d = make_addr(dst, nullptr);
+	return msg_info(version, port, hints, s, d).release();
+}
+
+int getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
+            const struct fi_info *hints, struct fi_info **info) noexcept
+{
+	*info = nullptr;
+	if (int ret = check_hints(version, hints))
+		return ret;
 	return guard([&] {
 		std::vector<port_desc> ports = active_ports();
 		if (ports.empty())

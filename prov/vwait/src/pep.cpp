@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include "vwait/ep.h"
+#include "vwait/info.h"
 #include "vwait/slots.h"
 #include "vwait/util/enosys.h"
 #include "vwait/vwait.h"
@@ -190,11 +191,12 @@ int pep::getname(void *addr, size_t *addrlen) noexcept
 
 int pep::setname(void *addr, size_t addrlen) noexcept
 {
-	if (!addr || addrlen < sizeof(struct sockaddr_in)) {
-		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_setname: addr %p / addrlen %zu invalid\n", addr,
-		        addrlen);
+	if (!addr) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_setname: addr is NULL\n");
 		return -FI_EINVAL;
 	}
+	if (check_sockaddr(addr, addrlen, FI_FORMAT_UNSPEC, "fi_setname: addr") != 0)
+		return -FI_EINVAL;
 	std::lock_guard<std::mutex> lock(mutex_);
 	if (listening_) {
 		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_setname: passive endpoint already listens\n");
@@ -348,12 +350,15 @@ int pep_open(struct fid_fabric *fabric_fid, struct fi_info *info, struct fid_pep
 		return -FI_EINVAL;
 	}
 	*out = nullptr;
-	if (info->ep_attr && info->ep_attr->type != FI_EP_MSG &&
-	    info->ep_attr->type != FI_EP_UNSPEC) {
+	if (info->ep_attr && util::raw_enum(info->ep_attr->type) != FI_EP_MSG &&
+	    util::raw_enum(info->ep_attr->type) != FI_EP_UNSPEC) {
 		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_passive_ep: ep type %d is not FI_EP_MSG\n",
-		        static_cast<int>(info->ep_attr->type));
+		        util::raw_enum(info->ep_attr->type));
 		return -FI_EINVAL;
 	}
+	if (int ret = check_sockaddr(info->src_addr, info->src_addrlen, info->addr_format,
+	                             "fi_passive_ep: info->src_addr"))
+		return ret == -FI_ENODATA ? -FI_EINVAL : ret;
 	return guard([&] {
 		info_ptr copy(fi_dupinfo(info));
 		if (!copy)

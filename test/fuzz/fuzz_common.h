@@ -1,0 +1,50 @@
+/* Shared by the libFuzzer targets of test/fuzz (built by configure --enable-fuzz, clang only). */
+#ifndef VWAIT_FUZZ_COMMON_H
+#define VWAIT_FUZZ_COMMON_H
+
+#include <fuzzer/FuzzedDataProvider.h>
+
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+namespace vwait_fuzz
+{
+
+/* Bytes of a length the input picks (up to max), as a buffer that owns exactly them: ASan
+ * sees any read past its end. */
+inline std::vector<uint8_t> bytes(FuzzedDataProvider &in, size_t max)
+{
+	return in.ConsumeBytes<uint8_t>(in.ConsumeIntegralInRange<size_t>(0, max));
+}
+
+/* A value that is often one of the interesting ones, else anything. */
+template <typename T>
+T pick(FuzzedDataProvider &in, std::initializer_list<const T> usual)
+{
+	if (in.ConsumeBool())
+		return in.PickValueInArray(usual);
+	return in.ConsumeIntegral<T>();
+}
+
+/* A string, or NULL. */
+struct opt_string {
+	bool null = true;
+	std::string s;
+	const char *c_str() const { return null ? nullptr : s.c_str(); }
+	char *dup() const { return null ? nullptr : strdup(s.c_str()); }
+};
+inline opt_string string_or_null(FuzzedDataProvider &in, size_t max)
+{
+	opt_string o;
+	o.null = in.ConsumeBool();
+	if (!o.null)
+		o.s = in.ConsumeRandomLengthString(max);
+	return o;
+}
+
+} // namespace vwait_fuzz
+
+#endif
