@@ -23,11 +23,12 @@ deps_build=(
 # test: run the plugin and the integration tests (fi_info, fi_pingpong,
 # ibv_rc_pingpong, the rxe user-space driver, perftest; Open MPI for
 # test/integration/mpi-pingpong.test: configure builds its program if found; clang and
-# its libFuzzer runtime for the fuzz stage of setup.sh test, test/fuzz)
+# its libFuzzer runtime for the fuzz stage of setup.sh test, test/fuzz; valgrind for
+# test/integration/vwait-valgrind.test: the VM runs the host's /usr)
 deps_test=(
 	libfabric1 libfabric-bin ibverbs-providers ibverbs-utils rdmacm-utils perftest
 	openmpi-bin libopenmpi-dev netpipe-openmpi
-	clang libclang-rt-14-dev
+	clang libclang-rt-14-dev valgrind
 )
 # vm: contrib/vm/run-in-vm.sh (qemu, a kernel with rdma_rxe, a static busybox
 # for the initramfs, modprobe, cpio, the rdma/ip tools)
@@ -40,9 +41,9 @@ deps_vm=(
 deps_pkg=(
 	rpm dpkg-dev debhelper fakeroot build-essential man-db groff-base
 )
-# dev: tools the build offers to developers (make format / format-check, valgrind)
+# dev: tools the build offers to developers (make format / format-check)
 deps_dev=(
-	clang-format valgrind
+	clang-format
 )
 all_groups=(build test vm pkg dev)
 # ---------------------------------------------------------------------------

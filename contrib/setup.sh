@@ -296,7 +296,7 @@ test) cmd_test ;;
 demo) cmd_demo ;;
 demo-guest) demo_guest "${2:?build dir}" ;;
 *)
-	sed -n '2,22p' "$0"
+	sed -n '2,24p' "$0"
 	exit 2
 	;;
 esac

@@ -3,7 +3,7 @@
  * error completions, reject, bad input, CQ overrun (a peer killed mid-transfer: dp_fault.cpp).
  *
  *   dp_msg TEST      (TEST: info connect sendrecv rma rma-error reject selective eq
- *                     bad-input overrun all)
+ *                     bad-input overrun cycles all)
  * Needs FI_PROVIDER_PATH (the built plugin) and RXE_ADDR. Exit 0 pass, 77 skip, 1 fail. */
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -15,6 +15,7 @@
 #include <rdma/fi_tagged.h>
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <unistd.h>
 
@@ -819,6 +820,125 @@ void test_eq()
 	close_world(w);
 }
 
+/* Addresses the application hands in, malformed (shorter than their family, of another family
+ * or addr_format), to fi_getinfo hints, fi_passive_ep, fi_endpoint and fi_setname; fi_control
+ * on the verbs objects with NULL and unknown commands; foreign fids where vwait takes a fid. */
+void bad_addresses_and_control(world &w)
+{
+	struct sockaddr_in sin = *static_cast<struct sockaddr_in *>(w.info->src_addr);
+	struct sockaddr_in6 sin6 = {};
+	sin6.sin6_family = AF_INET6;
+	struct sockaddr_storage unix_addr = {};
+	unix_addr.ss_family = AF_UNIX;
+	struct bad_addr {
+		const char *what;
+		void *addr;
+		size_t len;
+		uint32_t format;
+	} const bad[] = {
+	    {"AF_INET, addrlen 8", &sin, 8, FI_SOCKADDR_IN},
+	    {"AF_INET6, addrlen 16", &sin6, sizeof(sin), FI_SOCKADDR},
+	    {"AF_INET6 as FI_SOCKADDR_IN", &sin6, sizeof(sin6), FI_SOCKADDR_IN},
+	    {"AF_INET as FI_SOCKADDR_IN6", &sin, sizeof(sin), FI_SOCKADDR_IN6},
+	    {"AF_UNIX", &unix_addr, sizeof(unix_addr), FI_SOCKADDR},
+	    {"addrlen 1", &sin, 1, FI_SOCKADDR_IN},
+	    {"FI_ADDR_STR", &sin, sizeof(sin), FI_ADDR_STR},
+	};
+	int tried = 0;
+	for (const bad_addr &b : bad) {
+		for (int where = 0; where < 2; where++) {
+			struct fi_info *hints = msg_hints();
+			hints->addr_format = b.format;
+			void *copy = malloc(b.len);
+			memcpy(copy, b.addr, b.len);
+			(where ? hints->dest_addr : hints->src_addr) = copy;
+			(where ? hints->dest_addrlen : hints->src_addrlen) = b.len;
+			struct fi_info *out = nullptr;
+			int ret = fi_getinfo(version, nullptr, nullptr, 0, hints, &out);
+			if (!EXPECT(ret == -FI_ENODATA && !out, ret))
+				printf("  hints->%s %s\n", where ? "dest_addr" : "src_addr",
+				       b.what);
+			fi_freeinfo(out);
+			fi_freeinfo(hints);
+			tried++;
+		}
+		struct fi_info *info = fi_dupinfo(w.info);
+		free(info->src_addr);
+		info->src_addr = malloc(b.len);
+		memcpy(info->src_addr, b.addr, b.len);
+		info->src_addrlen = b.len;
+		info->addr_format = b.format;
+		struct fid_pep *pep = nullptr;
+		EXPECT(fi_passive_ep(w.fabric, info, &pep, nullptr) == -FI_EINVAL, 0);
+		struct fid_ep *ep = nullptr;
+		EXPECT(fi_endpoint(w.domain, info, &ep, nullptr) == -FI_EINVAL, 0);
+		std::swap(info->src_addr, info->dest_addr);
+		std::swap(info->src_addrlen, info->dest_addrlen);
+		EXPECT(fi_endpoint(w.domain, info, &ep, nullptr) == -FI_EINVAL, 0);
+		fi_freeinfo(info);
+		tried += 3;
+	}
+	struct fid_pep *pep = nullptr;
+	if (EXPECT_OK(fi_passive_ep(w.fabric, w.info, &pep, nullptr)) == 0) {
+		EXPECT(fi_setname(&pep->fid, &sin6, sizeof(sin)) == -FI_EINVAL, 0);
+		EXPECT(fi_setname(&pep->fid, &sin, 2) == -FI_EINVAL, 0);
+		EXPECT(fi_setname(&pep->fid, &unix_addr, sizeof(unix_addr)) == -FI_EINVAL, 0);
+		EXPECT(fi_setname(&pep->fid, nullptr, sizeof(sin)) == -FI_EINVAL, 0);
+		tried += 4;
+		close_fid(&pep->fid);
+	}
+	/* an out-of-range endpoint type is refused, not loaded as an enum */
+	struct fi_info *info = fi_dupinfo(w.info);
+	int type = 1 << 20;
+	memcpy(&info->ep_attr->type, &type, sizeof(type));
+	EXPECT(fi_passive_ep(w.fabric, info, &pep, nullptr) == -FI_EINVAL, 0);
+	struct fid_ep *ep = nullptr;
+	EXPECT(fi_endpoint(w.domain, info, &ep, nullptr) == -FI_EINVAL, 0);
+	fi_freeinfo(info);
+	tried += 2;
+	/* fi_control on the verbs CQ (each wait object) and EQ: NULL arguments, unknown commands */
+	for (enum fi_wait_obj wo : {FI_WAIT_NONE, FI_WAIT_FD, FI_WAIT_POLLFD, FI_WAIT_MUTEX_COND}) {
+		struct fi_cq_attr ca = {};
+		ca.wait_obj = wo;
+		struct fid_cq *cq = nullptr;
+		if (EXPECT_OK(fi_cq_open(w.domain, &ca, &cq, nullptr)))
+			continue;
+		for (int cmd : std::initializer_list<int>{FI_GETWAIT, FI_GETWAITOBJ})
+			EXPECT(fi_control(&cq->fid, cmd, nullptr) < 0, 0);
+		uint64_t arg[4] = {};
+		for (int cmd : std::initializer_list<int>{-1, 12345, FI_ALIAS, FI_SETOPSFLAG})
+			EXPECT(fi_control(&cq->fid, cmd, arg) < 0, 0);
+		struct fid foreign = {FI_CLASS_CQ, nullptr, nullptr};
+		struct fid *fids[2] = {&cq->fid, &foreign};
+		EXPECT(fi_trywait(w.fabric, fids, 2) == -FI_EINVAL, 0);
+		EXPECT(fi_trywait(w.fabric, nullptr, 1) == -FI_EINVAL, 0);
+		EXPECT(fi_trywait(w.fabric, fids, 0) == -FI_EINVAL, 0);
+		tried += 9;
+		close_fid(&cq->fid);
+	}
+	for (int cmd : std::initializer_list<int>{FI_GETWAIT, FI_GETWAITOBJ, -1, 777}) {
+		EXPECT(fi_control(&w.eq->fid, cmd, nullptr) < 0, 0);
+		tried++;
+	}
+	struct fid_poll *ps = nullptr;
+	if (EXPECT_OK(fi_poll_open(w.domain, nullptr, &ps)) == 0) {
+		EXPECT(fi_poll_add(ps, &w.eq->fid, 0) == -FI_EINVAL, 0);
+		EXPECT(fi_poll_add(ps, nullptr, 0) == -FI_EINVAL, 0);
+		tried += 2;
+		close_fid(&ps->fid);
+	}
+	struct fid_wait *ws = nullptr;
+	struct fi_wait_attr wa = {};
+	int bad_wait = 99;
+	memcpy(&wa.wait_obj, &bad_wait, sizeof(bad_wait));
+	EXPECT(fi_wait_open(w.fabric, &wa, &ws) == -FI_EINVAL, 0);
+	wa.wait_obj = FI_WAIT_FD;
+	wa.flags = 1;
+	EXPECT(fi_wait_open(w.fabric, &wa, &ws) == -FI_EINVAL, 0);
+	tried += 2;
+	printf("  bad addresses, fi_control, fi_trywait, wait/poll sets: %d cases\n", tried);
+}
+
 void test_bad_input()
 {
 	world w;
@@ -940,6 +1060,7 @@ void test_bad_input()
 	bad->domain_attr->name = strdup("nodev9");
 	EXPECT(fi_domain(w.fabric, bad, &dom, nullptr) == -FI_ENODEV, 0);
 	fi_freeinfo(bad);
+	bad_addresses_and_control(w);
 	close_world(w);
 }
 
@@ -980,6 +1101,214 @@ void test_overrun()
 	close_world(w);
 }
 
+/* fds of this process (/proc/self/fd), without the one that lists them. */
+int count_fds()
+{
+	int n = 0;
+	if (DIR *d = opendir("/proc/self/fd")) {
+		while (struct dirent *e = readdir(d))
+			if (e->d_name[0] != '.')
+				n++;
+		closedir(d);
+	}
+	return n - 1;
+}
+
+int env_count(const char *name, int dflt)
+{
+	const char *v = getenv(name);
+	return v && *v ? atoi(v) : dflt;
+}
+
+/* One whole stack: fabric, EQ, domain, a CQ of each wait object (and one in a wait set), an
+ * extra EQ, an MR, a listening passive endpoint, an enabled endpoint, a poll set; all closed. */
+void one_stack(bool verbose)
+{
+	world w;
+	if (EXPECT_OK(open_world(w))) {
+		close_world(w);
+		return;
+	}
+	struct fid_wait *ws = nullptr;
+	struct fi_wait_attr wa = {};
+	wa.wait_obj = FI_WAIT_FD;
+	EXPECT_OK(fi_wait_open(w.fabric, &wa, &ws));
+	std::vector<struct fid_cq *> cqs;
+	for (enum fi_wait_obj wo : {FI_WAIT_NONE, FI_WAIT_UNSPEC, FI_WAIT_FD, FI_WAIT_POLLFD,
+	                            FI_WAIT_MUTEX_COND, FI_WAIT_YIELD, FI_WAIT_SET}) {
+		struct fi_cq_attr ca = {};
+		ca.wait_obj = wo;
+		ca.wait_set = wo == FI_WAIT_SET ? ws : nullptr;
+		ca.size = 64;
+		struct fid_cq *cq = nullptr;
+		if (!EXPECT_OK(fi_cq_open(w.domain, &ca, &cq, nullptr)))
+			cqs.push_back(cq);
+		else if (verbose)
+			printf("  fi_cq_open wait_obj %d failed\n", static_cast<int>(wo));
+	}
+	struct fid_eq *eq2 = nullptr;
+	struct fi_eq_attr ea = {};
+	ea.wait_obj = FI_WAIT_FD;
+	EXPECT_OK(fi_eq_open(w.fabric, &ea, &eq2, nullptr));
+	char buf[4096];
+	struct fid_mr *mr = nullptr;
+	EXPECT_OK(fi_mr_reg(w.domain, buf, sizeof(buf), FI_SEND | FI_RECV, 0, 0, 0, &mr, nullptr));
+	EXPECT_OK(listen(w));
+	struct fid_ep *ep = nullptr;
+	if (!EXPECT_OK(fi_endpoint(w.domain, w.info, &ep, nullptr)) && cqs.size() > 2) {
+		EXPECT_OK(fi_ep_bind(ep, &cqs[1]->fid, FI_TRANSMIT));
+		EXPECT_OK(fi_ep_bind(ep, &cqs[2]->fid, FI_RECV));
+		EXPECT_OK(fi_ep_bind(ep, &w.eq->fid, 0));
+		EXPECT_OK(fi_enable(ep));
+	}
+	struct fid_poll *ps = nullptr;
+	if (!EXPECT_OK(fi_poll_open(w.domain, nullptr, &ps)) && cqs.size() > 3) {
+		EXPECT_OK(fi_poll_add(ps, &cqs[3]->fid, 0));
+		EXPECT_OK(fi_poll_del(ps, &cqs[3]->fid, 0));
+	}
+	close_fid(ps ? &ps->fid : nullptr);
+	close_fid(ep ? &ep->fid : nullptr);
+	close_fid(mr ? &mr->fid : nullptr);
+	close_fid(eq2 ? &eq2->fid : nullptr);
+	for (struct fid_cq *cq : cqs)
+		close_fid(&cq->fid);
+	close_fid(ws ? &ws->fid : nullptr);
+	close_world(w);
+}
+
+/* Leaks: VWAIT_CYCLES open/close cycles of each verbs object kind in one domain, then
+ * VWAIT_STACKS whole stacks; the fds of the process must be the same before and after (counted
+ * after one warm-up stack: libibverbs / librdmacm keep their device fds once opened). */
+void test_cycles()
+{
+	int cycles = env_count("VWAIT_CYCLES", 200);
+	int stacks = env_count("VWAIT_STACKS", 20);
+	one_stack(true);
+	int fds0 = count_fds();
+	world w;
+	if (EXPECT_OK(open_world(w))) {
+		close_world(w);
+		return;
+	}
+	struct fid_wait *ws = nullptr;
+	struct fi_wait_attr wa = {};
+	wa.wait_obj = FI_WAIT_FD;
+	EXPECT_OK(fi_wait_open(w.fabric, &wa, &ws));
+	auto t0 = clock_type::now();
+	long total = 0;
+	auto report = [&](const char *what, int n, int before) {
+		int after = count_fds();
+		double s = std::chrono::duration<double>(clock_type::now() - t0).count();
+		printf("  %-22s %6d cycles  fds %d -> %d  (%.1fs)\n", what, n, before, after, s);
+		EXPECT(after == before, after - before);
+		total += n;
+		t0 = clock_type::now();
+	};
+	for (enum fi_wait_obj wo : {FI_WAIT_NONE, FI_WAIT_UNSPEC, FI_WAIT_FD, FI_WAIT_POLLFD,
+	                            FI_WAIT_MUTEX_COND, FI_WAIT_YIELD, FI_WAIT_SET}) {
+		int before = count_fds();
+		int i = 0;
+		for (; i < cycles; i++) {
+			struct fi_cq_attr ca = {};
+			ca.wait_obj = wo;
+			ca.wait_set = wo == FI_WAIT_SET ? ws : nullptr;
+			struct fid_cq *cq = nullptr;
+			if (EXPECT_OK(fi_cq_open(w.domain, &ca, &cq, nullptr)))
+				break;
+			if (wo == FI_WAIT_FD) {
+				int fd = -1;
+				EXPECT_OK(fi_control(&cq->fid, FI_GETWAIT, &fd));
+			}
+			if (wo != FI_WAIT_NONE) {
+				struct fid *f = &cq->fid;
+				int r = fi_trywait(w.fabric, &f, 1);
+				EXPECT(r == 0 || r == -FI_EAGAIN, r);
+			}
+			close_fid(&cq->fid);
+		}
+		char what[32];
+		snprintf(what, sizeof(what), "CQ wait_obj %d", static_cast<int>(wo));
+		report(what, i, before);
+	}
+	struct {
+		const char *what;
+		std::function<void()> fn;
+	} const kinds[] = {
+	    {"EQ FD",
+	     [&] {
+		     struct fi_eq_attr ea = {};
+		     ea.wait_obj = FI_WAIT_FD;
+		     struct fid_eq *eq = nullptr;
+		     if (!EXPECT_OK(fi_eq_open(w.fabric, &ea, &eq, nullptr)))
+			     close_fid(&eq->fid);
+	     }},
+	    {"MR 4 KiB",
+	     [&] {
+		     static char buf[4096];
+		     struct fid_mr *mr = nullptr;
+		     if (!EXPECT_OK(fi_mr_reg(w.domain, buf, sizeof(buf), FI_SEND | FI_RECV, 0, 0,
+		                              0, &mr, nullptr)))
+			     close_fid(&mr->fid);
+	     }},
+	    {"passive ep + listen",
+	     [&] {
+		     struct fid_pep *pep = nullptr;
+		     if (EXPECT_OK(fi_passive_ep(w.fabric, w.info, &pep, nullptr)))
+			     return;
+		     EXPECT_OK(fi_pep_bind(pep, &w.eq->fid, 0));
+		     EXPECT_OK(fi_listen(pep));
+		     close_fid(&pep->fid);
+	     }},
+	    {"ep + enable",
+	     [&] {
+		     struct fi_cq_attr ca = {};
+		     struct fid_cq *cq = nullptr;
+		     if (EXPECT_OK(fi_cq_open(w.domain, &ca, &cq, nullptr)))
+			     return;
+		     struct fid_ep *ep = nullptr;
+		     if (!EXPECT_OK(fi_endpoint(w.domain, w.info, &ep, nullptr))) {
+			     EXPECT_OK(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV));
+			     EXPECT_OK(fi_ep_bind(ep, &w.eq->fid, 0));
+			     EXPECT_OK(fi_enable(ep));
+			     close_fid(&ep->fid);
+		     }
+		     close_fid(&cq->fid);
+	     }},
+	    {"wait set FD",
+	     [&] {
+		     struct fi_wait_attr a = {};
+		     a.wait_obj = FI_WAIT_FD;
+		     struct fid_wait *s = nullptr;
+		     if (!EXPECT_OK(fi_wait_open(w.fabric, &a, &s)))
+			     close_fid(&s->fid);
+	     }},
+	    {"poll set",
+	     [&] {
+		     struct fid_poll *p = nullptr;
+		     if (!EXPECT_OK(fi_poll_open(w.domain, nullptr, &p)))
+			     close_fid(&p->fid);
+	     }},
+	};
+	for (const auto &k : kinds) {
+		int before = count_fds();
+		int f0 = failures;
+		int i = 0;
+		for (; i < cycles && failures == f0; i++)
+			k.fn();
+		report(k.what, i, before);
+	}
+	close_fid(&ws->fid);
+	close_world(w);
+	int before = count_fds();
+	int i = 0;
+	for (int f0 = failures; i < stacks && failures == f0; i++)
+		one_stack(false);
+	report("whole stacks", i, before);
+	int fds1 = count_fds();
+	printf("  %ld open/close cycles, fds %d -> %d over the whole test\n", total, fds0, fds1);
+	EXPECT(fds1 == fds0, fds1 - fds0);
+}
+
 struct test {
 	const char *name;
 	void (*fn)();
@@ -990,6 +1319,7 @@ const test tests[] = {
     {"rma-error", test_rma_error}, {"reject", test_reject},
     {"selective", test_selective}, {"eq", test_eq},
     {"bad-input", test_bad_input}, {"overrun", test_overrun},
+    {"cycles", test_cycles},
 };
 
 } // namespace
