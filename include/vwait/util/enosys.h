@@ -17,6 +17,22 @@ int enosys_tostr(const struct fid *fid, char *buf, size_t len) noexcept;
 int enosys_ops_set(struct fid *fid, const char *name, uint64_t flags, void *ops,
 		   void *context) noexcept;
 
+/* An fi_ops table with close and control (default: -FI_ENOSYS) and -FI_ENOSYS in every other
+ * slot: what most objects hand out. */
+inline struct fi_ops fi_ops_with(int (*close)(struct fid *),
+				 int (*control)(struct fid *, int, void *) = enosys_control) noexcept
+{
+	struct fi_ops ops = {};
+	ops.size = sizeof(struct fi_ops);
+	ops.close = close;
+	ops.bind = enosys_bind;
+	ops.control = control;
+	ops.ops_open = enosys_ops_open;
+	ops.tostr = enosys_tostr;
+	ops.ops_set = enosys_ops_set;
+	return ops;
+}
+
 int enosys_domain(struct fid_fabric *fabric, struct fi_info *info, struct fid_domain **dom,
 		  void *context) noexcept;
 int enosys_passive_ep(struct fid_fabric *fabric, struct fi_info *info, struct fid_pep **pep,

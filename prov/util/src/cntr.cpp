@@ -230,11 +230,6 @@ int cntr_close(struct fid *f) noexcept
 	return FI_SUCCESS;
 }
 
-int cntr_control(struct fid *f, int command, void *arg) noexcept
-{
-	return reinterpret_cast<cntr_box *>(f)->obj->control(command, arg);
-}
-
 uint64_t cntr_read(struct fid_cntr *f) noexcept
 {
 	return obj(f)->read();
@@ -270,15 +265,7 @@ int cntr_seterr(struct fid_cntr *f, uint64_t value) noexcept
 	return obj(f)->seterr(value);
 }
 
-struct fi_ops cntr_fi_ops = {
-    .size = sizeof(struct fi_ops),
-    .close = cntr_close,
-    .bind = enosys_bind,
-    .control = cntr_control,
-    .ops_open = enosys_ops_open,
-    .tostr = enosys_tostr,
-    .ops_set = enosys_ops_set,
-};
+struct fi_ops cntr_fi_ops = fi_ops_with(cntr_close, box_control<struct fid_cntr, cntr>);
 
 struct fi_ops_cntr cntr_ops = {
     .size = sizeof(struct fi_ops_cntr),
@@ -300,29 +287,7 @@ cntr *cntr_of(struct fid_cntr *fid) noexcept
 
 int cntr_install(std::unique_ptr<cntr> o, struct fid_cntr **out, void *context) noexcept
 {
-	if (!out)
-		return -FI_EINVAL;
-	*out = nullptr;
-	if (!o)
-		return -FI_EINVAL;
-	int ret = o->init_wait();
-	if (ret)
-		return ret;
-	ret = guard([&] {
-		auto box = std::make_unique<cntr_box>();
-		box->fid.fid.fclass = FI_CLASS_CNTR;
-		box->fid.fid.context = context;
-		box->fid.fid.ops = &cntr_fi_ops;
-		box->fid.ops = &cntr_ops;
-		o->set_context(context);
-		o->set_fid(&box->fid.fid);
-		box->obj = o.release();
-		*out = &box.release()->fid;
-		return FI_SUCCESS;
-	});
-	if (ret && o)
-		o->close_wait();
-	return ret;
+	return box_install(std::move(o), FI_CLASS_CNTR, &cntr_fi_ops, &cntr_ops, out, context);
 }
 
 int cntr_open(const struct fi_provider *prov, const struct fi_cntr_attr *attr,

@@ -442,11 +442,6 @@ int cq_close(struct fid *f) noexcept
 	return FI_SUCCESS;
 }
 
-int cq_control(struct fid *f, int command, void *arg) noexcept
-{
-	return reinterpret_cast<cq_box *>(f)->obj->control(command, arg);
-}
-
 ssize_t cq_read(struct fid_cq *f, void *buf, size_t count) noexcept
 {
 	return obj(f)->read(buf, count, nullptr);
@@ -484,15 +479,7 @@ const char *cq_strerror(struct fid_cq *f, int prov_errno, const void *err_data, 
 	return obj(f)->strerror(prov_errno, err_data, buf, len);
 }
 
-struct fi_ops cq_fi_ops = {
-    .size = sizeof(struct fi_ops),
-    .close = cq_close,
-    .bind = enosys_bind,
-    .control = cq_control,
-    .ops_open = enosys_ops_open,
-    .tostr = enosys_tostr,
-    .ops_set = enosys_ops_set,
-};
+struct fi_ops cq_fi_ops = fi_ops_with(cq_close, box_control<struct fid_cq, cq>);
 
 struct fi_ops_cq cq_ops = {
     .size = sizeof(struct fi_ops_cq),
@@ -514,29 +501,7 @@ cq *cq_of(struct fid_cq *fid) noexcept
 
 int cq_install(std::unique_ptr<cq> o, struct fid_cq **out, void *context) noexcept
 {
-	if (!out)
-		return -FI_EINVAL;
-	*out = nullptr;
-	if (!o)
-		return -FI_EINVAL;
-	int ret = o->init_wait();
-	if (ret)
-		return ret;
-	ret = guard([&] {
-		auto box = std::make_unique<cq_box>();
-		box->fid.fid.fclass = FI_CLASS_CQ;
-		box->fid.fid.context = context;
-		box->fid.fid.ops = &cq_fi_ops;
-		box->fid.ops = &cq_ops;
-		o->set_context(context);
-		o->set_fid(&box->fid.fid);
-		box->obj = o.release();
-		*out = &box.release()->fid;
-		return FI_SUCCESS;
-	});
-	if (ret && o)
-		o->close_wait();
-	return ret;
+	return box_install(std::move(o), FI_CLASS_CQ, &cq_fi_ops, &cq_ops, out, context);
 }
 
 int cq_open(const struct fi_provider *prov, const struct fi_cq_attr *attr, struct fid_cq **out,

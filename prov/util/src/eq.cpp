@@ -403,11 +403,6 @@ int eq_close(struct fid *f) noexcept
 	return FI_SUCCESS;
 }
 
-int eq_control(struct fid *f, int command, void *arg) noexcept
-{
-	return reinterpret_cast<eq_box *>(f)->obj->control(command, arg);
-}
-
 ssize_t eq_read(struct fid_eq *f, uint32_t *event, void *buf, size_t len, uint64_t flags) noexcept
 {
 	return obj(f)->read(event, buf, len, flags);
@@ -436,15 +431,7 @@ const char *eq_strerror(struct fid_eq *f, int prov_errno, const void *err_data, 
 	return obj(f)->strerror(prov_errno, err_data, buf, len);
 }
 
-struct fi_ops eq_fi_ops = {
-    .size = sizeof(struct fi_ops),
-    .close = eq_close,
-    .bind = enosys_bind,
-    .control = eq_control,
-    .ops_open = enosys_ops_open,
-    .tostr = enosys_tostr,
-    .ops_set = enosys_ops_set,
-};
+struct fi_ops eq_fi_ops = fi_ops_with(eq_close, box_control<struct fid_eq, eq>);
 
 struct fi_ops_eq eq_ops = {
     .size = sizeof(struct fi_ops_eq),
@@ -464,29 +451,7 @@ eq *eq_of(struct fid_eq *fid) noexcept
 
 int eq_install(std::unique_ptr<eq> o, struct fid_eq **out, void *context) noexcept
 {
-	if (!out)
-		return -FI_EINVAL;
-	*out = nullptr;
-	if (!o)
-		return -FI_EINVAL;
-	int ret = o->init_wait();
-	if (ret)
-		return ret;
-	ret = guard([&] {
-		auto box = std::make_unique<eq_box>();
-		box->fid.fid.fclass = FI_CLASS_EQ;
-		box->fid.fid.context = context;
-		box->fid.fid.ops = &eq_fi_ops;
-		box->fid.ops = &eq_ops;
-		o->set_context(context);
-		o->set_fid(&box->fid.fid);
-		box->obj = o.release();
-		*out = &box.release()->fid;
-		return FI_SUCCESS;
-	});
-	if (ret && o)
-		o->close_wait();
-	return ret;
+	return box_install(std::move(o), FI_CLASS_EQ, &eq_fi_ops, &eq_ops, out, context);
 }
 
 int eq_open(const struct fi_provider *prov, const struct fi_eq_attr *attr, struct fid_eq **out,

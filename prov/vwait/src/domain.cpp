@@ -117,15 +117,7 @@ int domain_close(struct fid *fid) noexcept
 	return FI_SUCCESS;
 }
 
-struct fi_ops domain_fi_ops = {
-    .size = sizeof(struct fi_ops),
-    .close = domain_close,
-    .bind = util::enosys_bind,
-    .control = util::enosys_control,
-    .ops_open = util::enosys_ops_open,
-    .tostr = util::enosys_tostr,
-    .ops_set = util::enosys_ops_set,
-};
+struct fi_ops domain_fi_ops = util::fi_ops_with(domain_close);
 
 struct fi_ops_domain domain_ops = {
     .size = sizeof(struct fi_ops_domain),

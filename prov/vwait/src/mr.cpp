@@ -45,15 +45,7 @@ int mr_close(struct fid *fid) noexcept
 	return FI_SUCCESS;
 }
 
-struct fi_ops mr_fi_ops = {
-    .size = sizeof(struct fi_ops),
-    .close = mr_close,
-    .bind = util::enosys_bind,
-    .control = util::enosys_control,
-    .ops_open = util::enosys_ops_open,
-    .tostr = util::enosys_tostr,
-    .ops_set = util::enosys_ops_set,
-};
+struct fi_ops mr_fi_ops = util::fi_ops_with(mr_close);
 
 constexpr uint64_t access_bits =
     FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
