@@ -39,8 +39,11 @@ struct wr_slot {
 };
 
 /* The slots of one queue (send or receive) of one QP. RC completes a queue in order, so
- * slots are handed out round-robin; credits count the free ones. The CQs an endpoint was
- * bound to keep the ring alive after the endpoint closed (late flushes still point at it). */
+ * slots are handed out round-robin; credits count the free ones. A send that needs no
+ * completion entry (inject, selective completion) may go unsignalled: it produces a work
+ * completion only if it fails, and its slot comes back with the next completion of the queue
+ * (every slot from tail up to the one that completed). The CQs an endpoint was bound to keep
+ * the ring alive after the endpoint closed (late flushes still point at it). */
 struct wr_ring {
 	explicit wr_ring(size_t n) : slots(n), credits(n)
 	{
@@ -50,7 +53,9 @@ struct wr_ring {
 	std::vector<wr_slot> slots;
 	std::atomic<size_t> credits;
 	std::atomic<bool> closed{false};
-	size_t head = 0; /* under the endpoint's lock */
+	size_t head = 0;       /* under the endpoint's lock */
+	size_t unsignaled = 0; /* unsignalled sends in a row, under the endpoint's lock */
+	size_t tail = 0;       /* oldest slot not given back: translate(), under the CQ */
 	/* The counters bound to this queue's endpoint direction (fi_ep_bind), set before
 	 * fi_enable and counted by translate() until closed:
 	 *   send queue:    msg = FI_SEND, write = FI_WRITE, read = FI_READ;

@@ -112,6 +112,31 @@ void errors_always_reported(void **state)
 	assert_ptr_equal(c.context, &ctx);
 }
 
+/* Unsignalled sends have no work completion of their own: the next completion of the queue
+ * gives their slots back too (RC completes in order), across the ring's wrap. */
+void unsignaled_slots_come_back(void **state)
+{
+	auto *ring = static_cast<vwait::wr_ring *>(*state); /* 4 slots */
+	vwait::completion c;
+	ring->credits.fetch_sub(3); /* slots 0, 1 unsignalled, 2 signalled */
+	ring->slots[2].flags = FI_SEND | FI_MSG;
+	assert_true(vwait::translate(wc_for(ring->slots[2], IBV_WC_SEND, IBV_WC_SUCCESS), &c));
+	assert_int_equal(ring->credits.load(), 4);
+	assert_int_equal(ring->outstanding(), 0);
+	ring->credits.fetch_sub(3); /* slots 3, 0 unsignalled, 1 signalled: wraps */
+	ring->slots[1].flags = FI_SEND | FI_MSG;
+	assert_true(vwait::translate(wc_for(ring->slots[1], IBV_WC_SEND, IBV_WC_SUCCESS), &c));
+	assert_int_equal(ring->credits.load(), 4);
+	/* a failed unsignalled send completes by itself: its own slot only */
+	ring->credits.fetch_sub(2); /* slots 2 (fails), 3 */
+	ring->slots[2].report = false;
+	assert_true(
+	    vwait::translate(wc_for(ring->slots[2], IBV_WC_SEND, IBV_WC_REM_ACCESS_ERR), &c));
+	assert_int_equal(c.err, FI_EACCES);
+	assert_int_equal(ring->credits.load(), 3);
+	assert_int_equal(ring->outstanding(), 1);
+}
+
 void closed_ring_dropped(void **state)
 {
 	auto *ring = static_cast<vwait::wr_ring *>(*state);
@@ -251,6 +276,7 @@ int main()
 	    cmocka_unit_test_setup_teardown(remote_write_with_imm, setup, teardown),
 	    cmocka_unit_test_setup_teardown(send_side_from_slot, setup, teardown),
 	    cmocka_unit_test_setup_teardown(errors_always_reported, setup, teardown),
+	    cmocka_unit_test_setup_teardown(unsignaled_slots_come_back, setup, teardown),
 	    cmocka_unit_test_setup_teardown(closed_ring_dropped, setup, teardown),
 	    cmocka_unit_test_setup_teardown(counting, count_setup, count_teardown),
 	    cmocka_unit_test(status_mapping),

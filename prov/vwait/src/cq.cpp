@@ -103,8 +103,13 @@ bool translate(const struct ibv_wc &wc, completion *out) noexcept
 	c.flags = slot->flags;
 	c.len = slot->len;
 	bool report = slot->report;
-	/* the slot may be reused from here on */
-	ring->credits.fetch_add(1, std::memory_order_acq_rel);
+	/* this slot and the unsignalled ones before it (RC completes a queue in order) may be
+	 * reused from here on */
+	const size_t n = ring->slots.size();
+	const size_t idx = static_cast<size_t>(slot - ring->slots.data());
+	const size_t freed = (idx + n - ring->tail) % n + 1;
+	ring->tail = (idx + 1) % n;
+	ring->credits.fetch_add(freed, std::memory_order_acq_rel);
 	if (ring->closed.load(std::memory_order_acquire))
 		return false;
 	/* counters: every completion of their kind, whether reported or not (the endpoint keeps

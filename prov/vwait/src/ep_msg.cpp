@@ -601,7 +601,12 @@ ssize_t ep::post_tx_wr(struct ibv_send_wr *wr, void *context, uint64_t cq_flags,
 	slot.len = len;
 	slot.report = report;
 	wr->wr_id = reinterpret_cast<uintptr_t>(&slot);
-	wr->send_flags |= IBV_SEND_SIGNALED;
+	/* No entry wanted and no counter to count it: unsignalled (a failure still completes),
+	 * but never more than half the queue in a row, so that slots keep coming back. */
+	const bool counted = ring.msg_cntr || ring.write_cntr || ring.read_cntr;
+	const bool quiet = !report && !counted && ring.unsignaled + 1 < ring.slots.size() / 2;
+	if (!quiet)
+		wr->send_flags |= IBV_SEND_SIGNALED;
 	struct ibv_send_wr *bad = nullptr;
 	if (int ret = ibv_post_send(id_->qp, wr, &bad)) {
 		if (ret == ENOMEM)
@@ -610,6 +615,7 @@ ssize_t ep::post_tx_wr(struct ibv_send_wr *wr, void *context, uint64_t cq_flags,
 		return verbs::positive_code(ret);
 	}
 	ring.head++;
+	ring.unsignaled = quiet ? ring.unsignaled + 1 : 0;
 	ring.credits.fetch_sub(1, std::memory_order_acq_rel);
 	return FI_SUCCESS;
 }
