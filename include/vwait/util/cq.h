@@ -192,7 +192,7 @@ private:
 	mutable std::mutex lock_;
 	std::vector<slot> ring_;             /* size_ slots */
 	size_t head_ = 0;                    /* oldest */
-	size_t count_ = 0;                   /* occupied */
+	std::atomic<size_t> count_{0};       /* occupied; written under lock_ only */
 	std::deque<error_record> errors_;    /* error payloads, oldest first */
 	std::vector<uint8_t> last_err_data_; /* provider-owned err_data of the last readerr */
 	int refs_ = 0;

@@ -122,8 +122,8 @@ int cq::init_wait() noexcept
 
 size_t cq::queued() const noexcept
 {
-	std::lock_guard<std::mutex> g(lock_);
-	return count_;
+	/* count_ changes under lock_; this is a snapshot, as the lock would give */
+	return count_.load(std::memory_order_acquire);
 }
 
 bool cq::ready() noexcept

@@ -25,6 +25,10 @@ namespace
 constexpr size_t default_cq_size = 4096;
 /* work completions taken from the ibv_cq per ibv_poll_cq */
 constexpr size_t poll_batch = 16;
+/* A CQ that is only polled (no waiter reads the device's async fd) looks at the async fd
+ * for an overrun once per this many empty polls: a system call, kept out of the busy loop's
+ * way (at ~100 ns a poll, still every half millisecond or so). */
+constexpr unsigned idle_polls_per_async_check = 4096;
 
 /* Whether a CQ opened with these attributes blocks on a waiter that polls fds (so that the
  * waiter drains the CQ's completion channel): FD, POLLFD, MUTEX_COND, UNSPEC (= FD), or a
@@ -279,7 +283,7 @@ int cq::poll_hw(completion *c, size_t max, int *polled) noexcept
 		FI_WARN_SPARSE(&prov, FI_LOG_CQ, "ibv_poll_cq: %d\n", n);
 		return -1;
 	}
-	if (n == 0 && ++idle_polls_ >= 256) {
+	if (n == 0 && ++idle_polls_ >= idle_polls_per_async_check) {
 		/* nothing: now and then, look for an overrun on the async fd */
 		idle_polls_ = 0;
 		domain_->poll_async_events();
