@@ -155,9 +155,9 @@ public:
 	signal hsig; /* the helper's own wakeup (priv belongs to the leader) */
 
 private:
-	void block(uint64_t s, clock::time_point deadline) noexcept;
-	void block_as_leader(uint64_t s, clock::time_point deadline) noexcept;
-	void drain_polled(uint64_t gen) noexcept;
+	bool block(uint64_t s, clock::time_point deadline) noexcept;
+	bool block_as_leader(uint64_t s, clock::time_point deadline) noexcept;
+	void drain_polled() noexcept;
 	void helper_main() noexcept;
 	void stop_helper() noexcept;
 	int start_helper() noexcept;
@@ -398,7 +398,19 @@ void waiter::impl::notify(waitable *w, bool wake) noexcept
 	}
 }
 
-void waiter::impl::block_as_leader(uint64_t s, clock::time_point deadline) noexcept
+namespace
+{
+/* What the leader's poll() found readable, kept by the thread that polled (another thread
+ * may be the leader by the time it drains): the sources' tags and the generation they are
+ * valid for. */
+struct polled_sources {
+	std::vector<void *> tags;
+	uint64_t gen = 0;
+};
+thread_local polled_sources polled_by_me;
+} // namespace
+
+bool waiter::impl::block_as_leader(uint64_t s, clock::time_point deadline) noexcept
 {
 	/* Only the leader resets priv, so no other thread can eat a raise meant for it. */
 	priv.reset();
@@ -424,23 +436,29 @@ void waiter::impl::block_as_leader(uint64_t s, clock::time_point deadline) noexc
 		}
 	}
 	leader_blocked.store(false);
-	if (woke)
-		drain_polled(gen);
+	if (!woke)
+		return false;
+	polled_by_me.tags.clear();
+	polled_by_me.gen = gen;
+	try {
+		for (size_t i = 1; i < leader_fds.size(); ++i)
+			if (leader_fds[i].revents)
+				polled_by_me.tags.push_back(leader_tags[i]);
+	} catch (const std::bad_alloc &) {
+		polled_by_me.gen = ~uint64_t{0}; /* drain_polled looks at all of them */
+	}
+	return !polled_by_me.tags.empty() || polled_by_me.gen == ~uint64_t{0};
 }
 
-/* The leader's poll() said which sources are readable: drain exactly those (no second poll),
- * unless the sources changed meanwhile, then look at all of them. Draining here, rather
- * than before every check of the predicate, is what makes a wakeup cost one read: an event
- * left in a source is never lost, since a readable source ends the next poll() at once. */
-void waiter::impl::drain_polled(uint64_t gen) noexcept
+/* The sources this thread's poll() found readable: drain exactly those (no second poll),
+ * unless the sources changed meanwhile, then look at all of them. */
+void waiter::impl::drain_polled() noexcept
 {
 	{
 		std::shared_lock<std::shared_mutex> lock(sources_mu);
-		if (gen == sources_gen) {
-			for (size_t i = 1; i < leader_fds.size(); ++i) {
-				if (!leader_fds[i].revents)
-					continue;
-				auto *src = static_cast<source *>(leader_tags[i]);
+		if (polled_by_me.gen == sources_gen) {
+			for (void *tag : polled_by_me.tags) {
+				auto *src = static_cast<source *>(tag);
 				src->drain(src->arg);
 			}
 			return;
@@ -449,11 +467,12 @@ void waiter::impl::drain_polled(uint64_t gen) noexcept
 	drain_ready();
 }
 
-void waiter::impl::block(uint64_t s, clock::time_point deadline) noexcept
+/* true when this thread polled the fds and a source was readable (drain_polled reads it) */
+bool waiter::impl::block(uint64_t s, clock::time_point deadline) noexcept
 {
 	if (kind == FI_WAIT_YIELD) {
 		sched_yield();
-		return;
+		return false;
 	}
 	std::unique_lock<std::mutex> lock(mu);
 	if (kind == FI_WAIT_MUTEX_COND && helper_on.load()) {
@@ -466,7 +485,7 @@ void waiter::impl::block(uint64_t s, clock::time_point deadline) noexcept
 				cv.wait_until(lock, deadline);
 		}
 		followers.fetch_sub(1);
-		return;
+		return false;
 	}
 	while (leader) {
 		followers.fetch_add(1);
@@ -479,34 +498,44 @@ void waiter::impl::block(uint64_t s, clock::time_point deadline) noexcept
 		}
 		followers.fetch_sub(1);
 		if (moved || seq.load() != s || clock::now() >= deadline)
-			return;
+			return false;
 	}
 	leader = true;
 	lock.unlock();
-	block_as_leader(s, deadline);
+	bool readable = block_as_leader(s, deadline);
 	lock.lock();
 	leader = false;
 	bool handoff = followers.load() > 0;
 	lock.unlock();
 	if (handoff)
 		cv.notify_all();
+	return readable;
 }
 
 int waiter::impl::wait_until(clock::time_point deadline, bool (*pred)(void *) noexcept,
                              void *arg) noexcept
 {
+	bool readable = false;
 	for (;;) {
-		/* FD / POLLFD: the leader drains what its poll() found readable (a source with
-		 * an event ends the poll at once); MUTEX_COND: the helper thread drains; YIELD
-		 * never polls the fds, so it drains on every pass. */
+		/* FD / POLLFD: what the leader's poll() found readable is drained after the
+		 * predicate had a look (a verbs CQ polls its hardware queue itself: the wakeup
+		 * costs no read of the event first); an event left in a source is never lost,
+		 * since a readable source ends the next poll() at once. MUTEX_COND with its
+		 * helper thread: the helper drains. YIELD never polls the fds: it drains on every
+		 * pass. */
 		if (kind == FI_WAIT_YIELD)
 			drain_ready();
 		uint64_t s = seq.load();
 		if (pred(arg))
 			return 0;
+		if (readable) {
+			readable = false;
+			drain_polled();
+			continue;
+		}
 		if (clock::now() >= deadline)
 			return -FI_ETIMEDOUT;
-		block(s, deadline);
+		readable = block(s, deadline);
 	}
 }
 
