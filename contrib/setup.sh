@@ -114,7 +114,8 @@ configure_in() { # BUILDDIR [configure args...]
 	mkdir -p "$b" && cd "$b" && "$top/configure" "$@"
 }
 stage_configure() { (configure_in "$builddir"); }
-stage_build() { make -C "$builddir" -j"$jobs"; }
+# the build, then the one code style (.clang-format; clang-format comes from deps.sh dev)
+stage_build() { make -C "$builddir" -j"$jobs" && make -C "$builddir" format-check; }
 stage_unit() {
 	make -C "$builddir" -j"$jobs" check && return 0
 	echo "----- test-suite.log:"

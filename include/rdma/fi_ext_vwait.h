@@ -33,26 +33,26 @@ extern "C" {
 
 /* The object kinds whose wait objects are reported. */
 enum fi_vwait_kind {
-	FI_VWAIT_KIND_CQ,	/* fi_cq_open: fi_cq_attr.wait_obj */
-	FI_VWAIT_KIND_CNTR,	/* fi_cntr_open: fi_cntr_attr.wait_obj */
-	FI_VWAIT_KIND_EQ,	/* fi_eq_open: fi_eq_attr.wait_obj */
-	FI_VWAIT_KIND_WAIT_SET,	/* fi_wait_open: fi_wait_attr.wait_obj */
+	FI_VWAIT_KIND_CQ,       /* fi_cq_open: fi_cq_attr.wait_obj */
+	FI_VWAIT_KIND_CNTR,     /* fi_cntr_open: fi_cntr_attr.wait_obj */
+	FI_VWAIT_KIND_EQ,       /* fi_eq_open: fi_eq_attr.wait_obj */
+	FI_VWAIT_KIND_WAIT_SET, /* fi_wait_open: fi_wait_attr.wait_obj */
 	FI_VWAIT_KIND_MAX
 };
 
 /* Features of the blocking API (bits of fi_vwait_wait_attr.features). */
-#define FI_VWAIT_FEAT_WAIT_SET	(UINT64_C(1) << 0) /* fi_wait_open, fi_wait */
-#define FI_VWAIT_FEAT_POLL_SET	(UINT64_C(1) << 1) /* fi_poll_open, fi_poll */
-#define FI_VWAIT_FEAT_TRYWAIT	(UINT64_C(1) << 2) /* fi_trywait */
+#define FI_VWAIT_FEAT_WAIT_SET (UINT64_C(1) << 0) /* fi_wait_open, fi_wait */
+#define FI_VWAIT_FEAT_POLL_SET (UINT64_C(1) << 1) /* fi_poll_open, fi_poll */
+#define FI_VWAIT_FEAT_TRYWAIT (UINT64_C(1) << 2)  /* fi_trywait */
 
 #define FI_VWAIT_WAIT_ATTR_VERSION 1
 
 struct fi_vwait_wait_attr {
-	uint32_t version;	/* FI_VWAIT_WAIT_ATTR_VERSION */
-	uint32_t kinds;		/* entries of wait_objs filled: FI_VWAIT_KIND_MAX */
+	uint32_t version; /* FI_VWAIT_WAIT_ATTR_VERSION */
+	uint32_t kinds;   /* entries of wait_objs filled: FI_VWAIT_KIND_MAX */
 	/* per enum fi_vwait_kind: FI_VWAIT_WAIT_BIT(FI_WAIT_x) for each supported FI_WAIT_x */
 	uint64_t wait_objs[FI_VWAIT_KIND_MAX];
-	uint64_t features;	/* FI_VWAIT_FEAT_* */
+	uint64_t features; /* FI_VWAIT_FEAT_* */
 	/* what FI_WAIT_UNSPEC stands for (an enum fi_wait_obj value) */
 	int32_t unspec_is;
 	uint32_t reserved;
@@ -61,7 +61,7 @@ struct fi_vwait_wait_attr {
 /* What fi_info->nic->prov_attr points at in infos vwait returns. */
 #define FI_VWAIT_NIC_MAGIC UINT64_C(0x7677616974000001) /* "vwait" 1 */
 struct fi_vwait_nic_attr {
-	uint64_t magic;		/* FI_VWAIT_NIC_MAGIC */
+	uint64_t magic; /* FI_VWAIT_NIC_MAGIC */
 	struct fi_vwait_wait_attr wait;
 };
 

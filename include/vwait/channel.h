@@ -22,14 +22,17 @@
 #include <memory>
 #include <mutex>
 
-namespace vwait {
+namespace vwait
+{
 
-namespace util {
+namespace util
+{
 class waiter;
 }
 
 /* What a CQ that waits on a channel gives the channel: the cq_context of its ibv_cq. */
-class cq_events {
+class cq_events
+{
 public:
 	/* Acks are sent every ack_batch events (ibv_ack_cq_events takes a lock: do it rarely). */
 	static constexpr unsigned ack_batch = 64;
@@ -79,7 +82,8 @@ private:
 /* One completion channel of one device context, registered as a source of one waiter, or of
  * none: the CQs that have no waiter to block on (FI_WAIT_NONE, FI_WAIT_YIELD) share the
  * domain's unregistered channel, which poll sets and counters drain (util::event_source). */
-class comp_channel {
+class comp_channel
+{
 public:
 	/* What reads the device's async fd (domain::async_source), and its argument. */
 	using async_fn = void (*)(void *arg) noexcept;
@@ -90,8 +94,8 @@ public:
 	 * overrun, a fatal device error) ends a blocked wait; a waiter that has it already
 	 * from another channel of the same context keeps that one. */
 	static int create(struct ibv_context *ctx, util::waiter *w,
-			  std::shared_ptr<comp_channel> &out, async_fn async = nullptr,
-			  void *async_arg = nullptr) noexcept;
+	                  std::shared_ptr<comp_channel> &out, async_fn async = nullptr,
+	                  void *async_arg = nullptr) noexcept;
 	~comp_channel();
 	comp_channel(const comp_channel &) = delete;
 	comp_channel &operator=(const comp_channel &) = delete;
@@ -124,12 +128,13 @@ private:
 
 /* The channels of one device context, one per waiter: what a domain keeps so that every CQ it
  * opens on the same waiter shares one channel. Thread safe. */
-class channel_registry {
+class channel_registry
+{
 public:
 	/* async, async_arg: see comp_channel::create */
 	explicit channel_registry(struct ibv_context *ctx, comp_channel::async_fn async = nullptr,
-				  void *async_arg = nullptr) noexcept
-		: ctx_(ctx), async_(async), async_arg_(async_arg)
+	                          void *async_arg = nullptr) noexcept
+	    : ctx_(ctx), async_(async), async_arg_(async_arg)
 	{
 	}
 

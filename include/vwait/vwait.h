@@ -13,7 +13,8 @@
 #include <new>
 #include <string>
 
-namespace vwait {
+namespace vwait
+{
 
 /* The provider as libfabric knows it; every log line goes through it. */
 extern struct fi_provider prov;
@@ -26,7 +27,7 @@ constexpr uint32_t min_api_version = FI_VERSION(1, 5);
 
 /* Run-time parameters (fi_info -e lists them as FI_VWAIT_*), read once in fi_prov_ini. */
 struct params {
-	std::string device;    /* only this verbs device; empty: all */
+	std::string device;       /* only this verbs device; empty: all */
 	int cm_timeout_ms = 2000; /* rdma_resolve_addr / rdma_resolve_route */
 };
 const params &get_params() noexcept;

@@ -20,15 +20,16 @@
 #include <memory>
 #include <string>
 
-namespace {
+namespace
+{
 
 int failures = 0;
-#define CHECK(cond)                                                                        \
-	do {                                                                               \
-		if (!(cond)) {                                                             \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-			failures++;                                                        \
-		}                                                                          \
+#define CHECK(cond)                                                                                \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);   \
+			failures++;                                                                \
+		}                                                                                  \
 	} while (0)
 
 struct fi_provider test_prov = {};
@@ -69,7 +70,8 @@ bool connect_qp(struct ibv_qp *qp, uint32_t remote_qpn, const union ibv_gid &gid
 	a.qp_state = IBV_QPS_INIT;
 	a.port_num = 1;
 	a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+	if (ibv_modify_qp(qp, &a,
+	                  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
 		return false;
 	a = {};
 	a.qp_state = IBV_QPS_RTR;
@@ -84,8 +86,8 @@ bool connect_qp(struct ibv_qp *qp, uint32_t remote_qpn, const union ibv_gid &gid
 	a.ah_attr.grh.hop_limit = 1;
 	a.ah_attr.port_num = 1;
 	if (ibv_modify_qp(qp, &a,
-			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-				  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+	                  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+	                      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
 		return false;
 	a = {};
 	a.qp_state = IBV_QPS_RTS;
@@ -95,8 +97,8 @@ bool connect_qp(struct ibv_qp *qp, uint32_t remote_qpn, const union ibv_gid &gid
 	a.sq_psn = 1;
 	a.max_rd_atomic = 1;
 	return ibv_modify_qp(qp, &a,
-			     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-				     IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) == 0;
+	                     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+	                         IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) == 0;
 }
 
 int poll_n(struct ibv_cq *cq, int want, int ms)
@@ -107,7 +109,8 @@ int poll_n(struct ibv_cq *cq, int want, int ms)
 		int n = ibv_poll_cq(cq, 8, wc);
 		for (int k = 0; k < n; k++)
 			if (wc[k].status != IBV_WC_SUCCESS)
-				fprintf(stderr, "completion status %s\n", ibv_wc_status_str(wc[k].status));
+				fprintf(stderr, "completion status %s\n",
+				        ibv_wc_status_str(wc[k].status));
 		got += n > 0 ? n : 0;
 		if (got < want)
 			usleep(100);
@@ -186,16 +189,20 @@ int main()
 		CHECK(connect_qp(qpb.get(), qpa->qp_num, gid, gidx));
 
 		static char sbuf[64], rbuf[64];
-		vwait::verbs::mr smr(ibv_reg_mr(pd.get(), sbuf, sizeof(sbuf), IBV_ACCESS_LOCAL_WRITE));
-		vwait::verbs::mr rmr(ibv_reg_mr(pd.get(), rbuf, sizeof(rbuf), IBV_ACCESS_LOCAL_WRITE));
+		vwait::verbs::mr smr(
+		    ibv_reg_mr(pd.get(), sbuf, sizeof(sbuf), IBV_ACCESS_LOCAL_WRITE));
+		vwait::verbs::mr rmr(
+		    ibv_reg_mr(pd.get(), rbuf, sizeof(rbuf), IBV_ACCESS_LOCAL_WRITE));
 		CHECK(smr && rmr);
 		auto round = [&](bool signaled) {
-			struct ibv_sge rs = {reinterpret_cast<uintptr_t>(rbuf), sizeof(rbuf), rmr->lkey};
+			struct ibv_sge rs = {reinterpret_cast<uintptr_t>(rbuf), sizeof(rbuf),
+			                     rmr->lkey};
 			struct ibv_recv_wr rwr = {}, *rbad = nullptr;
 			rwr.sg_list = &rs;
 			rwr.num_sge = 1;
 			CHECK(ibv_post_recv(qpb.get(), &rwr, &rbad) == 0);
-			struct ibv_sge ss = {reinterpret_cast<uintptr_t>(sbuf), sizeof(sbuf), smr->lkey};
+			struct ibv_sge ss = {reinterpret_cast<uintptr_t>(sbuf), sizeof(sbuf),
+			                     smr->lkey};
 			struct ibv_send_wr swr = {}, *sbad = nullptr;
 			swr.sg_list = &ss;
 			swr.num_sge = 1;

@@ -11,13 +11,13 @@
 #include <cstring>
 #include <vector>
 
-namespace {
+namespace
+{
 
 unsigned char pattern(size_t i, int iter, int side)
 {
-	return static_cast<unsigned char>((i * 131u + static_cast<unsigned>(iter) * 7u +
-					   static_cast<unsigned>(side)) &
-					  0xffu);
+	return static_cast<unsigned char>(
+	    (i * 131u + static_cast<unsigned>(iter) * 7u + static_cast<unsigned>(side)) & 0xffu);
 }
 
 bool check(const std::vector<unsigned char> &buf, size_t len, int iter, int side, int rank)
@@ -25,9 +25,9 @@ bool check(const std::vector<unsigned char> &buf, size_t len, int iter, int side
 	for (size_t i = 0; i < len; i++)
 		if (buf[i] != pattern(i, iter, side)) {
 			fprintf(stderr,
-				"rank %d: size %zu iteration %d: byte %zu is 0x%02x, expected "
-				"0x%02x\n",
-				rank, len, iter, i, buf[i], pattern(i, iter, side));
+			        "rank %d: size %zu iteration %d: byte %zu is 0x%02x, expected "
+			        "0x%02x\n",
+			        rank, len, iter, i, buf[i], pattern(i, iter, side));
 			return false;
 		}
 	return true;
@@ -62,11 +62,11 @@ int main(int argc, char **argv)
 				MPI_Send(buf.data(), count, MPI_BYTE, 1, it, MPI_COMM_WORLD);
 				memset(buf.data(), 0, len);
 				MPI_Recv(buf.data(), count, MPI_BYTE, 1, it, MPI_COMM_WORLD,
-					 MPI_STATUS_IGNORE);
+				         MPI_STATUS_IGNORE);
 				ok = check(buf, len, it, 1, rank);
 			} else {
 				MPI_Recv(buf.data(), count, MPI_BYTE, 0, it, MPI_COMM_WORLD,
-					 MPI_STATUS_IGNORE);
+				         MPI_STATUS_IGNORE);
 				ok = check(buf, len, it, 0, rank);
 				for (size_t i = 0; i < len; i++)
 					buf[i] = pattern(i, it, 1);

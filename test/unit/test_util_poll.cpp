@@ -11,8 +11,8 @@
 #include <algorithm>
 #include <memory>
 #include <mutex>
-#include <unistd.h>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 using namespace vwait_test;

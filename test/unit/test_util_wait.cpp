@@ -335,8 +335,8 @@ void test_hold_source(void **st)
 	fake_object *a = s.a.get();
 	assert_int_equal(w->drop_source(fd), 0); /* one holder left */
 	s.ch.fire();
-	assert_int_equal(w->wait_until(vwait::util::deadline_after(2000), [a] { return a->read(); }),
-	                 0);
+	assert_int_equal(
+	    w->wait_until(vwait::util::deadline_after(2000), [a] { return a->read(); }), 0);
 	assert_int_equal(w->drop_source(fd), 0); /* gone */
 	assert_int_equal(w->drop_source(fd), -FI_ENOENT);
 	s.ch.fire();

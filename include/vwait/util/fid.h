@@ -9,7 +9,8 @@
 #include <memory>
 #include <new>
 
-namespace vwait::util {
+namespace vwait::util
+{
 
 template <typename Fid, typename Obj>
 struct fid_box {
@@ -35,8 +36,8 @@ inline Obj *owner_of_fid(struct fid *fid) noexcept
  * its waiters and is destroyed, and *out is NULL. Obj has init_wait(), set_context(),
  * set_fid() and close_wait(). */
 template <typename Fid, typename Obj, typename Ops>
-int box_install(std::unique_ptr<Obj> obj, size_t fclass, struct fi_ops *fi_ops, Ops *ops,
-                Fid **out, void *context) noexcept
+int box_install(std::unique_ptr<Obj> obj, size_t fclass, struct fi_ops *fi_ops, Ops *ops, Fid **out,
+                void *context) noexcept
 {
 	if (!out)
 		return -FI_EINVAL;

@@ -317,8 +317,8 @@ ssize_t cq::sread(void *buf, size_t count, fi_addr_t *src, const void *cond, int
 				return result != -FI_EAGAIN;
 			};
 			/* one entry is enough: the shortcut below the ring, when it has one */
-			ssize_t direct = threshold == 1 && count ? read_direct(buf, count, src)
-			                                         : read_via_ring;
+			ssize_t direct =
+			    threshold == 1 && count ? read_direct(buf, count, src) : read_via_ring;
 			if (direct != read_via_ring && direct != -FI_EAGAIN) {
 				result = direct;
 				return true;

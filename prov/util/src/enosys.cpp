@@ -1,6 +1,7 @@
 #include "vwait/util/enosys.h"
 
-namespace vwait::util {
+namespace vwait::util
+{
 
 int enosys_bind(struct fid *, struct fid *, uint64_t) noexcept
 {

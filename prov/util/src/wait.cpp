@@ -302,9 +302,10 @@ int waiter::impl::hold_source(int raw_fd, short events, drain_fn drain, void *ar
 			if (s.fd != raw_fd)
 				continue;
 			if (s.drain != drain || s.arg != arg) {
-				FI_WARN(prov, FI_LOG_CORE,
-				        "wait source: fd %d is a source already, with another drain\n",
-				        raw_fd);
+				FI_WARN(
+				    prov, FI_LOG_CORE,
+				    "wait source: fd %d is a source already, with another drain\n",
+				    raw_fd);
 				return -FI_EALREADY;
 			}
 			s.refs++;

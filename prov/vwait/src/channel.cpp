@@ -12,7 +12,8 @@
 #include <cerrno>
 #include <cstring>
 
-namespace vwait {
+namespace vwait
+{
 
 int cq_events::arm() noexcept
 {
@@ -82,12 +83,13 @@ void cq_events::ack_all() noexcept
 }
 
 comp_channel::comp_channel(verbs::comp_channel ch, util::waiter *w) noexcept
-	: ch_(std::move(ch)), waiter_(w)
+    : ch_(std::move(ch)), waiter_(w)
 {
 }
 
 int comp_channel::create(struct ibv_context *ctx, util::waiter *w,
-			 std::shared_ptr<comp_channel> &out, async_fn async, void *async_arg) noexcept
+                         std::shared_ptr<comp_channel> &out, async_fn async,
+                         void *async_arg) noexcept
 {
 	if (!ctx) {
 		FI_WARN(&prov, FI_LOG_CQ, "comp_channel: context is NULL\n");
@@ -98,12 +100,12 @@ int comp_channel::create(struct ibv_context *ctx, util::waiter *w,
 		if (!ch) {
 			int ret = verbs::errno_code();
 			FI_WARN(&prov, FI_LOG_CQ, "ibv_create_comp_channel(%s): %s\n",
-				ibv_get_device_name(ctx->device), fi_strerror(-ret));
+			        ibv_get_device_name(ctx->device), fi_strerror(-ret));
 			return ret;
 		}
 		if (int ret = util::set_nonblock(ch->fd)) {
 			FI_WARN(&prov, FI_LOG_CQ, "completion channel fd %d: O_NONBLOCK: %s\n",
-				ch->fd, strerror(-ret));
+			        ch->fd, strerror(-ret));
 			return ret;
 		}
 		std::shared_ptr<comp_channel> c(new comp_channel(std::move(ch), w));
@@ -113,7 +115,7 @@ int comp_channel::create(struct ibv_context *ctx, util::waiter *w,
 		}
 		if (int ret = w->add_source(c->ch_->fd, POLLIN, drain_source, c.get())) {
 			FI_WARN(&prov, FI_LOG_CQ, "completion channel fd %d: add to waiter: %s\n",
-				c->ch_->fd, fi_strerror(-ret));
+			        c->ch_->fd, fi_strerror(-ret));
 			return ret;
 		}
 		c->registered_ = true;
@@ -123,9 +125,9 @@ int comp_channel::create(struct ibv_context *ctx, util::waiter *w,
 				c->async_fd_ = ctx->async_fd;
 			else if (ret != -FI_EALREADY)
 				FI_WARN(&prov, FI_LOG_CQ,
-					"async fd %d: add to waiter: %s (async events are read "
-					"only while CQs are polled)\n",
-					ctx->async_fd, fi_strerror(-ret));
+				        "async fd %d: add to waiter: %s (async events are read "
+				        "only while CQs are polled)\n",
+				        ctx->async_fd, fi_strerror(-ret));
 		}
 		out = std::move(c);
 		return 0;
@@ -157,7 +159,7 @@ unsigned comp_channel::drain() noexcept
 		if (ibv_get_cq_event(ch_.get(), &cq, &context) != 0) {
 			if (errno != EAGAIN && errno != EINTR)
 				FI_WARN_SPARSE(&prov, FI_LOG_CQ, "ibv_get_cq_event: %s\n",
-					       strerror(errno));
+				               strerror(errno));
 			break;
 		}
 		n++;

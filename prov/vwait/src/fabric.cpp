@@ -72,7 +72,7 @@ struct fi_ops fabric_fi_ops = {
 
 /* Wait sets hold the fabric open; fi_trywait runs over any mix of vwait waitables. */
 int fabric_wait_open(struct fid_fabric *fid, struct fi_wait_attr *attr,
-		     struct fid_wait **waitset) noexcept
+                     struct fid_wait **waitset) noexcept
 {
 	fabric *fab = util::owner<fabric>(fid);
 	fab->hold();

@@ -7,21 +7,23 @@
 
 #include <cstdlib>
 
-namespace vwait {
+namespace vwait
+{
 
-namespace {
+namespace
+{
 
 params the_params;
 
 void read_params() noexcept
 {
 	fi_param_define(&prov, "device", FI_PARAM_STRING,
-			"Use only the verbs device of this name (for example rxe0); "
-			"default: every device with an active port.");
+	                "Use only the verbs device of this name (for example rxe0); "
+	                "default: every device with an active port.");
 	fi_param_define(&prov, "cm_timeout", FI_PARAM_INT,
-			"Milliseconds rdma_cm may take to resolve an address or a route "
-			"(default: %d).",
-			the_params.cm_timeout_ms);
+	                "Milliseconds rdma_cm may take to resolve an address or a route "
+	                "(default: %d).",
+	                the_params.cm_timeout_ms);
 
 	char *device = nullptr;
 	if (fi_param_get_str(&prov, "device", &device) == FI_SUCCESS && device)
@@ -32,9 +34,9 @@ void read_params() noexcept
 			the_params.cm_timeout_ms = timeout;
 		else
 			FI_WARN(&prov, FI_LOG_CORE,
-				"FI_VWAIT_CM_TIMEOUT=%d is not a positive number of milliseconds; "
-				"using %d\n",
-				timeout, the_params.cm_timeout_ms);
+			        "FI_VWAIT_CM_TIMEOUT=%d is not a positive number of milliseconds; "
+			        "using %d\n",
+			        timeout, the_params.cm_timeout_ms);
 	}
 }
 
@@ -52,13 +54,13 @@ const params &get_params() noexcept
 }
 
 struct fi_provider prov = {
-	.version = FI_VERSION(0, 1),
-	.fi_version = api_version,
-	.context = {},
-	.name = prov_name,
-	.getinfo = getinfo,
-	.fabric = fabric_open,
-	.cleanup = cleanup,
+    .version = FI_VERSION(0, 1),
+    .fi_version = api_version,
+    .context = {},
+    .name = prov_name,
+    .getinfo = getinfo,
+    .fabric = fabric_open,
+    .cleanup = cleanup,
 };
 
 } // namespace vwait
