@@ -156,7 +156,7 @@ protected:
 	std::string describe_error(int prov_errno, const void *err_data) const override;
 	void on_event() noexcept override;
 	void close_hook() noexcept override;
-	ssize_t read_direct(void *buf, size_t count, fi_addr_t *src) noexcept override;
+	direct_read read_direct(void *buf, size_t count, fi_addr_t *src) noexcept override;
 
 private:
 	void report_overrun() noexcept;

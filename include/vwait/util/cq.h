@@ -154,17 +154,37 @@ protected:
 	virtual std::string describe_error(int prov_errno, const void *err_data) const;
 	/* fi_cq_read / readfrom's shortcut (count > 0): a subclass that can, while nothing is
 	 * queued, write completions from below straight into the caller's buffer (in format(),
-	 * src[i] = FI_ADDR_NOTAVAIL) does so and returns how many, -FI_EAGAIN (none) or
-	 * -FI_EAVAIL (an error entry it queued is at the head). Whatever it cannot hand over
-	 * (entries behind an error) it queues, in order. read_via_ring (the default): the
-	 * ordinary path, progress() then the ring. */
-	static constexpr ssize_t read_via_ring = -(1 << 30);
-	virtual ssize_t read_direct(void *buf, size_t count, fi_addr_t *src) noexcept
+	 * src[i] = FI_ADDR_NOTAVAIL) does so and returns direct_read::took(how many, -FI_EAGAIN
+	 * for none, or -FI_EAVAIL when an error entry it queued is at the head). Whatever it
+	 * cannot hand over (entries behind an error) it queues, in order. direct_read::via_ring()
+	 * (the default): it took nothing; the ordinary path runs, progress() then the ring. */
+	class direct_read
+	{
+	public:
+		static constexpr direct_read via_ring() noexcept { return direct_read(false, 0); }
+		static constexpr direct_read took(ssize_t result) noexcept
+		{
+			return direct_read(true, result);
+		}
+		/* false: nothing was read, the ring must answer */
+		constexpr bool taken() const noexcept { return taken_; }
+		/* what fi_cq_read returns (only when taken()) */
+		constexpr ssize_t result() const noexcept { return result_; }
+
+	private:
+		constexpr direct_read(bool taken, ssize_t result) noexcept
+		    : taken_(taken), result_(result)
+		{
+		}
+		bool taken_;
+		ssize_t result_;
+	};
+	virtual direct_read read_direct(void *buf, size_t count, fi_addr_t *src) noexcept
 	{
 		(void)buf;
 		(void)count;
 		(void)src;
-		return read_via_ring;
+		return direct_read::via_ring();
 	}
 
 private:

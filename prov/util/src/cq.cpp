@@ -230,9 +230,9 @@ ssize_t cq::read(void *buf, size_t count, fi_addr_t *src) noexcept
 		return -FI_EINVAL;
 	}
 	if (count) {
-		ssize_t direct = read_direct(buf, count, src);
-		if (direct != read_via_ring)
-			return direct;
+		direct_read direct = read_direct(buf, count, src);
+		if (direct.taken())
+			return direct.result();
 	}
 	progress();
 	std::lock_guard<std::mutex> g(lock_);
@@ -317,13 +317,13 @@ ssize_t cq::sread(void *buf, size_t count, fi_addr_t *src, const void *cond, int
 				return result != -FI_EAGAIN;
 			};
 			/* one entry is enough: the shortcut below the ring, when it has one */
-			ssize_t direct =
-			    threshold == 1 && count ? read_direct(buf, count, src) : read_via_ring;
-			if (direct != read_via_ring && direct != -FI_EAGAIN) {
-				result = direct;
+			direct_read direct = threshold == 1 && count ? read_direct(buf, count, src)
+			                                             : direct_read::via_ring();
+			if (direct.taken() && direct.result() != -FI_EAGAIN) {
+				result = direct.result();
 				return true;
 			}
-			if (direct == read_via_ring) {
+			if (!direct.taken()) {
 				progress();
 				if (try_read())
 					return true;

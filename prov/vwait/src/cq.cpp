@@ -320,11 +320,11 @@ void cq::progress() noexcept
 /* fi_cq_read with nothing queued: the completions go from the ibv_cq straight into the
  * caller's buffer (no copy through the ring, no wakeup); the first error and what follows it
  * go to the ring, in order. Anything queued already: the ring path, which keeps the order. */
-ssize_t cq::read_direct(void *buf, size_t count, fi_addr_t *src) noexcept
+cq::direct_read cq::read_direct(void *buf, size_t count, fi_addr_t *src) noexcept
 {
 	std::lock_guard<std::mutex> lock(progress_mutex_);
 	if (!hw_ || overrun_.load(std::memory_order_acquire) || queued() != 0)
-		return read_via_ring;
+		return direct_read::via_ring();
 	const size_t esize = util::cq_entry_size(format());
 	auto *out = static_cast<uint8_t *>(buf);
 	size_t done = 0;
@@ -354,8 +354,8 @@ ssize_t cq::read_direct(void *buf, size_t count, fi_addr_t *src) noexcept
 			break;
 	}
 	if (done)
-		return static_cast<ssize_t>(done);
-	return queued() != 0 ? -FI_EAVAIL : -FI_EAGAIN;
+		return direct_read::took(static_cast<ssize_t>(done));
+	return direct_read::took(queued() != 0 ? -FI_EAVAIL : -FI_EAGAIN);
 }
 
 void cq::on_event() noexcept
