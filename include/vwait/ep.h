@@ -1,7 +1,9 @@
-/* vwait MSG endpoints (RC QPs through rdma_cm) and passive endpoints. */
+/* vwait endpoints: the base every kind shares, the MSG endpoint (an RC QP through rdma_cm)
+ * and passive endpoints. */
 #ifndef VWAIT_EP_H
 #define VWAIT_EP_H
 
+#include "vwait/cm.h"
 #include "vwait/cntr.h"
 #include "vwait/cq.h"
 #include "vwait/domain.h"
@@ -9,9 +11,13 @@
 #include "vwait/fabric.h"
 #include "vwait/util/fid.h"
 #include "vwait/verbs.h"
+#include "vwait/wr_ring.h"
 
+#include <rdma/fi_atomic.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_endpoint.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
 
 #include <atomic>
 #include <memory>
@@ -59,24 +65,21 @@ private:
 	std::mutex mutex_;
 };
 
-class ep final : public cm_target
+/* The endpoint base: what every endpoint kind shares. It owns the work-request rings (one per
+ * queue of its QP), the CQ, EQ and counter binds, fi_enable's counter plumbing, the posting of
+ * work requests (msg.cpp, rma.cpp) and the teardown after the QP. A kind (rc_ep) adds its QP:
+ * its checks before fi_enable, its creation, its destruction (first thing in its destructor,
+ * after close_rings()). */
+class ep
 {
 public:
-	ep(domain *dom, info_ptr info, verbs::cm_id id, bool from_connreq);
-	~ep() override;
-
-	struct fid *cm_fid() noexcept override { return fid_; }
-	bool active_side() const noexcept override { return !passive_; }
-	struct fi_info *connreq_info(struct rdma_cm_id *) noexcept override { return nullptr; }
-	void disconnected(struct rdma_cm_id *id) noexcept override;
+	ep(domain *dom, info_ptr info);
+	virtual ~ep();
+	ep(const ep &) = delete;
+	ep &operator=(const ep &) = delete;
 
 	int bind(struct fid *bfid, uint64_t flags) noexcept;
 	int enable() noexcept;
-	int connect(const void *addr, const void *param, size_t paramlen) noexcept;
-	int accept(const void *param, size_t paramlen) noexcept;
-	int shutdown() noexcept;
-	int getname(void *addr, size_t *addrlen) noexcept;
-	int getpeer(void *addr, size_t *addrlen) noexcept;
 	int getopt(int level, int optname, void *optval, size_t *optlen) noexcept;
 	int setopt(int level, int optname, const void *optval, size_t optlen) noexcept;
 	ssize_t tx_size_left() const noexcept;
@@ -96,25 +99,34 @@ public:
 	uint64_t rx_op_flags() const noexcept { return rx_flags_; }
 
 	void set_fid(struct fid *fid) noexcept { fid_ = fid; }
-	/* opened with a dest_addr (resolved then) or from a connection request */
-	void set_route_resolved(bool yes) noexcept { route_resolved_ = yes; }
 	domain *parent() const noexcept { return domain_; }
+
+protected:
+	/* fi_enable, under mutex_, once a CQ or counter is bound: what the kind needs before
+	 * its QP can be made (0 or a negative FI_E* code). */
+	virtual int check_enable() noexcept = 0;
+	/* fi_enable: the kind's QP on these CQs, from attr (caps filled in); *qp set. */
+	virtual int create_qp(struct ibv_qp_init_attr &attr, struct ibv_qp **qp) noexcept = 0;
+	/* No completion may count any more: first thing in a kind's destructor. */
+	void close_rings() noexcept;
+
+	domain *domain_;
+	info_ptr info_;
+	eq *eq_ = nullptr;
+	struct fid *fid_ = nullptr;
+	mutable std::mutex mutex_;
+	std::atomic<bool> enabled_{false};
 
 private:
 	int check_iov(const char *op, const struct iovec *iov, void **desc, size_t count,
 	              size_t limit, bool need_desc, struct ibv_sge *sge, size_t *total) noexcept;
 	ssize_t post_tx_wr(struct ibv_send_wr *wr, void *context, uint64_t cq_flags, size_t len,
 	                   bool report) noexcept;
-	int migrate_to_eq() noexcept;
 	int bind_cntr(struct fid *bfid, uint64_t flags) noexcept;
 	/* fi_enable's counter part: the internal CQ (if needed), the rings' counters, the feeds */
 	int enable_cntrs(cq *&send_cq, cq *&recv_cq) noexcept;
 	void drop_feeds() noexcept;
 
-	domain *domain_;
-	info_ptr info_;
-	verbs::cm_id id_;
-	bool passive_;
 	cq *tx_cq_ = nullptr;
 	cq *rx_cq_ = nullptr;
 	/* Counters by fi_ep_bind flag (each bound one is held). FI_REMOTE_READ: verbs never
@@ -132,7 +144,7 @@ private:
 	std::vector<std::pair<cntr *, cq *>> feeds_;
 	cq *send_cq_ = nullptr; /* the QP's CQs, set by fi_enable */
 	cq *recv_cq_ = nullptr;
-	eq *eq_ = nullptr;
+	struct ibv_qp *qp_ = nullptr; /* set by fi_enable, destroyed by the kind */
 	bool tx_selective_ = false;
 	bool rx_selective_ = false;
 	uint64_t tx_flags_ = 0;
@@ -144,15 +156,64 @@ private:
 	size_t rma_iov_limit_ = 1;
 	std::shared_ptr<wr_ring> tx_;
 	std::shared_ptr<wr_ring> rx_;
-	std::atomic<bool> enabled_{false};
+	std::mutex rx_mutex_;
+};
+
+/* An FI_EP_MSG endpoint: an RC QP made through rdma_cm (ep_rc.cpp); its connection
+ * management is in cm.cpp. */
+class rc_ep final : public ep, public cm_target
+{
+public:
+	rc_ep(domain *dom, info_ptr info, verbs::cm_id id, bool from_connreq);
+	~rc_ep() override;
+
+	struct fid *cm_fid() noexcept override { return fid_; }
+	bool active_side() const noexcept override { return !passive_; }
+	struct fi_info *connreq_info(struct rdma_cm_id *) noexcept override { return nullptr; }
+	void disconnected(struct rdma_cm_id *id) noexcept override;
+
+	int connect(const void *addr, const void *param, size_t paramlen) noexcept;
+	int accept(const void *param, size_t paramlen) noexcept;
+	int shutdown() noexcept;
+	int getname(void *addr, size_t *addrlen) noexcept;
+	int getpeer(void *addr, size_t *addrlen) noexcept;
+
+	/* opened with a dest_addr (resolved then) or from a connection request */
+	void set_route_resolved(bool yes) noexcept { route_resolved_ = yes; }
+
+protected:
+	int check_enable() noexcept override;
+	int create_qp(struct ibv_qp_init_attr &attr, struct ibv_qp **qp) noexcept override;
+
+private:
+	int migrate_to_eq() noexcept;
+
+	verbs::cm_id id_;
+	bool passive_;
 	bool connecting_ = false;
 	bool route_resolved_ = false;
-	struct fid *fid_ = nullptr;
-	mutable std::mutex mutex_;
-	std::mutex rx_mutex_;
 	std::mutex qp_mutex_; /* the QP's creation and destruction against disconnected() */
 	bool qp_gone_ = false;
 };
+
+/* The ops tables of an endpoint fid (ep.cpp, msg.cpp, rma.cpp, cm.cpp). */
+extern struct fi_ops ep_fi_ops;
+extern struct fi_ops_ep ep_ops;
+extern struct fi_ops_msg ep_msg_ops;
+extern struct fi_ops_rma ep_rma_ops;
+extern struct fi_ops_tagged ep_tagged_ops;
+extern struct fi_ops_atomic ep_atomic_ops;
+extern struct fi_ops_cm rc_ep_cm_ops;
+
+/* The endpoint behind a fid of class FI_CLASS_EP that vwait handed out. */
+ep *ep_of(struct fid_ep *fid) noexcept;
+ep *ep_of(struct fid *fid) noexcept;
+
+/* Boxes obj in a new fid_ep with the base ops tables and cm; *out set. */
+int ep_install(std::unique_ptr<ep> obj, struct fi_ops_cm *cm, void *context, struct fid_ep **out);
+
+/* fi_endpoint for FI_EP_MSG (ep_rc.cpp): info already checked by ep_open. */
+int rc_ep_open(domain *dom, struct fi_info *info, struct fid_ep **out, void *context);
 
 /* struct fi_ops_domain::endpoint */
 int ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep **ep,

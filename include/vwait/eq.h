@@ -3,6 +3,7 @@
 #ifndef VWAIT_EQ_H
 #define VWAIT_EQ_H
 
+#include "vwait/cm.h"
 #include "vwait/fabric.h"
 #include "vwait/util/eq.h"
 #include "vwait/util/fid.h"
@@ -18,41 +19,6 @@
 
 namespace vwait
 {
-
-/* What an rdma_cm id's context points at: the endpoint or passive endpoint that owns it. */
-class cm_target
-{
-public:
-	virtual ~cm_target() = default;
-	virtual struct fid *cm_fid() noexcept = 0;
-	/* The connecting side: its CONNECTED event carries the peer's accept data. */
-	virtual bool active_side() const noexcept = 0;
-	/* A connection request arrived for this listener; the info for it (handle set), or
-	 * nullptr when the request cannot be described (it is then rejected). */
-	virtual struct fi_info *connreq_info(struct rdma_cm_id *id) noexcept = 0;
-	/* The peer (or this side) disconnected: outstanding work must flush. id is the event's
-	 * (valid until the event is acknowledged, even while the target is closing). May run
-	 * on any thread that drains the EQ. */
-	virtual void disconnected(struct rdma_cm_id *id) noexcept = 0;
-};
-
-/* The private data of connect, accept and reject goes behind a one-byte length, because
- * rdma_cm pads it to the transport's fixed size. */
-constexpr size_t cm_hdr_size = 1;
-constexpr size_t cm_connect_data_max = 56 - cm_hdr_size;
-constexpr size_t cm_accept_data_max = 196 - cm_hdr_size;
-constexpr size_t cm_reject_data_max = 148 - cm_hdr_size;
-/* The private data inside what rdma_cm delivered (nullptr, 0 when malformed). */
-std::pair<const uint8_t *, size_t> cm_data(const void *raw, size_t raw_len) noexcept;
-/* header + data, ready for rdma_connect / rdma_accept / rdma_reject. */
-std::vector<uint8_t> cm_wrap(const void *data, size_t len);
-
-/* The FI_CONNREQ handle: a fid of class FI_CLASS_CONNREQ that owns the new id until an
- * endpoint takes it (fi_endpoint) or fi_reject drops it. */
-struct connreq {
-	struct fid fid;
-	struct rdma_cm_id *id;
-};
 
 /* The vwait EQ: the util layer's software EQ (entries of any length, error entries, FI_PEEK,
  * fi_eq_write, every wait object, wait sets, fi_trywait, FI_GETWAIT / FI_GETWAITOBJ) fed from

@@ -18,13 +18,6 @@ namespace vwait
 int getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
             const struct fi_info *hints, struct fi_info **info) noexcept;
 
-/* An address handed in by the application (hints, fi_passive_ep / fi_endpoint's info): 0 when
- * addr is NULL or an AF_INET / AF_INET6 address that len covers and addr_format allows
- * (FI_FORMAT_UNSPEC and FI_SOCKADDR allow both). A malformed one (len too short for its
- * family, a family addr_format excludes): -FI_EINVAL; another family (AF_IB, AF_UNIX...) or
- * format: -FI_ENODATA. One warning line naming what (e.g. "hints->src_addr") either way. */
-int check_sockaddr(const void *addr, size_t len, uint32_t addr_format, const char *what) noexcept;
-
 /* What fi_getinfo checks before it looks at a device: the API version, the address format and
  * the addresses in hints. 0, -FI_ENODATA (cannot be met) or -FI_EINVAL (malformed). */
 int check_hints(uint32_t version, const struct fi_info *hints) noexcept;

@@ -12,6 +12,7 @@
 
 #include "fuzz_common.h"
 
+#include "vwait/cm.h"
 #include "vwait/info.h"
 #include "vwait/vwait.h"
 

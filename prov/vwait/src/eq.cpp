@@ -20,26 +20,6 @@
 namespace vwait
 {
 
-std::pair<const uint8_t *, size_t> cm_data(const void *raw, size_t raw_len) noexcept
-{
-	if (!raw || raw_len < cm_hdr_size)
-		return {nullptr, 0};
-	auto *p = static_cast<const uint8_t *>(raw);
-	size_t len = p[0];
-	if (len > raw_len - cm_hdr_size)
-		return {nullptr, 0};
-	return {p + cm_hdr_size, len};
-}
-
-std::vector<uint8_t> cm_wrap(const void *data, size_t len)
-{
-	std::vector<uint8_t> v(cm_hdr_size + len);
-	v[0] = static_cast<uint8_t>(len);
-	if (len)
-		memcpy(v.data() + cm_hdr_size, data, len);
-	return v;
-}
-
 eq::eq(fabric *fab, const struct fi_eq_attr &attr, verbs::event_channel ch)
     : util::eq(&prov, attr, fab->api_version()), fabric_(fab), channel_(std::move(ch))
 {
@@ -66,18 +46,7 @@ void eq::discard(uint32_t event, const void *entry, size_t len) noexcept
 		return;
 	struct fi_eq_cm_entry cm;
 	memcpy(&cm, entry, sizeof(cm));
-	if (!cm.info)
-		return;
-	if (cm.info->handle) {
-		auto *req = reinterpret_cast<connreq *>(cm.info->handle);
-		if (req->id) {
-			rdma_reject(req->id, nullptr, 0);
-			rdma_destroy_id(req->id);
-		}
-		free(req);
-		cm.info->handle = nullptr;
-	}
-	fi_freeinfo(cm.info);
+	connreq_discard(cm.info);
 }
 
 void eq::push_cm(uint32_t event, struct fid *fid, struct fi_info *info, const uint8_t *data,
@@ -125,9 +94,7 @@ bool eq::convert(struct rdma_cm_event *ev)
 			push_cm(FI_CONNREQ, listener->cm_fid(), info, data.first, data.second);
 		} catch (...) {
 			/* not queued: the request is refused (its id goes in progress()) */
-			free(info->handle);
-			info->handle = nullptr;
-			fi_freeinfo(info);
+			connreq_forget(info);
 			rdma_reject(ev->id, nullptr, 0);
 			throw;
 		}

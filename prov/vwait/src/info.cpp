@@ -3,6 +3,7 @@
  * tells which device an address belongs to. */
 #include "config.h"
 
+#include "vwait/cm.h"
 #include "vwait/ep.h"
 #include "vwait/info.h"
 #include "vwait/nic.h"
@@ -121,11 +122,6 @@ std::vector<port_desc> active_ports()
 	return ports;
 }
 
-size_t sockaddr_len(const struct sockaddr *sa) noexcept
-{
-	return sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
-}
-
 /* An address with the device rdma_cm binds it to. */
 struct cm_addr {
 	struct sockaddr_storage addr = {};
@@ -140,7 +136,7 @@ struct cm_addr {
 cm_addr make_addr(const struct sockaddr *sa, struct ibv_context *verbs)
 {
 	cm_addr a;
-	memcpy(&a.addr, sa, sockaddr_len(sa));
+	memcpy(&a.addr, sa, sockaddr_size(sa));
 	if (verbs)
 		a.device = ibv_get_device_name(verbs->device);
 	return a;
@@ -251,7 +247,7 @@ int resolve(const char *node, const char *service, uint64_t flags, const struct 
 		}
 		/* a port already in use cannot be probed by binding: probe with port 0 */
 		struct sockaddr_storage probe = {};
-		memcpy(&probe, src, sockaddr_len(src));
+		memcpy(&probe, src, sockaddr_size(src));
 		set_port(&probe, 0);
 		cm_addr a = bind_probe(reinterpret_cast<struct sockaddr *>(&probe));
 		if (a.device.empty()) {
@@ -267,7 +263,7 @@ int resolve(const char *node, const char *service, uint64_t flags, const struct 
 
 void *dup_sockaddr(const struct sockaddr *sa, size_t *len)
 {
-	*len = sockaddr_len(sa);
+	*len = sockaddr_size(sa);
 	void *p = malloc(*len);
 	if (!p)
 		throw std::bad_alloc();
@@ -533,59 +529,6 @@ info_ptr msg_info(uint32_t version, const port_desc &port, const struct fi_info 
 }
 
 } // namespace
-
-int check_sockaddr(const void *addr, size_t len, uint32_t addr_format, const char *what) noexcept
-{
-	if (!addr)
-		return FI_SUCCESS;
-	switch (addr_format) {
-	case FI_FORMAT_UNSPEC:
-	case FI_SOCKADDR:
-	case FI_SOCKADDR_IN:
-	case FI_SOCKADDR_IN6:
-		break;
-	default:
-		FI_WARN(&prov, FI_LOG_CORE, "%s: addr_format %u is not a sockaddr format\n", what,
-		        addr_format);
-		return -FI_ENODATA;
-	}
-	sa_family_t family;
-	if (len < sizeof(family)) {
-		FI_WARN(&prov, FI_LOG_CORE, "%s: addrlen %zu holds no address family\n", what, len);
-		return -FI_EINVAL;
-	}
-	memcpy(&family, static_cast<const char *>(addr) + offsetof(struct sockaddr, sa_family),
-	       sizeof(family));
-	size_t need;
-	uint32_t format;
-	switch (family) {
-	case AF_INET:
-		need = sizeof(struct sockaddr_in);
-		format = FI_SOCKADDR_IN;
-		break;
-	case AF_INET6:
-		need = sizeof(struct sockaddr_in6);
-		format = FI_SOCKADDR_IN6;
-		break;
-	default:
-		FI_WARN(&prov, FI_LOG_CORE,
-		        "%s: address family %u is neither AF_INET nor AF_INET6\n", what,
-		        static_cast<unsigned>(family));
-		return -FI_ENODATA;
-	}
-	if (len < need) {
-		FI_WARN(&prov, FI_LOG_CORE, "%s: addrlen %zu < %zu for address family %u\n", what,
-		        len, need, static_cast<unsigned>(family));
-		return -FI_EINVAL;
-	}
-	if (addr_format != FI_FORMAT_UNSPEC && addr_format != FI_SOCKADDR &&
-	    addr_format != format) {
-		FI_WARN(&prov, FI_LOG_CORE, "%s: address family %u does not match addr_format %u\n",
-		        what, static_cast<unsigned>(family), addr_format);
-		return -FI_EINVAL;
-	}
-	return FI_SUCCESS;
-}
 
 int check_hints(uint32_t version, const struct fi_info *hints) noexcept
 {

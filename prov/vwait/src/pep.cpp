@@ -2,13 +2,12 @@
  * FI_CONNREQ event whose fi_info carries the new id as its handle. */
 #include "config.h"
 
+#include "vwait/cm.h"
 #include "vwait/ep.h"
-#include "vwait/info.h"
 #include "vwait/slots.h"
 #include "vwait/util/enosys.h"
 #include "vwait/vwait.h"
 
-#include <infiniband/ib.h>
 #include <netinet/in.h>
 
 #include <cstdlib>
@@ -17,61 +16,6 @@
 
 namespace vwait
 {
-
-namespace
-{
-
-size_t sockaddr_size(const struct sockaddr *sa) noexcept
-{
-	switch (sa->sa_family) {
-	case AF_INET6:
-		return sizeof(struct sockaddr_in6);
-	case AF_IB:
-		return sizeof(struct sockaddr_ib);
-	default:
-		return sizeof(struct sockaddr_in);
-	}
-}
-
-/* a malloc'ed copy, as fi_freeinfo frees it */
-void *dup_addr(const struct sockaddr *sa, size_t *len) noexcept
-{
-	*len = sockaddr_size(sa);
-	void *p = malloc(*len);
-	if (p)
-		memcpy(p, sa, *len);
-	return p;
-}
-
-uint32_t addr_format_of(const struct sockaddr *sa) noexcept
-{
-	switch (sa->sa_family) {
-	case AF_INET6:
-		return FI_SOCKADDR_IN6;
-	case AF_IB:
-		return FI_SOCKADDR_IB;
-	default:
-		return FI_SOCKADDR_IN;
-	}
-}
-
-} // namespace
-
-/* Shared with ep_msg.cpp through this declaration only. */
-int copy_sockaddr(const struct sockaddr *sa, void *addr, size_t *addrlen, const char *what) noexcept
-{
-	if (!addrlen) {
-		FI_WARN(&prov, FI_LOG_EP_CTRL, "%s: addrlen is NULL\n", what);
-		return -FI_EINVAL;
-	}
-	size_t need = sockaddr_size(sa);
-	size_t have = *addrlen;
-	*addrlen = need;
-	if (!addr || have < need)
-		return -FI_ETOOSMALL;
-	memcpy(addr, sa, need);
-	return FI_SUCCESS;
-}
 
 pep::pep(fabric *fab, info_ptr info, verbs::cm_id id)
     : fabric_(fab), info_(std::move(info)), id_(std::move(id))
@@ -91,30 +35,7 @@ pep::~pep()
 
 struct fi_info *pep::connreq_info(struct rdma_cm_id *id) noexcept
 {
-	info_ptr info(fi_dupinfo(info_.get()));
-	if (!info)
-		return nullptr;
-	free(info->src_addr);
-	free(info->dest_addr);
-	info->src_addr = dup_addr(rdma_get_local_addr(id), &info->src_addrlen);
-	info->dest_addr = dup_addr(rdma_get_peer_addr(id), &info->dest_addrlen);
-	if (!info->src_addr || !info->dest_addr)
-		return nullptr;
-	info->addr_format = addr_format_of(rdma_get_peer_addr(id));
-	if (id->verbs) {
-		char *name = strdup(ibv_get_device_name(id->verbs->device));
-		if (!name)
-			return nullptr;
-		free(info->domain_attr->name);
-		info->domain_attr->name = name;
-	}
-	auto *req = static_cast<connreq *>(calloc(1, sizeof(connreq)));
-	if (!req)
-		return nullptr;
-	req->fid.fclass = FI_CLASS_CONNREQ;
-	req->id = id;
-	info->handle = &req->fid;
-	return info.release();
+	return connreq_new_info(info_.get(), id);
 }
 
 int pep::bind(struct fid *bfid, uint64_t flags) noexcept
@@ -230,17 +151,7 @@ int pep::reject(struct fid *handle, const void *param, size_t paramlen) noexcept
 		        paramlen, cm_reject_data_max);
 		return -FI_EINVAL;
 	}
-	auto *req = reinterpret_cast<connreq *>(handle);
-	return guard([&] {
-		std::vector<uint8_t> data = cm_wrap(param, paramlen);
-		int ret = verbs::cm_code(
-		    rdma_reject(req->id, data.data(), static_cast<uint8_t>(data.size())));
-		if (ret)
-			FI_WARN(&prov, FI_LOG_EP_CTRL, "rdma_reject: %s\n", fi_strerror(-ret));
-		rdma_destroy_id(req->id);
-		free(req);
-		return ret;
-	});
+	return connreq_reject(handle, param, paramlen);
 }
 
 int pep::getopt(int level, int optname, void *optval, size_t *optlen) noexcept

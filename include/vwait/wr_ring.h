@@ -1,0 +1,66 @@
+/* The work-request rings of an endpoint: one per queue (send, receive) of its QP. wr_id of
+ * every posted work request points at its slot; translate() (cq.cpp) gives slots back. */
+#ifndef VWAIT_WR_RING_H
+#define VWAIT_WR_RING_H
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace vwait
+{
+
+namespace util
+{
+class cntr;
+}
+
+struct wr_ring;
+
+/* What vwait remembers of one posted work request; wr_id points at it. */
+struct wr_slot {
+	void *context = nullptr;
+	uint64_t flags = 0; /* FI_SEND | FI_MSG, FI_RMA | FI_WRITE, ... */
+	size_t len = 0;
+	bool report = true; /* false: no completion entry unless it fails */
+	wr_ring *ring = nullptr;
+};
+
+/* The slots of one queue (send or receive) of one QP. RC completes a queue in order, so
+ * slots are handed out round-robin; credits count the free ones. A send that needs no
+ * completion entry (inject, selective completion) may go unsignalled: it produces a work
+ * completion only if it fails, and its slot comes back with the next completion of the queue
+ * (every slot from tail up to the one that completed). The CQs an endpoint was bound to keep
+ * the ring alive after the endpoint closed (late flushes still point at it). */
+struct wr_ring {
+	explicit wr_ring(size_t n) : slots(n), credits(n)
+	{
+		for (wr_slot &s : slots)
+			s.ring = this;
+	}
+	std::vector<wr_slot> slots;
+	std::atomic<size_t> credits;
+	std::atomic<bool> closed{false};
+	size_t head = 0;       /* under the endpoint's lock */
+	size_t unsignaled = 0; /* unsignalled sends in a row, under the endpoint's lock */
+	size_t tail = 0;       /* oldest slot not given back: translate(), under the CQ */
+	/* The counters bound to this queue's endpoint direction (fi_ep_bind), set before
+	 * fi_enable and counted by translate() until closed:
+	 *   send queue:    msg = FI_SEND, write = FI_WRITE, read = FI_READ;
+	 *   receive queue: msg = FI_RECV, write = FI_REMOTE_WRITE. Verbs reports a remote
+	 *                  write only when it carries immediate data (it consumes a receive):
+	 *                  plain RDMA writes of the peer never reach this side's CQ. */
+	util::cntr *msg_cntr = nullptr;
+	util::cntr *write_cntr = nullptr;
+	util::cntr *read_cntr = nullptr;
+
+	size_t outstanding() const noexcept
+	{
+		return slots.size() - credits.load(std::memory_order_acquire);
+	}
+};
+
+} // namespace vwait
+
+#endif

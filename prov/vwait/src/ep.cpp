@@ -1,0 +1,594 @@
+/* The endpoint base: work-request rings, binds, counters, fi_enable, the posting of work
+ * requests shared by the message and RMA paths, teardown after the QP, the endpoint fid's
+ * ops tables that do not depend on its kind, and fi_endpoint. Every work request is
+ * signalled (unless it wants neither an entry nor a count) and owns a slot of its queue's
+ * ring; the CQ drops the entries nobody asked for (FI_SELECTIVE_COMPLETION, fi_inject) and
+ * returns the slot, and counts every completion on the counters bound to its direction. */
+#include "config.h"
+
+#include "vwait/ep.h"
+#include "vwait/slots.h"
+#include "vwait/util/enosys.h"
+#include "vwait/vwait.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+namespace vwait
+{
+
+namespace
+{
+
+constexpr size_t default_queue_size = 256;
+
+} // namespace
+
+ep::ep(domain *dom, info_ptr info) : domain_(dom), info_(std::move(info))
+{
+	const struct ibv_device_attr &attr = domain_->device_attr();
+	auto clamp = [](size_t want, size_t dflt, int max) {
+		size_t v = want ? want : dflt;
+		return std::min(v, static_cast<size_t>(max));
+	};
+	const struct fi_tx_attr *tx = info_->tx_attr;
+	const struct fi_rx_attr *rx = info_->rx_attr;
+	size_t tx_size = clamp(tx ? tx->size : 0, default_queue_size, attr.max_qp_wr);
+	size_t rx_size = clamp(rx ? rx->size : 0, default_queue_size, attr.max_qp_wr);
+	tx_iov_limit_ = clamp(tx ? tx->iov_limit : 0, 4, std::min(attr.max_sge, 16));
+	rx_iov_limit_ = clamp(rx ? rx->iov_limit : 0, 4, std::min(attr.max_sge, 16));
+	rma_iov_limit_ = tx_iov_limit_;
+	inject_size_ = tx ? tx->inject_size : 0;
+	tx_flags_ = tx ? tx->op_flags : 0;
+	rx_flags_ = rx ? rx->op_flags : 0;
+	max_msg_size_ = info_->ep_attr && info_->ep_attr->max_msg_size
+	                    ? info_->ep_attr->max_msg_size
+	                    : (1ULL << 31);
+	tx_ = std::make_shared<wr_ring>(tx_size);
+	rx_ = std::make_shared<wr_ring>(rx_size);
+	domain_->hold();
+}
+
+ep::~ep()
+{
+	/* the kind destroyed its QP (and what owns it) already */
+	close_rings();
+	/* no translate() may still be counting on our counters: then they may go */
+	for (cq *q : {send_cq_, recv_cq_})
+		if (q)
+			q->sync();
+	drop_feeds();
+	for (cntr *c : {send_cntr_, recv_cntr_, read_cntr_, write_cntr_, rwrite_cntr_})
+		if (c)
+			c->release();
+	if (own_cq_) {
+		static_cast<util::cq *>(own_cq_.get())->close_hook(); /* as fi_close does */
+		own_cq_->close_wait();
+		own_cq_.reset();
+	}
+	if (tx_cq_) {
+		tx_cq_->adopt(tx_);
+		tx_cq_->adopt(rx_);
+		tx_cq_->release();
+	}
+	if (rx_cq_) {
+		rx_cq_->adopt(rx_);
+		rx_cq_->adopt(tx_);
+		rx_cq_->release();
+	}
+	if (eq_)
+		eq_->release();
+	domain_->release();
+}
+
+void ep::close_rings() noexcept
+{
+	tx_->closed.store(true, std::memory_order_release);
+	rx_->closed.store(true, std::memory_order_release);
+}
+
+int ep::bind(struct fid *bfid, uint64_t flags) noexcept
+{
+	if (!bfid) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_ep_bind: bfid is NULL\n");
+		return -FI_EINVAL;
+	}
+	std::lock_guard<std::mutex> lock(mutex_);
+	if (enabled_) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_ep_bind: endpoint already enabled\n");
+		return -FI_EOPBADSTATE;
+	}
+	switch (bfid->fclass) {
+	case FI_CLASS_CQ: {
+		if (flags &
+		    ~static_cast<uint64_t>(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION)) {
+			FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_ep_bind(cq): flags 0x%llx unknown\n",
+			        static_cast<unsigned long long>(flags));
+			return -FI_EBADFLAGS;
+		}
+		if (!(flags & (FI_TRANSMIT | FI_RECV))) {
+			FI_WARN(&prov, FI_LOG_EP_CTRL,
+			        "fi_ep_bind(cq): flags need FI_TRANSMIT or FI_RECV\n");
+			return -FI_EBADFLAGS;
+		}
+		cq *q = verbs_cq_of(bfid);
+		if (!q) {
+			FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_ep_bind: fid %p is not a vwait CQ\n",
+			        static_cast<void *>(bfid));
+			return -FI_EINVAL;
+		}
+		if (q->parent() != domain_) {
+			FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_ep_bind: CQ of another domain\n");
+			return -FI_EINVAL;
+		}
+		if (((flags & FI_TRANSMIT) && tx_cq_) || ((flags & FI_RECV) && rx_cq_)) {
+			FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_ep_bind: a CQ is already bound there\n");
+			return -FI_EINVAL;
+		}
+		if (flags & FI_TRANSMIT) {
+			tx_cq_ = q;
+			q->hold();
+			tx_selective_ = flags & FI_SELECTIVE_COMPLETION;
+		}
+		if (flags & FI_RECV) {
+			rx_cq_ = q;
+			q->hold();
+			rx_selective_ = flags & FI_SELECTIVE_COMPLETION;
+		}
+		return FI_SUCCESS;
+	}
+	case FI_CLASS_EQ: {
+		if (eq_) {
+			FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_ep_bind: an EQ is already bound\n");
+			return -FI_EINVAL;
+		}
+		eq *q = verbs_eq_of(bfid);
+		if (!q) {
+			FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_ep_bind: fid %p is not a vwait EQ\n",
+			        static_cast<void *>(bfid));
+			return -FI_EINVAL;
+		}
+		eq_ = q;
+		eq_->hold();
+		return FI_SUCCESS;
+	}
+	case FI_CLASS_CNTR:
+		return bind_cntr(bfid, flags);
+	default:
+		FI_WARN(&prov, FI_LOG_EP_CTRL,
+		        "fi_ep_bind: fid class %zu cannot bind to an endpoint\n", bfid->fclass);
+		return -FI_EINVAL;
+	}
+}
+
+int ep::enable() noexcept
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	if (enabled_)
+		return FI_SUCCESS;
+	if (!tx_cq_ && !rx_cq_ && !send_cntr_ && !recv_cntr_ && !read_cntr_ && !write_cntr_ &&
+	    !rwrite_cntr_) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_enable: no CQ and no counter bound\n");
+		return -FI_ENOCQ;
+	}
+	if (int ret = check_enable())
+		return ret;
+	cq *send_cq = nullptr, *recv_cq = nullptr;
+	if (int ret = enable_cntrs(send_cq, recv_cq))
+		return ret;
+	struct ibv_qp_init_attr attr = {};
+	attr.send_cq = send_cq->hw();
+	attr.recv_cq = recv_cq->hw();
+	attr.cap.max_send_wr = static_cast<uint32_t>(tx_->slots.size());
+	attr.cap.max_recv_wr = static_cast<uint32_t>(rx_->slots.size());
+	attr.cap.max_send_sge = static_cast<uint32_t>(tx_iov_limit_);
+	attr.cap.max_recv_sge = static_cast<uint32_t>(rx_iov_limit_);
+	attr.cap.max_inline_data = static_cast<uint32_t>(inject_size_);
+	attr.sq_sig_all = 0;
+	struct ibv_qp *qp = nullptr;
+	if (int ret = create_qp(attr, &qp)) {
+		drop_feeds();
+		return ret;
+	}
+	qp_ = qp;
+	send_cq_ = send_cq;
+	recv_cq_ = recv_cq;
+	enabled_ = true;
+	return FI_SUCCESS;
+}
+
+int ep::bind_cntr(struct fid *bfid, uint64_t flags) noexcept
+{
+	constexpr uint64_t known =
+	    FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+	if ((flags & ~known) || !flags) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL,
+		        "fi_ep_bind(cntr): flags 0x%llx: need FI_SEND, FI_RECV, FI_READ, FI_WRITE "
+		        "or FI_REMOTE_WRITE and nothing else\n",
+		        static_cast<unsigned long long>(flags));
+		return -FI_EINVAL;
+	}
+	if (flags & FI_REMOTE_READ) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL,
+		        "fi_ep_bind(cntr): FI_REMOTE_READ is not supported (verbs never tells the "
+		        "target of an RDMA read)\n");
+		return -FI_ENOSYS;
+	}
+	cntr *c = verbs_cntr_of(bfid);
+	if (!c) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_ep_bind: fid %p is not a vwait counter\n",
+		        static_cast<void *>(bfid));
+		return -FI_EINVAL;
+	}
+	if (c->parent() != domain_) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_ep_bind: counter of another domain\n");
+		return -FI_EINVAL;
+	}
+	struct {
+		uint64_t flag;
+		cntr **slot;
+	} const slots[] = {
+	    {FI_SEND, &send_cntr_},   {FI_RECV, &recv_cntr_},           {FI_READ, &read_cntr_},
+	    {FI_WRITE, &write_cntr_}, {FI_REMOTE_WRITE, &rwrite_cntr_},
+	};
+	for (const auto &s : slots) {
+		if ((flags & s.flag) && *s.slot) {
+			FI_WARN(&prov, FI_LOG_EP_CTRL,
+			        "fi_ep_bind(cntr): a counter is already bound for flag 0x%llx\n",
+			        static_cast<unsigned long long>(s.flag));
+			return -FI_EINVAL;
+		}
+	}
+	for (const auto &s : slots) {
+		if (flags & s.flag) {
+			*s.slot = c;
+			c->hold();
+		}
+	}
+	return FI_SUCCESS;
+}
+
+int ep::enable_cntrs(cq *&send_cq, cq *&recv_cq) noexcept
+{
+	const bool tx_counted = send_cntr_ || read_cntr_ || write_cntr_;
+	const bool rx_counted = recv_cntr_ || rwrite_cntr_;
+	if (!own_cq_ && ((tx_counted && !tx_cq_) || (rx_counted && !rx_cq_))) {
+		/* one entry per work request either queue can have outstanding */
+		size_t n = std::min(tx_->slots.size() + rx_->slots.size(),
+		                    static_cast<size_t>(domain_->device_attr().max_cqe));
+		struct fi_cq_attr a = {};
+		a.size = n;
+		a.format = FI_CQ_FORMAT_CONTEXT;
+		a.wait_obj = FI_WAIT_NONE;
+		int ret = guard([&] {
+			auto q = std::make_unique<cq>(domain_, a, n);
+			q->make_sink();
+			if (int r = q->init_wait())
+				return r;
+			if (int r = q->create_hw())
+				return r;
+			own_cq_ = std::move(q);
+			return 0;
+		});
+		if (ret) {
+			FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_enable: internal CQ for counters: %s\n",
+			        fi_strerror(-ret));
+			return ret;
+		}
+	}
+	cq *own = own_cq_.get();
+	send_cq = tx_cq_ ? tx_cq_ : (own ? own : rx_cq_);
+	recv_cq = rx_cq_ ? rx_cq_ : (own ? own : tx_cq_);
+	tx_->msg_cntr = send_cntr_;
+	tx_->read_cntr = read_cntr_;
+	tx_->write_cntr = write_cntr_;
+	rx_->msg_cntr = recv_cntr_;
+	rx_->write_cntr = rwrite_cntr_;
+	const std::pair<cntr *, cq *> wanted[] = {
+	    {send_cntr_, send_cq}, {read_cntr_, send_cq},   {write_cntr_, send_cq},
+	    {recv_cntr_, recv_cq}, {rwrite_cntr_, recv_cq},
+	};
+	return guard([&] {
+		for (const auto &w : wanted) {
+			if (!w.first || std::find(feeds_.begin(), feeds_.end(), w) != feeds_.end())
+				continue;
+			feeds_.reserve(feeds_.size() + 1);
+			if (int ret = w.first->add_feed(w.second)) {
+				FI_WARN(&prov, FI_LOG_EP_CTRL,
+				        "fi_enable: counter on its CQ's channel: %s\n",
+				        fi_strerror(-ret));
+				drop_feeds();
+				return ret;
+			}
+			feeds_.push_back(w);
+		}
+		return 0;
+	});
+}
+
+void ep::drop_feeds() noexcept
+{
+	for (const auto &f : feeds_)
+		f.first->remove_feed(f.second);
+	feeds_.clear();
+}
+
+int ep::getopt(int level, int optname, void *optval, size_t *optlen) noexcept
+{
+	if (level != FI_OPT_ENDPOINT)
+		return -FI_ENOPROTOOPT;
+	if (!optval || !optlen) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_getopt: %s is NULL\n",
+		        !optval ? "optval" : "optlen");
+		return -FI_EINVAL;
+	}
+	switch (optname) {
+	case FI_OPT_CM_DATA_SIZE:
+		if (*optlen < sizeof(size_t))
+			return -FI_ETOOSMALL;
+		*static_cast<size_t *>(optval) = cm_connect_data_max;
+		*optlen = sizeof(size_t);
+		return FI_SUCCESS;
+	default:
+		return -FI_ENOPROTOOPT;
+	}
+}
+
+int ep::setopt(int level, int optname, const void *optval, size_t optlen) noexcept
+{
+	(void)optval;
+	(void)optlen;
+	if (level != FI_OPT_ENDPOINT)
+		return -FI_ENOPROTOOPT;
+	FI_INFO(&prov, FI_LOG_EP_CTRL, "fi_setopt: option %d not supported\n", optname);
+	return -FI_ENOPROTOOPT;
+}
+
+ssize_t ep::tx_size_left() const noexcept
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	if (!enabled_)
+		return -FI_EOPBADSTATE;
+	return static_cast<ssize_t>(std::min(tx_->credits.load(), tx_->slots.size()));
+}
+
+ssize_t ep::rx_size_left() const noexcept
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	if (!enabled_)
+		return -FI_EOPBADSTATE;
+	return static_cast<ssize_t>(std::min(rx_->credits.load(), rx_->slots.size()));
+}
+
+int ep::check_iov(const char *op, const struct iovec *iov, void **desc, size_t count, size_t limit,
+                  bool need_desc, struct ibv_sge *sge, size_t *total) noexcept
+{
+	if (count > limit) {
+		FI_WARN(&prov, FI_LOG_EP_DATA, "%s: iov count %zu exceeds iov_limit %zu\n", op,
+		        count, limit);
+		return -FI_EINVAL;
+	}
+	if (count && !iov) {
+		FI_WARN(&prov, FI_LOG_EP_DATA, "%s: iov is NULL with count %zu\n", op, count);
+		return -FI_EINVAL;
+	}
+	size_t n = 0;
+	*total = 0;
+	for (size_t i = 0; i < count; i++) {
+		size_t len = iov[i].iov_len;
+		if (!len)
+			continue;
+		if (!iov[i].iov_base) {
+			FI_WARN(&prov, FI_LOG_EP_DATA, "%s: iov[%zu] buffer is NULL with len %zu\n",
+			        op, i, len);
+			return -FI_EINVAL;
+		}
+		if (len > UINT32_MAX || len > max_msg_size_ || *total + len > max_msg_size_) {
+			FI_WARN(&prov, FI_LOG_EP_DATA, "%s: length %zu exceeds max_msg_size %zu\n",
+			        op, *total + len, max_msg_size_);
+			return -FI_EINVAL;
+		}
+		uint32_t lkey = 0;
+		if (need_desc) {
+			if (!desc || !desc[i]) {
+				FI_WARN(&prov, FI_LOG_EP_DATA,
+				        "%s: desc[%zu] is NULL (FI_MR_LOCAL needs fi_mr_desc)\n",
+				        op, i);
+				return -FI_EINVAL;
+			}
+			lkey = mr_lkey(desc[i]);
+		}
+		sge[n].addr = reinterpret_cast<uintptr_t>(iov[i].iov_base);
+		sge[n].length = static_cast<uint32_t>(len);
+		sge[n].lkey = lkey;
+		n++;
+		*total += len;
+	}
+	return static_cast<int>(n);
+}
+
+ssize_t ep::post_tx_wr(struct ibv_send_wr *wr, void *context, uint64_t cq_flags, size_t len,
+                       bool report) noexcept
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	if (!enabled_) {
+		FI_WARN(&prov, FI_LOG_EP_DATA, "transmit on an endpoint that is not enabled\n");
+		return -FI_EOPBADSTATE;
+	}
+	wr_ring &ring = *tx_;
+	if (ring.credits.load(std::memory_order_acquire) == 0)
+		return -FI_EAGAIN;
+	wr_slot &slot = ring.slots[ring.head % ring.slots.size()];
+	slot.context = context;
+	slot.flags = cq_flags;
+	slot.len = len;
+	slot.report = report;
+	wr->wr_id = reinterpret_cast<uintptr_t>(&slot);
+	/* No entry wanted and no counter to count it: unsignalled (a failure still completes),
+	 * but never more than half the queue in a row, so that slots keep coming back. */
+	const bool counted = ring.msg_cntr || ring.write_cntr || ring.read_cntr;
+	const bool quiet = !report && !counted && ring.unsignaled + 1 < ring.slots.size() / 2;
+	if (!quiet)
+		wr->send_flags |= IBV_SEND_SIGNALED;
+	struct ibv_send_wr *bad = nullptr;
+	if (int ret = ibv_post_send(qp_, wr, &bad)) {
+		if (ret == ENOMEM)
+			return -FI_EAGAIN;
+		FI_WARN(&prov, FI_LOG_EP_DATA, "ibv_post_send: %s\n", strerror(ret));
+		return verbs::positive_code(ret);
+	}
+	ring.head++;
+	ring.unsignaled = quiet ? ring.unsignaled + 1 : 0;
+	ring.credits.fetch_sub(1, std::memory_order_acq_rel);
+	return FI_SUCCESS;
+}
+
+namespace
+{
+
+using ep_box = util::fid_box<struct fid_ep, ep>;
+
+int ep_close(struct fid *fid) noexcept
+{
+	auto *box = reinterpret_cast<ep_box *>(fid);
+	delete box->obj;
+	delete box;
+	return FI_SUCCESS;
+}
+
+int ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags) noexcept
+{
+	return ep_of(fid)->bind(bfid, flags);
+}
+
+int ep_control(struct fid *fid, int command, void *arg) noexcept
+{
+	(void)arg;
+	if (command == FI_ENABLE)
+		return ep_of(fid)->enable();
+	FI_INFO(&prov, FI_LOG_EP_CTRL, "fi_control: command %d not supported\n", command);
+	return -FI_ENOSYS;
+}
+
+int ep_getopt(fid_t fid, int level, int optname, void *optval, size_t *optlen) noexcept
+{
+	return ep_of(fid)->getopt(level, optname, optval, optlen);
+}
+
+int ep_setopt(fid_t fid, int level, int optname, const void *optval, size_t optlen) noexcept
+{
+	return ep_of(fid)->setopt(level, optname, optval, optlen);
+}
+
+ssize_t ep_tx_size_left(struct fid_ep *fid) noexcept
+{
+	return ep_of(fid)->tx_size_left();
+}
+
+ssize_t ep_rx_size_left(struct fid_ep *fid) noexcept
+{
+	return ep_of(fid)->rx_size_left();
+}
+
+} // namespace
+
+struct fi_ops ep_fi_ops = {
+    .size = sizeof(struct fi_ops),
+    .close = ep_close,
+    .bind = ep_bind,
+    .control = ep_control,
+    .ops_open = util::enosys_ops_open,
+    .tostr = util::enosys_tostr,
+    .ops_set = util::enosys_ops_set,
+};
+
+struct fi_ops_ep ep_ops = {
+    .size = sizeof(struct fi_ops_ep),
+    .cancel = unsupported{},
+    .getopt = ep_getopt,
+    .setopt = ep_setopt,
+    .tx_ctx = unsupported{},
+    .rx_ctx = unsupported{},
+    .rx_size_left = ep_rx_size_left,
+    .tx_size_left = ep_tx_size_left,
+};
+
+struct fi_ops_tagged ep_tagged_ops = {
+    .size = sizeof(struct fi_ops_tagged),
+    .recv = unsupported{},
+    .recvv = unsupported{},
+    .recvmsg = unsupported{},
+    .send = unsupported{},
+    .sendv = unsupported{},
+    .sendmsg = unsupported{},
+    .inject = unsupported{},
+    .senddata = unsupported{},
+    .injectdata = unsupported{},
+};
+
+struct fi_ops_atomic ep_atomic_ops = {
+    .size = sizeof(struct fi_ops_atomic),
+    .write = unsupported{},
+    .writev = unsupported{},
+    .writemsg = unsupported{},
+    .inject = unsupported{},
+    .readwrite = unsupported{},
+    .readwritev = unsupported{},
+    .readwritemsg = unsupported{},
+    .compwrite = unsupported{},
+    .compwritev = unsupported{},
+    .compwritemsg = unsupported{},
+    .writevalid = unsupported{},
+    .readwritevalid = unsupported{},
+    .compwritevalid = unsupported{},
+};
+
+ep *ep_of(struct fid_ep *fid) noexcept
+{
+	return util::owner<ep>(fid);
+}
+
+ep *ep_of(struct fid *fid) noexcept
+{
+	return util::owner_of_fid<ep, struct fid_ep>(fid);
+}
+
+int ep_install(std::unique_ptr<ep> obj, struct fi_ops_cm *cm, void *context, struct fid_ep **out)
+{
+	auto box = std::make_unique<ep_box>();
+	box->fid.fid.fclass = FI_CLASS_EP;
+	box->fid.fid.context = context;
+	box->fid.fid.ops = &ep_fi_ops;
+	box->fid.ops = &ep_ops;
+	box->fid.cm = cm;
+	box->fid.msg = &ep_msg_ops;
+	box->fid.rma = &ep_rma_ops;
+	box->fid.tagged = &ep_tagged_ops;
+	box->fid.atomic = &ep_atomic_ops;
+	obj->set_fid(&box->fid.fid);
+	box->obj = obj.release();
+	*out = &box.release()->fid;
+	return FI_SUCCESS;
+}
+
+int ep_open(struct fid_domain *domain_fid, struct fi_info *info, struct fid_ep **out,
+            void *context) noexcept
+{
+	if (!domain_fid || !info || !out) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_endpoint: %s is NULL\n",
+		        !domain_fid ? "domain" : (!info ? "info" : "ep"));
+		return -FI_EINVAL;
+	}
+	*out = nullptr;
+	if (info->ep_attr && util::raw_enum(info->ep_attr->type) != FI_EP_MSG &&
+	    util::raw_enum(info->ep_attr->type) != FI_EP_UNSPEC) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_endpoint: ep type %d is not FI_EP_MSG\n",
+		        util::raw_enum(info->ep_attr->type));
+		return -FI_EINVAL;
+	}
+	domain *dom = domain_of(domain_fid);
+	return guard([&] { return rc_ep_open(dom, info, out, context); });
+}
+
+} // namespace vwait

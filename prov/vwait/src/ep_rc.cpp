@@ -1,0 +1,135 @@
+/* The FI_EP_MSG endpoint: an RC QP made through rdma_cm on the endpoint base. Its connection
+ * management (connect, accept, shutdown, names, disconnects) is in cm.cpp. */
+#include "config.h"
+
+#include "vwait/ep.h"
+#include "vwait/vwait.h"
+
+#include <cstdlib>
+#include <memory>
+
+namespace vwait
+{
+
+rc_ep::rc_ep(domain *dom, info_ptr info, verbs::cm_id id, bool from_connreq)
+    : ep(dom, std::move(info)), id_(std::move(id)), passive_(from_connreq)
+{
+	id_->context = static_cast<cm_target *>(this);
+}
+
+rc_ep::~rc_ep()
+{
+	close_rings();
+	{
+		/* the QP first (a thread draining the EQ may be in disconnected()), then the id,
+		 * which waits for the acknowledgement of any event of it being converted */
+		std::lock_guard<std::mutex> lock(qp_mutex_);
+		qp_gone_ = true;
+		if (id_->qp)
+			rdma_destroy_qp(id_.get());
+	}
+	id_.reset();
+}
+
+int rc_ep::check_enable() noexcept
+{
+	if (!eq_) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_enable: no EQ bound\n");
+		return -FI_ENOEQ;
+	}
+	if (!id_->verbs) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL,
+		        "fi_enable: endpoint has no local device (open it with src_addr or "
+		        "dest_addr)\n");
+		return -FI_EOPBADSTATE;
+	}
+	if (id_->verbs != domain_->context()) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_enable: address is on %s, domain is %s\n",
+		        ibv_get_device_name(id_->verbs->device), domain_->name());
+		return -FI_EINVAL;
+	}
+	return FI_SUCCESS;
+}
+
+int rc_ep::create_qp(struct ibv_qp_init_attr &attr, struct ibv_qp **qp) noexcept
+{
+	std::lock_guard<std::mutex> qp_lock(qp_mutex_);
+	attr.qp_type = IBV_QPT_RC;
+	if (rdma_create_qp(id_.get(), domain_->pd(), &attr) != 0) {
+		int ret = verbs::errno_code();
+		FI_WARN(&prov, FI_LOG_EP_CTRL,
+		        "rdma_create_qp(send %u, recv %u, sge %u/%u, inline %u): %s\n",
+		        attr.cap.max_send_wr, attr.cap.max_recv_wr, attr.cap.max_send_sge,
+		        attr.cap.max_recv_sge, attr.cap.max_inline_data, fi_strerror(-ret));
+		return ret;
+	}
+	*qp = id_->qp;
+	return FI_SUCCESS;
+}
+
+int rc_ep_open(domain *dom, struct fi_info *info, struct fid_ep **out, void *context)
+{
+	if (info->handle && info->handle->fclass != FI_CLASS_CONNREQ) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_endpoint: info->handle class %zu unsupported\n",
+		        info->handle->fclass);
+		return -FI_EINVAL;
+	}
+	if (!info->handle) {
+		if (int ret = check_sockaddr(info->src_addr, info->src_addrlen, info->addr_format,
+		                             "fi_endpoint: info->src_addr"))
+			return ret == -FI_ENODATA ? -FI_EINVAL : ret;
+		if (int ret = check_sockaddr(info->dest_addr, info->dest_addrlen, info->addr_format,
+		                             "fi_endpoint: info->dest_addr"))
+			return ret == -FI_ENODATA ? -FI_EINVAL : ret;
+	}
+	info_ptr copy(fi_dupinfo(info));
+	if (!copy)
+		return -FI_ENOMEM;
+	copy->handle = nullptr;
+	verbs::cm_id id;
+	bool from_connreq = info->handle != nullptr;
+	if (from_connreq) {
+		struct rdma_cm_id *taken = connreq_take(info->handle);
+		if (!taken) {
+			FI_WARN(&prov, FI_LOG_EP_CTRL,
+			        "fi_endpoint: connection request already taken\n");
+			return -FI_EINVAL;
+		}
+		id.reset(taken);
+	} else {
+		if (int ret = verbs::create_id(nullptr, nullptr, &id)) {
+			FI_WARN(&prov, FI_LOG_EP_CTRL, "rdma_create_id: %s\n", fi_strerror(-ret));
+			return ret;
+		}
+		auto *src = static_cast<struct sockaddr *>(info->src_addr);
+		auto *dst = static_cast<struct sockaddr *>(info->dest_addr);
+		if (src && !dst && rdma_bind_addr(id.get(), src) != 0) {
+			int ret = verbs::errno_code();
+			FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_endpoint: rdma_bind_addr: %s\n",
+			        fi_strerror(-ret));
+			return ret;
+		}
+		if (dst) {
+			int ms = get_params().cm_timeout_ms;
+			if (rdma_resolve_addr(id.get(), src, dst, ms) != 0 ||
+			    rdma_resolve_route(id.get(), ms) != 0) {
+				int ret = verbs::errno_code();
+				FI_WARN(&prov, FI_LOG_EP_CTRL,
+				        "fi_endpoint: resolving dest_addr: %s\n",
+				        fi_strerror(-ret));
+				return ret;
+			}
+		}
+	}
+	bool resolved = from_connreq || info->dest_addr;
+	auto obj = std::make_unique<rc_ep>(dom, std::move(copy), std::move(id), from_connreq);
+	obj->set_route_resolved(resolved);
+	ep_install(std::move(obj), &rc_ep_cm_ops, context, out);
+	if (from_connreq) {
+		free(info->handle);
+		info->handle = nullptr;
+	}
+	return FI_SUCCESS;
+}
+
+} // namespace vwait

@@ -1,0 +1,202 @@
+/* The message path of an endpoint: fi_send / fi_recv and their variants, posted on the
+ * endpoint base's rings (fi_ops_msg). */
+#include "config.h"
+
+#include "vwait/ep.h"
+#include "vwait/vwait.h"
+
+#include <arpa/inet.h>
+
+#include <cinttypes>
+#include <cstring>
+
+namespace vwait
+{
+
+namespace
+{
+
+constexpr size_t max_sge_per_wr = 16;
+constexpr uint64_t tx_flag_bits =
+    FI_COMPLETION | FI_INJECT | FI_REMOTE_CQ_DATA | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE |
+    FI_INJECT_COMPLETE | FI_FENCE | FI_MORE | FI_MSG | FI_RMA | FI_SEND | FI_WRITE | FI_READ;
+constexpr uint64_t rx_flag_bits = FI_COMPLETION | FI_MORE | FI_MSG | FI_RECV;
+
+} // namespace
+
+ssize_t ep::post_send(const struct iovec *iov, void **desc, size_t count, uint64_t data,
+                      void *context, uint64_t flags, bool silent) noexcept
+{
+	if (flags & ~tx_flag_bits) {
+		FI_WARN(&prov, FI_LOG_EP_DATA, "send: flags 0x%" PRIx64 " not supported\n", flags);
+		return -FI_EBADFLAGS;
+	}
+	struct ibv_sge sge[max_sge_per_wr];
+	size_t total = 0;
+	bool inject = silent || (flags & FI_INJECT);
+	if (inject) {
+		size_t sum = 0;
+		for (size_t i = 0; iov && i < count; i++)
+			sum += iov[i].iov_len;
+		if (sum > inject_size_) {
+			FI_WARN(&prov, FI_LOG_EP_DATA, "inject: len %zu exceeds inject_size %zu\n",
+			        sum, inject_size_);
+			return -FI_EINVAL;
+		}
+	}
+	/* up to inject_size, data goes inline: no memory key needed */
+	size_t sum = 0;
+	for (size_t i = 0; iov && i < count && i < tx_iov_limit_; i++)
+		sum += iov[i].iov_len;
+	bool inl = sum <= inject_size_;
+	int n = check_iov("send", iov, desc, count, tx_iov_limit_, !inl, sge, &total);
+	if (n < 0)
+		return n;
+	struct ibv_send_wr wr = {};
+	wr.sg_list = sge;
+	wr.num_sge = n;
+	if (flags & FI_REMOTE_CQ_DATA) {
+		wr.opcode = IBV_WR_SEND_WITH_IMM;
+		wr.imm_data = htonl(static_cast<uint32_t>(data));
+	} else {
+		wr.opcode = IBV_WR_SEND;
+	}
+	if (inl && total)
+		wr.send_flags |= IBV_SEND_INLINE;
+	if (flags & FI_FENCE)
+		wr.send_flags |= IBV_SEND_FENCE;
+	bool report = !silent && (!tx_selective_ || (flags & FI_COMPLETION));
+	return post_tx_wr(&wr, context, FI_SEND | FI_MSG, total, report);
+}
+
+ssize_t ep::post_recv(const struct iovec *iov, void **desc, size_t count, void *context,
+                      uint64_t flags) noexcept
+{
+	if (flags & ~rx_flag_bits) {
+		FI_WARN(&prov, FI_LOG_EP_DATA, "recv: flags 0x%" PRIx64 " not supported\n", flags);
+		return -FI_EBADFLAGS;
+	}
+	struct ibv_sge sge[max_sge_per_wr];
+	size_t total = 0;
+	int n = check_iov("recv", iov, desc, count, rx_iov_limit_, true, sge, &total);
+	if (n < 0)
+		return n;
+	std::lock_guard<std::mutex> lock(rx_mutex_);
+	if (!enabled_) {
+		FI_WARN(&prov, FI_LOG_EP_DATA, "recv on an endpoint that is not enabled\n");
+		return -FI_EOPBADSTATE;
+	}
+	wr_ring &ring = *rx_;
+	if (ring.credits.load(std::memory_order_acquire) == 0)
+		return -FI_EAGAIN;
+	wr_slot &slot = ring.slots[ring.head % ring.slots.size()];
+	slot.context = context;
+	slot.flags = FI_RECV | FI_MSG;
+	slot.len = total;
+	slot.report = !rx_selective_ || (flags & FI_COMPLETION);
+	struct ibv_recv_wr wr = {};
+	wr.wr_id = reinterpret_cast<uintptr_t>(&slot);
+	wr.sg_list = sge;
+	wr.num_sge = n;
+	struct ibv_recv_wr *bad = nullptr;
+	if (int ret = ibv_post_recv(qp_, &wr, &bad)) {
+		if (ret == ENOMEM)
+			return -FI_EAGAIN;
+		FI_WARN(&prov, FI_LOG_EP_DATA, "ibv_post_recv: %s\n", strerror(ret));
+		return verbs::positive_code(ret);
+	}
+	ring.head++;
+	ring.credits.fetch_sub(1, std::memory_order_acq_rel);
+	return FI_SUCCESS;
+}
+
+namespace
+{
+
+/* fi_ops_msg */
+ssize_t msg_recv(struct fid_ep *fid, void *buf, size_t len, void *desc, fi_addr_t,
+                 void *context) noexcept
+{
+	struct iovec iov = {buf, len};
+	ep *e = ep_of(fid);
+	return e->post_recv(&iov, &desc, 1, context, e->rx_op_flags());
+}
+
+ssize_t msg_recvv(struct fid_ep *fid, const struct iovec *iov, void **desc, size_t count, fi_addr_t,
+                  void *context) noexcept
+{
+	ep *e = ep_of(fid);
+	return e->post_recv(iov, desc, count, context, e->rx_op_flags());
+}
+
+ssize_t msg_recvmsg(struct fid_ep *fid, const struct fi_msg *msg, uint64_t flags) noexcept
+{
+	if (!msg) {
+		FI_WARN(&prov, FI_LOG_EP_DATA, "fi_recvmsg: msg is NULL\n");
+		return -FI_EINVAL;
+	}
+	return ep_of(fid)->post_recv(msg->msg_iov, msg->desc, msg->iov_count, msg->context, flags);
+}
+
+ssize_t msg_send(struct fid_ep *fid, const void *buf, size_t len, void *desc, fi_addr_t,
+                 void *context) noexcept
+{
+	struct iovec iov = {const_cast<void *>(buf), len};
+	ep *e = ep_of(fid);
+	return e->post_send(&iov, &desc, 1, 0, context, e->tx_op_flags());
+}
+
+ssize_t msg_sendv(struct fid_ep *fid, const struct iovec *iov, void **desc, size_t count, fi_addr_t,
+                  void *context) noexcept
+{
+	ep *e = ep_of(fid);
+	return e->post_send(iov, desc, count, 0, context, e->tx_op_flags());
+}
+
+ssize_t msg_sendmsg(struct fid_ep *fid, const struct fi_msg *msg, uint64_t flags) noexcept
+{
+	if (!msg) {
+		FI_WARN(&prov, FI_LOG_EP_DATA, "fi_sendmsg: msg is NULL\n");
+		return -FI_EINVAL;
+	}
+	return ep_of(fid)->post_send(msg->msg_iov, msg->desc, msg->iov_count, msg->data,
+	                             msg->context, flags);
+}
+
+ssize_t msg_inject(struct fid_ep *fid, const void *buf, size_t len, fi_addr_t) noexcept
+{
+	struct iovec iov = {const_cast<void *>(buf), len};
+	return ep_of(fid)->post_send(&iov, nullptr, 1, 0, nullptr, 0, true);
+}
+
+ssize_t msg_senddata(struct fid_ep *fid, const void *buf, size_t len, void *desc, uint64_t data,
+                     fi_addr_t, void *context) noexcept
+{
+	struct iovec iov = {const_cast<void *>(buf), len};
+	ep *e = ep_of(fid);
+	return e->post_send(&iov, &desc, 1, data, context, e->tx_op_flags() | FI_REMOTE_CQ_DATA);
+}
+
+ssize_t msg_injectdata(struct fid_ep *fid, const void *buf, size_t len, uint64_t data,
+                       fi_addr_t) noexcept
+{
+	struct iovec iov = {const_cast<void *>(buf), len};
+	return ep_of(fid)->post_send(&iov, nullptr, 1, data, nullptr, FI_REMOTE_CQ_DATA, true);
+}
+
+} // namespace
+
+struct fi_ops_msg ep_msg_ops = {
+    .size = sizeof(struct fi_ops_msg),
+    .recv = msg_recv,
+    .recvv = msg_recvv,
+    .recvmsg = msg_recvmsg,
+    .send = msg_send,
+    .sendv = msg_sendv,
+    .sendmsg = msg_sendmsg,
+    .inject = msg_inject,
+    .senddata = msg_senddata,
+    .injectdata = msg_injectdata,
+};
+
+} // namespace vwait
