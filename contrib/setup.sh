@@ -12,7 +12,9 @@
 #                           libFuzzer run (test/fuzz, clang), make distcheck,
 #                           the RPM and .deb built from its tarball and the .deb
 #                           installed, checked and removed (root only), then the
-#                           integration tier in ONE VM boot (make check-integration).
+#                           integration tier in ONE VM boot (make check-integration),
+#                           then the two-node tier (make check-two-node: two guests on
+#                           a private link, booted once).
 #                           Prints the time of every stage and a summary; exits
 #                           non-zero on any failure.
 #
@@ -175,6 +177,8 @@ stage_asan() {
 }
 stage_tsan() { sanitized_unit ci-tsan 'test_util_*' --enable-tsan; }
 stage_integration() { make -C "$builddir" -j"$jobs" check-integration; }
+# The two-node tier (make check-two-node): two guests on a private link, booted once.
+stage_two-node() { make -C "$builddir" -j"$jobs" check-two-node; }
 # libFuzzer targets (test/fuzz) in a clang build dir of their own, each run for
 # SETUP_FUZZ_SECONDS (default 10) from the seed corpus; skipped (77) without clang's libFuzzer.
 fuzz_dir=$top/_build/ci-fuzz
@@ -208,9 +212,9 @@ stage_fuzz() {
 # follows needs them); the others all run and report.  Later stages slot in
 # here, e.g. an ASan+UBSan unit tier (configure_in _build/asan --enable-asan
 # --enable-ubsan; make check) and a TSan stress tier.
-test_stages=(deps autogen configure build unit asan tsan fuzz distcheck packaging integration)
+test_stages=(deps autogen configure build unit asan tsan fuzz distcheck packaging integration two-node)
 gate_stages=" deps autogen configure build "
-loud_stages=" unit integration "
+loud_stages=" unit integration two-node "
 
 cmd_test() {
 	builddir=$top/_build/ci

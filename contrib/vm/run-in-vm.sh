@@ -21,7 +21,8 @@
 #   directly under /; otherwise $PWD.
 # * The guest has NO network card (-nodefaults, no -nic/-netdev): nothing it
 #   does can reach any network.  rxe0 is bound to VM_RXE_NETDEV (default: a
-#   dummy device inside the guest, see below).
+#   dummy device inside the guest, see below).  VM_NIC gives it one virtio NIC
+#   on a qemu netdev (two-node.sh: a private link between two guests).
 # * CMD runs as root in $PWD (same path as on the host) with the host's
 #   exported environment and stdin /dev/null; its stdout and stderr stream to
 #   this script's stdout and stderr (virtio-serial ports); this script exits
@@ -53,8 +54,20 @@
 #                  without -R) work, but rdma_cm (rping, ucmatose, libfabric
 #                  verbs) fails with ENODEV.
 #                  none: no rxe device (plain VM).
-#   VM_RXE_ADDR    IPv4 address for dummy0 (default 169.254.77.1).  Do not use 127.x:
-#                  rdma_cm rejects loopback-range addresses.
+#                  nic: rxe0 on the guest's virtio NIC (needs VM_NIC), which holds
+#                  VM_RXE_ADDR/VM_RXE_PREFIX: traffic really crosses a link.
+#   VM_RXE_ADDR    IPv4 address for dummy0 or the NIC (default 169.254.77.1).  Do not use
+#                  127.x: rdma_cm rejects loopback-range addresses.
+#   VM_RXE_PREFIX  prefix length of VM_RXE_ADDR on the NIC (default 24)
+#   VM_RXE_PEER    an address the command is told about as RXE_PEER_ADDR (the other node)
+#   VM_NIC         a qemu -netdev spec without id, e.g. "socket,udp=127.0.0.1:P1,localaddr=
+#                  127.0.0.1:P0": the guest gets ONE virtio NIC (netdev id nic0) on it; empty
+#                  (default): no NIC at all.  contrib/vm/two-node.sh links two guests so.
+#   VM_NIC_MAC     its MAC address (default 52:54:00:77:00:01)
+#   VM_MONITOR     PATH: a qemu human monitor on the FIFOs PATH.in (commands, e.g.
+#                  "set_link nic0 off") and PATH.out (replies, drained into PATH.log)
+#   VM_PIDFILE     PATH: qemu writes its pid there (to kill the node)
+#   VM_HOSTNAME    the guest's host name (default vm-rxe)
 #                  Inside the guest the command sees RXE_DEV=rxe0, RXE_NETDEV and
 #                  RXE_ADDR (the address to listen on / connect to).
 #   VM_CACHE       cache dir for the initramfs (default ${XDG_CACHE_HOME:-$HOME/.cache}/vm-rxe)
@@ -96,7 +109,7 @@ KERNEL=/boot/vmlinuz-$KVER
 CACHE=${VM_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/vm-rxe}
 mkdir -p "$CACHE" || die "cannot create $CACHE"
 # modules loaded by the initramfs (with their dependencies, in order)
-MODULES="virtio_pci 9pnet_virtio 9p overlay virtio_console rdma_rxe rdma_ucm dummy"
+MODULES="virtio_pci 9pnet_virtio 9p overlay virtio_console virtio_net rdma_rxe rdma_ucm dummy"
 SELF_SUM=$( { echo "$MODULES"; sed -n '/^#==INIT-BEGIN/,/^#==INIT-END/p' "$0"; } | md5sum | cut -c1-8)
 INITRD=$CACHE/initrd-$KVER-$SELF_SUM.cpio.gz
 
@@ -171,6 +184,9 @@ cmd=("$@")
   printf 'WORKDIR=%q\n' "$WORKDIR"
   printf 'RXE_NETDEV=%q\n' "${VM_RXE_NETDEV:-dummy}"
   printf 'RXE_ADDR=%q\n' "$RXE_ADDR"
+  printf 'RXE_PREFIX=%q\n' "${VM_RXE_PREFIX:-24}"
+  printf 'RXE_PEER_ADDR=%q\n' "${VM_RXE_PEER:-}"
+  printf 'VM_HOSTNAME=%q\n' "${VM_HOSTNAME:-}"
 } > "$CTL/cmd.sh"
 
 cat > "$CTL/guest.sh" <<'GUEST'
@@ -196,6 +212,7 @@ OUT=${VMRXE_OUT:-}; ERR=${VMRXE_ERR:-}
 [ -n "$OUT" ] && [ -n "$ERR" ] || { echo "vm-rxe: no output ports"; echo x > "$C/setup_failed"; bye 125; }
 unset VMRXE_OUT VMRXE_ERR
 ulimit -l unlimited
+[ -n "$VM_HOSTNAME" ] && echo "$VM_HOSTNAME" > /proc/sys/kernel/hostname
 setup_rxe() {
   set -x
   case $RXE_NETDEV in
@@ -207,6 +224,14 @@ setup_rxe() {
     lo)
       RXE_ADDR=127.0.0.1
       rdma link add rxe0 type rxe netdev lo || return 1 ;;
+    nic)  # the one virtio NIC (its kernel name: the netdev that has a device)
+      local n nic=
+      for n in /sys/class/net/*; do [ -e "$n/device" ] && nic=${n##*/} && break; done
+      [ -n "$nic" ] || { echo "VM_RXE_NETDEV=nic but the guest has no NIC (VM_NIC unset?)"; return 1; }
+      RXE_NETDEV=$nic
+      ip addr add "$RXE_ADDR/$RXE_PREFIX" dev "$nic" &&
+      ip link set "$nic" up &&
+      rdma link add rxe0 type rxe netdev "$nic" || return 1 ;;
     none) return 0 ;;
     *) echo "unknown VM_RXE_NETDEV=$RXE_NETDEV"; return 1 ;;
   esac
@@ -230,6 +255,7 @@ read -r up _ < /proc/uptime; echo "$up" > "$C/t_start"
 (
   source "$C/env.sh"
   export RXE_DEV=rxe0 RXE_NETDEV RXE_ADDR
+  [ -n "$RXE_PEER_ADDR" ] && export RXE_PEER_ADDR
   cd "$WORKDIR" || { echo "run-in-vm: cannot cd to $WORKDIR in the guest (not under VM_SHARE=$SHARE and hidden by a guest tmpfs?)" >&2; exit 125; }
   exec "${cmd[@]}"
 ) </dev/null >"$OUT" 2>"$ERR"
@@ -263,6 +289,16 @@ common=(
   -device virtio-9p-pci,fsdev=fsctl,mount_tag=vmctl
 )
 
+if [ -n "${VM_NIC:-}" ]; then
+  common+=(-netdev "$VM_NIC,id=nic0" -device "virtio-net-pci,netdev=nic0,mac=${VM_NIC_MAC:-52:54:00:77:00:01}")
+fi
+if [ -n "${VM_MONITOR:-}" ]; then
+  rm -f "$VM_MONITOR.in" "$VM_MONITOR.out"
+  mkfifo "$VM_MONITOR.in" "$VM_MONITOR.out" || die "mkfifo $VM_MONITOR.{in,out} failed"
+  common+=(-chardev "pipe,id=mon,path=$VM_MONITOR" -mon chardev=mon,mode=readline)
+fi
+[ -n "${VM_PIDFILE:-}" ] && common+=(-pidfile "$VM_PIDFILE")
+
 ACCEL=${VM_ACCEL:-auto}
 if [ "$ACCEL" = auto ]; then
   ACCEL=tcg
@@ -291,6 +327,8 @@ cat "$CTL/out.out" &
 outpid=$!
 cat "$CTL/err.out" >&2 &
 errpid=$!
+monpid=
+if [ -n "${VM_MONITOR:-}" ]; then cat "$VM_MONITOR.out" > "$VM_MONITOR.log" & monpid=$!; fi
 t0=$(date +%s.%N)
 # shellcheck disable=SC2046
 timeout -k 10 "$TIMEOUT" "$QEMU" $(qemu_args "$ACCEL") "${common[@]}" </dev/null &
@@ -307,7 +345,7 @@ t1=$(date +%s.%N)
 for _ in $(seq 50); do
   kill -0 "$outpid" 2>/dev/null || kill -0 "$errpid" 2>/dev/null || break; sleep 0.1
 done
-kill "$outpid" "$errpid" 2>/dev/null; wait "$outpid" "$errpid" 2>/dev/null
+kill "$outpid" "$errpid" $monpid 2>/dev/null; wait "$outpid" "$errpid" $monpid 2>/dev/null
 
 dump_logs() {
   echo "----- guest setup log -----" >&2; cat "$CTL/setup.log" >&2 2>/dev/null

@@ -5,6 +5,8 @@
 #
 #   test/integration/run.sh [PATTERN...]     (PATTERN: shell glob on test names)
 #   make check-integration [INTEGRATION_TESTS='vwait-dp-* raw-*']   (from a build dir)
+#   VWAIT_TIER=two-node test/integration/run.sh ...  the tests of test/two-node/ instead (run
+#   on the host inside contrib/vm/two-node.sh run; make check-two-node)
 #
 # ---------------------------------------------------------------- conventions
 # * A test is an executable script test/integration/<name>.test (name: lower
@@ -82,11 +84,12 @@ fi
 export RXE_DEV RXE_ADDR RXE_GIDX
 
 default_timeout=${VWAIT_TEST_TIMEOUT:-180}
-logdir=$VWAIT_BUILDDIR/test/integration/logs
-tmproot=$VWAIT_BUILDDIR/test/integration/tmp
+tier=${VWAIT_TIER:-integration}
+logdir=$VWAIT_BUILDDIR/test/$tier/logs
+tmproot=$VWAIT_BUILDDIR/test/$tier/tmp
 mkdir -p "$logdir" "$tmproot" || exit 2
 
-echo "integration: src $VWAIT_SRCDIR, build $VWAIT_BUILDDIR, device '${RXE_DEV}' addr '${RXE_ADDR}' gid index '${RXE_GIDX}', kernel $(uname -r)"
+echo "$tier: src $VWAIT_SRCDIR, build $VWAIT_BUILDDIR, device '${RXE_DEV}' addr '${RXE_ADDR}' gid index '${RXE_GIDX}', kernel $(uname -r)"
 
 selected() { # name
 	local name=$1 p
@@ -104,7 +107,7 @@ pass=0
 fail=0
 skip=0
 shopt -s nullglob
-for t in "$VWAIT_SRCDIR"/test/integration/*.test; do
+for t in "$VWAIT_SRCDIR"/test/"$tier"/*.test; do
 	name=$(basename "$t" .test)
 	selected "$name" || continue
 	log=$logdir/$name.log
@@ -153,7 +156,7 @@ total=$((pass + fail + skip))
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" = 0 ] || exit 1
 if [ "$total" = 0 ]; then
-	echo "run.sh: no test matched under $VWAIT_SRCDIR/test/integration" >&2
+	echo "run.sh: no test matched under $VWAIT_SRCDIR/test/$tier" >&2
 	exit 1
 fi
 exit 0

@@ -61,10 +61,12 @@ check "no test matched: exit non-zero (got $rc)" [ "$rc" != 0 ]
 if [ -n "${VWAIT_DIST_CHECK_SCRIPTS:-}" ]; then
 	# in a git checkout only the committed tests (others may be work in progress)
 	if git -C "$src" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-		mapfile -t present < <(git -C "$src" ls-files 'test/integration/*.test')
+		mapfile -t present < <(git -C "$src" ls-files 'test/integration/*.test' 'test/two-node/*.test')
 	else
 		present=()
-		for f in "$src"/test/integration/*.test; do present+=("test/integration/${f##*/}"); done
+		for f in "$src"/test/integration/*.test "$src"/test/two-node/*.test; do
+			[ -e "$f" ] && present+=("${f#"$src"/}")
+		done
 	fi
 	for n in "${present[@]}"; do
 		case " $VWAIT_DIST_CHECK_SCRIPTS " in
@@ -72,7 +74,7 @@ if [ -n "${VWAIT_DIST_CHECK_SCRIPTS:-}" ]; then
 		*) check "$n is in dist_check_SCRIPTS (list it in test/integration/Makefile.include or a *.mk beside it)" false ;;
 		esac
 	done
-	echo "ok: checked ${#present[@]} test/integration/*.test against dist_check_SCRIPTS"
+	echo "ok: checked ${#present[@]} test/{integration,two-node}/*.test against dist_check_SCRIPTS"
 fi
 
 echo "$errors check(s) failed"

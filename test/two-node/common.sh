@@ -1,0 +1,88 @@
+# test/two-node/common.sh - helpers for the two-node tier (bash).
+# shellcheck shell=bash
+# The tests of test/two-node/ run ON THE HOST, inside `contrib/vm/two-node.sh run` (make
+# check-two-node boots the pair once and runs test/integration/run.sh with VWAIT_TIER=two-node),
+# and drive the two guests: node a (client side) and node b (server side) on one private link.
+# Source it first:  . "$VWAIT_SRCDIR/test/two-node/common.sh"
+# Conventions (exit 0/77/other, "# timeout:", scratch dir = cwd): test/integration/run.sh.
+# The scratch dir sits under the shared build dir, so a file one node writes there is seen by
+# the host and by the other node.
+# shellcheck source=../integration/common.sh
+. "$VWAIT_SRCDIR/test/integration/common.sh"
+TN=$VWAIT_SRCDIR/contrib/vm/two-node.sh
+ADDR_A=${TWO_NODE_ADDR_A:-10.77.0.1}
+ADDR_B=${TWO_NODE_ADDR_B:-10.77.0.2}
+
+# need_two_node: skip unless inside a two-node run
+need_two_node() {
+	[ -n "${TWO_NODE_DIR:-}" ] && [ -d "$TWO_NODE_DIR" ] ||
+		skip "not inside contrib/vm/two-node.sh run (make check-two-node)"
+}
+
+# tn_start NODE NAME 'CMD': CMD (bash -c) on NODE as job NAME (unique per run); killed at exit
+tn_jobs=()
+tn_start() {
+	local j="$2-$$-$RANDOM"
+	eval "tn_job_$(echo "$2" | tr -c 'a-zA-Z0-9_\n' _)=$j"
+	tn_jobs+=("$j")
+	"$TN" start "$1" "$j" timeout -k 5 "${TN_TIMEOUT:-120}" bash -c "$3"
+}
+# tn_wait NAME [SECONDS]: job NAME's output, then its status
+tn_wait() {
+	local v
+	v=tn_job_$(echo "$1" | tr -c 'a-zA-Z0-9_\n' _)
+	"$TN" wait "${!v}" "${2:-0}"
+}
+# tn_signal NAME [SIG]
+tn_signal() {
+	local v
+	v=tn_job_$(echo "$1" | tr -c 'a-zA-Z0-9_\n' _)
+	"$TN" signal "${!v}" "${2:-KILL}"
+}
+# at exit: every job still running is killed (a test that timed out leaves nothing behind),
+# the link is up and both nodes run
+tn_cleanup() {
+	local j
+	for j in "${tn_jobs[@]}"; do
+		"$TN" signal "$j" KILL >/dev/null 2>&1
+	done
+	"$TN" link up >/dev/null 2>&1
+	"$TN" alive a || "$TN" boot a
+	"$TN" alive b || "$TN" boot b
+}
+trap tn_cleanup EXIT
+
+# tn_pair NAME 'SERVER' 'CLIENT' [PORT]: SERVER on node b, then CLIENT on node a once b
+# listens on TCP PORT (or TN_DELAY seconds, default 3, when no PORT). Outputs in
+# NAME.server.log / NAME.client.log, printed; 0 only if both exit 0.
+tn_pair() {
+	local name=$1 srv=$2 cli=$3 port=${4:-} crc src n
+	echo "== $name server (node b): $srv"
+	rm -f "$name.listening"
+	if [ -n "$port" ]; then
+		tn_start b "$name-srv" ". '$VWAIT_SRCDIR/test/integration/common.sh'; $srv & p=\$!
+			for i in \$(seq 300); do tcp_listening $port && break; kill -0 \$p 2>/dev/null || break; sleep 0.1; done
+			touch '$PWD/$name.listening'; wait \$p"
+		for n in $(seq 400); do
+			[ -e "$name.listening" ] && break
+			sleep 0.1
+		done
+	else
+		tn_start b "$name-srv" "$srv"
+		sleep "${TN_DELAY:-3}"
+	fi
+	echo "== $name client (node a): $cli"
+	tn_start a "$name-cli" "$cli"
+	tn_wait "$name-cli" >"$name.client.log" 2>&1
+	crc=$?
+	tn_wait "$name-srv" 30 >"$name.server.log" 2>&1
+	src=$?
+	echo "== $name client output (exit $crc):"
+	cat "$name.client.log"
+	echo "== $name server output (exit $src):"
+	cat "$name.server.log"
+	[ "$crc" = 0 ] && [ "$src" = 0 ]
+}
+
+# gidx: (a shell snippet for a node's command) prints rxe0's IPv4 RoCE v2 GID index
+gidx='$(for g in /sys/class/infiniband/rxe0/ports/1/gids/*; do case $(cat $g) in 0000:0000:0000:0000:0000:ffff:*) case $(cat /sys/class/infiniband/rxe0/ports/1/gid_attrs/types/${g##*/} 2>/dev/null) in *v2*) echo ${g##*/}; break ;; esac ;; esac; done)'
