@@ -14,6 +14,8 @@
  *
  * Uses the public libfabric API only. Exit status 0 on success, 1 on any error, 2 on usage,
  * 3 when the provider does not support the mode (e.g. a wait object it refuses). */
+#include "vwait/fi_deprecated.h"
+
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -135,7 +137,7 @@ private:
 			/* the EQ of the connection is a member of the wait set too */
 			struct fi_wait_attr wattr = {};
 			wattr.wait_obj = FI_WAIT_FD;
-			ret = fi_wait_open(fabric_, &wattr, &waitset_);
+			ret = fi_sets::wait_open(fabric_, &wattr, &waitset_);
 			if (ret) {
 				fprintf(stderr, "fi_wait_open(FI_WAIT_FD): %s\n",
 				        fi_strerror(-ret));
@@ -253,13 +255,13 @@ private:
 		}
 		if (opt_.how == mode::pollset) {
 			struct fi_poll_attr pattr = {};
-			ret = fi_poll_open(domain_, &pattr, &pollset_);
+			ret = fi_sets::poll_open(domain_, &pattr, &pollset_);
 			for (int i = 0; !ret && i < idle / 2; i++)
-				ret = fi_poll_add(pollset_, &idle_[i]->fid, 0);
+				ret = fi_sets::poll_add(pollset_, &idle_[i]->fid, 0);
 			if (!ret)
-				ret = fi_poll_add(pollset_, &cq_->fid, 0);
+				ret = fi_sets::poll_add(pollset_, &cq_->fid, 0);
 			for (int i = idle / 2; !ret && i < idle; i++)
-				ret = fi_poll_add(pollset_, &idle_[i]->fid, 0);
+				ret = fi_sets::poll_add(pollset_, &idle_[i]->fid, 0);
 			if (ret) {
 				fprintf(stderr, "fi_poll_open/add: %s\n", fi_strerror(-ret));
 				unsupported_ = ret == -FI_ENOSYS;
@@ -351,7 +353,7 @@ private:
 			}
 			case mode::pollset: {
 				void *ctx[1] = {nullptr};
-				int k = fi_poll(pollset_, ctx, 1);
+				int k = fi_sets::poll(pollset_, ctx, 1);
 				if (k < 0) {
 					fprintf(stderr, "fi_poll: %s\n", fi_strerror(-k));
 					return k;
@@ -371,7 +373,7 @@ private:
 				n = fi_cq_read(cq_, e, 1);
 				if (n != -FI_EAGAIN)
 					break;
-				int ret = fi_wait(waitset_, -1);
+				int ret = fi_sets::wait(waitset_, -1);
 				if (ret && ret != -FI_ETIMEDOUT && ret != -FI_EAGAIN) {
 					fprintf(stderr, "fi_wait: %s\n", fi_strerror(-ret));
 					return ret;
@@ -522,9 +524,9 @@ private:
 			fi_close(&rmr_->fid);
 		if (pollset_) {
 			if (cq_)
-				fi_poll_del(pollset_, &cq_->fid, 0);
+				fi_sets::poll_del(pollset_, &cq_->fid, 0);
 			for (struct fid_cq *c : idle_)
-				fi_poll_del(pollset_, &c->fid, 0);
+				fi_sets::poll_del(pollset_, &c->fid, 0);
 			fi_close(&pollset_->fid);
 		}
 		for (struct fid_cq *c : idle_)

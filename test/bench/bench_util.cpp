@@ -10,6 +10,7 @@
  *
  * usage: bench_util [-n iterations] [-q]   (-q: skip the tcp part)
  */
+#include "vwait/fi_deprecated.h"
 #include "vwait/util/fd.h"
 #include "vwait/util/poll.h"
 #include "vwait/util/trywait.h"
@@ -254,10 +255,10 @@ void bench_poll(int n)
 		for (int i = 0; i < members; ++i) {
 			objs.push_back(std::make_unique<object>(
 			    reinterpret_cast<void *>(static_cast<intptr_t>(i + 1))));
-			fi_poll_add(ps, objs.back()->fid(), 0);
+			fi_sets::poll_add(ps, objs.back()->fid(), 0);
 		}
 		void *ctx[8];
-		while (fi_poll(ps, ctx, 8) > 0)
+		while (fi_sets::poll(ps, ctx, 8) > 0)
 			;
 		/* best of 5 runs: the host is shared */
 		auto best_of = [&](int iters) {
@@ -265,7 +266,7 @@ void bench_poll(int n)
 			for (int rep = 0; rep < 5; ++rep) {
 				auto t0 = clk::now();
 				for (int i = 0; i < iters; ++i)
-					fi_poll(ps, ctx, 8);
+					fi_sets::poll(ps, ctx, 8);
 				best = std::min(best, ns_since(t0) / iters);
 			}
 			return best;
@@ -280,7 +281,7 @@ void bench_poll(int n)
 		       "(%.2fx the 1-member cost)\n",
 		       members, idle, active, active / base);
 		for (auto &o : objs)
-			fi_poll_del(ps, o->fid(), 0);
+			fi_sets::poll_del(ps, o->fid(), 0);
 		objs.clear();
 		fi_close(&ps->fid);
 	}
@@ -365,7 +366,7 @@ void bench_tcp(int n)
 	for (int members : {1, 64, 1024}) {
 		struct fi_poll_attr pattr = {};
 		struct fid_poll *ps = nullptr;
-		ret = fi_poll_open(e.domain, &pattr, &ps);
+		ret = fi_sets::poll_open(e.domain, &pattr, &ps);
 		if (ret) {
 			printf("tcp: fi_poll_open: %s (skipped)\n", fi_strerror(-ret));
 			return;
@@ -377,17 +378,17 @@ void bench_tcp(int n)
 			if (fi_cq_open(e.domain, &cq_attr, &c, nullptr))
 				break;
 			cqs.push_back(c);
-			fi_poll_add(ps, &c->fid, 0);
+			fi_sets::poll_add(ps, &c->fid, 0);
 		}
 		void *ctx[8];
 		int iters = members >= 1024 ? n / 10 : n * 10;
 		auto t1 = clk::now();
 		for (int i = 0; i < iters; ++i)
-			fi_poll(ps, ctx, 8);
+			fi_sets::poll(ps, ctx, 8);
 		printf("tcp fi_poll, %4zu CQs, none active: %10.1f ns/call\n", cqs.size(),
 		       ns_since(t1) / iters);
 		for (auto *c : cqs) {
-			fi_poll_del(ps, &c->fid, 0);
+			fi_sets::poll_del(ps, &c->fid, 0);
 			fi_close(&c->fid);
 		}
 		fi_close(&ps->fid);

@@ -12,6 +12,7 @@
 
 #include "fuzz_common.h"
 
+#include "vwait/fi_deprecated.h"
 #include "vwait/util/cntr.h"
 #include "vwait/util/cq.h"
 #include "vwait/util/eq.h"
@@ -274,12 +275,12 @@ void one_step(FuzzedDataProvider &in, objects &o)
 		if (!o.pollset)
 			return;
 		struct fid *f = o.some_fid(in);
-		long r =
-		    in.ConsumeBool() ? fi_poll_add(o.pollset, f, 0) : fi_poll_del(o.pollset, f, 0);
+		long r = in.ConsumeBool() ? fi_sets::poll_add(o.pollset, f, 0)
+		                          : fi_sets::poll_del(o.pollset, f, 0);
 		if (!is_fi_code(r))
 			abort();
 		void *ctx[4];
-		r = fi_poll(o.pollset, ctx, in.ConsumeIntegralInRange<int>(-1, 4));
+		r = fi_sets::poll(o.pollset, ctx, in.ConsumeIntegralInRange<int>(-1, 4));
 		if (r > 4 || (r < 0 && !is_fi_code(r)))
 			abort();
 		return;
@@ -302,7 +303,7 @@ void one_step(FuzzedDataProvider &in, objects &o)
 	}
 	default: { /* fi_wait that must not block, and draining reads */
 		for (auto *w : o.sets) {
-			long r = fi_wait(w, 0);
+			long r = fi_sets::wait(w, 0);
 			if (r != 0 && r != -FI_ETIMEDOUT && !is_fi_code(r))
 				abort();
 		}
@@ -320,7 +321,7 @@ void close_all(objects &o)
 	if (o.pollset)
 		for (struct fid *f : o.all)
 			if (vwait_fid(o, f))
-				fi_poll_del(o.pollset, f, 0);
+				fi_sets::poll_del(o.pollset, f, 0);
 	auto must_close = [](struct fid *f) {
 		if (fi_close(f) != 0)
 			abort();

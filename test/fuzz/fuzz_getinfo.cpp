@@ -13,6 +13,7 @@
 #include "fuzz_common.h"
 
 #include "vwait/cm.h"
+#include "vwait/fi_deprecated.h"
 #include "vwait/info.h"
 #include "vwait/vwait.h"
 
@@ -111,7 +112,7 @@ struct fi_info *fuzz_hints(FuzzedDataProvider &in)
 	h->caps = pick<uint64_t>(in, {0, FI_MSG, FI_MSG | FI_RMA, FI_RMA | FI_READ, FI_TAGGED,
 	                              FI_MSG | FI_SEND | FI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM,
 	                              FI_ATOMIC, FI_MULTICAST});
-	h->mode = pick<uint64_t>(in, {0, FI_CONTEXT, FI_RX_CQ_DATA, FI_LOCAL_MR, FI_CONTEXT2});
+	h->mode = pick<uint64_t>(in, {0, FI_CONTEXT, FI_RX_CQ_DATA, fi_v1::local_mr, FI_CONTEXT2});
 	h->addr_format = static_cast<uint32_t>(
 	    fuzz_enum(in, {FI_FORMAT_UNSPEC, FI_SOCKADDR, FI_SOCKADDR_IN, FI_SOCKADDR_IN6,
 	                   FI_SOCKADDR_IB, FI_ADDR_PSMX, FI_ADDR_STR, FI_ADDR_EFA}));
@@ -152,7 +153,7 @@ struct fi_info *fuzz_hints(FuzzedDataProvider &in)
 		set_raw(h->domain_attr->data_progress,
 		        fuzz_enum(in, {FI_PROGRESS_UNSPEC, FI_PROGRESS_AUTO, FI_PROGRESS_MANUAL}));
 		h->domain_attr->mr_mode =
-		    fuzz_enum(in, {0, FI_MR_BASIC, FI_MR_SCALABLE,
+		    fuzz_enum(in, {0, fi_v1::mr_basic, fi_v1::mr_scalable,
 		                   FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY,
 		                   FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
 		                       FI_MR_PROV_KEY | FI_MR_ENDPOINT,

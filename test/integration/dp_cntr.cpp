@@ -18,6 +18,8 @@
  *   pollset   a counter in a poll set: fi_poll reports it once per change
  *
  * Needs FI_PROVIDER_PATH (the built plugin) and RXE_ADDR. Exit 0 pass, 77 skip, 1 fail. */
+#include "vwait/fi_deprecated.h"
+
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -744,7 +746,7 @@ void test_waitset()
 	struct fi_wait_attr wa = {};
 	wa.wait_obj = FI_WAIT_FD;
 	struct fid_wait *set = nullptr;
-	if (EXPECT_OK(fi_wait_open(w.fabric, &wa, &set))) {
+	if (EXPECT_OK(fi_sets::wait_open(w.fabric, &wa, &set))) {
 		close_world(w);
 		return;
 	}
@@ -791,7 +793,7 @@ void test_waitset()
 	while (fi_cntr_read(recv) < 2 && ms_since(t0) < 5000) {
 		struct fid *f = &recv->fid;
 		if (fi_trywait(w.fabric, &f, 1) == 0)
-			fi_wait(set, 5000);
+			fi_sets::wait(set, 5000);
 	}
 	ms = ms_since(t0);
 	later2.join();
@@ -804,7 +806,7 @@ void test_waitset()
 		;
 	EXPECT(tries < 10, tries);
 	t0 = clock_type::now();
-	EXPECT(fi_wait(set, 200) == -FI_ETIMEDOUT, 0);
+	EXPECT(fi_sets::wait(set, 200) == -FI_ETIMEDOUT, 0);
 	EXPECT(ms_since(t0) >= 190, ms_since(t0));
 	close_world(w);
 }
@@ -818,7 +820,7 @@ void test_pollset()
 	}
 	struct fi_poll_attr pa = {};
 	struct fid_poll *ps = nullptr;
-	if (EXPECT_OK(fi_poll_open(w.domain, &pa, &ps))) {
+	if (EXPECT_OK(fi_sets::poll_open(w.domain, &pa, &ps))) {
 		close_world(w);
 		return;
 	}
@@ -832,21 +834,21 @@ void test_pollset()
 		close_world(w);
 		return;
 	}
-	EXPECT_OK(fi_poll_add(ps, &recv->fid, 0));
+	EXPECT_OK(fi_sets::poll_add(ps, &recv->fid, 0));
 	void *got[4];
-	EXPECT(fi_poll(ps, got, 4) == 0, 0);
+	EXPECT(fi_sets::poll(ps, got, 4) == 0, 0);
 	side &c = w.cli, &s = w.srv;
 	EXPECT_OK(fi_recv(s.ep, s.buf.data(), 64, s.desc(), 0, nullptr));
 	EXPECT_OK(fi_send(c.ep, c.buf.data(), 8, c.desc(), 0, nullptr));
 	auto t0 = clock_type::now();
 	int n = 0;
-	while ((n = fi_poll(ps, got, 4)) == 0 && ms_since(t0) < timeout_ms)
+	while ((n = fi_sets::poll(ps, got, 4)) == 0 && ms_since(t0) < timeout_ms)
 		;
 	EXPECT(n == 1 && got[0] == &ctx, n);
 	EXPECT(fi_cntr_read(recv) == 1, fi_cntr_read(recv));
-	EXPECT(fi_poll(ps, got, 4) == 0, 0); /* once per change */
+	EXPECT(fi_sets::poll(ps, got, 4) == 0, 0); /* once per change */
 	printf("  fi_poll reported the counter after %ld ms\n", ms_since(t0));
-	EXPECT_OK(fi_poll_del(ps, &recv->fid, 0));
+	EXPECT_OK(fi_sets::poll_del(ps, &recv->fid, 0));
 	close_fid(&ps->fid);
 	close_world(w);
 }

@@ -20,6 +20,8 @@
  *   dp_fault sendrecv       one connection, 1 MiB verified (after the device came back)
  *
  * Needs FI_PROVIDER_PATH (the built plugin) and RXE_ADDR. Exit 0 pass, 77 skip, 1 fail. */
+#include "vwait/fi_deprecated.h"
+
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -804,18 +806,18 @@ void test_waiter_closer()
 		struct fid_wait *set = nullptr;
 		struct fi_wait_attr wa = {FI_WAIT_FD, 0};
 		struct fid_cq *m1 = nullptr, *m2 = nullptr;
-		if (!EXPECT_OK(fi_wait_open(st.fabric, &wa, &set)) &&
+		if (!EXPECT_OK(fi_sets::wait_open(st.fabric, &wa, &set)) &&
 		    !EXPECT_OK(open_cq(st, &m1, FI_WAIT_SET, set)) &&
 		    !EXPECT_OK(open_cq(st, &m2, FI_WAIT_SET, set))) {
 			blocked b;
-			b.start([&] { return fi_wait(set, -1); });
+			b.start([&] { return fi_sets::wait(set, -1); });
 			EXPECT_OK(fi_cq_signal(m1));
 			b.join();
 			printf("  fi_wait(-1) vs fi_cq_signal(member): %ld after %.3f s\n", b.ret,
 			       b.took);
 			EXPECT(b.ret == 0, b.ret);
 			blocked b2;
-			b2.start([&] { return fi_wait(set, 1500); });
+			b2.start([&] { return fi_sets::wait(set, 1500); });
 			close_fid(&m2->fid);
 			m2 = nullptr;
 			b2.join();
@@ -1146,7 +1148,7 @@ void test_device_gone()
 	struct fid_cq *idle = nullptr, *member = nullptr;
 	struct fi_wait_attr wa = {FI_WAIT_FD, 0};
 	if (EXPECT_OK(open_stack(st)) || EXPECT_OK(connect_pair(st, c, "7482", 1u << 16)) ||
-	    EXPECT_OK(open_cq(st, &idle)) || EXPECT_OK(fi_wait_open(st.fabric, &wa, &set)) ||
+	    EXPECT_OK(open_cq(st, &idle)) || EXPECT_OK(fi_sets::wait_open(st.fabric, &wa, &set)) ||
 	    EXPECT_OK(open_cq(st, &member, FI_WAIT_SET, set))) {
 		close_fid(member ? &member->fid : nullptr);
 		close_fid(set ? &set->fid : nullptr);
@@ -1169,7 +1171,7 @@ void test_device_gone()
 	std::atomic<int> enodev{0};
 	rxw.start([&] { return sread_one(c.srv.rx, &e1, &err1, wait_ms); });
 	idlew.start([&] { return sread_one(idle, &e2, &err2, wait_ms); });
-	setw.start([&] { return fi_wait(set, wait_ms); });
+	setw.start([&] { return fi_sets::wait(set, wait_ms); });
 	eqw.start([&] {
 		/* every event until both endpoints and the listener reported the device gone */
 		auto end = clock_type::now() + std::chrono::milliseconds(wait_ms);

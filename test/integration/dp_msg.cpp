@@ -5,6 +5,8 @@
  *   dp_msg TEST      (TEST: info connect sendrecv rma rma-error reject selective eq
  *                     bad-input overrun cycles all)
  * Needs FI_PROVIDER_PATH (the built plugin) and RXE_ADDR. Exit 0 pass, 77 skip, 1 fail. */
+#include "vwait/fi_deprecated.h"
+
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -354,7 +356,7 @@ void test_info()
 	nodata("atomic", [](struct fi_info *h) { h->caps |= FI_ATOMIC; });
 	nodata("domain", [](struct fi_info *h) { h->domain_attr->name = strdup("nodev0"); });
 	nodata("fabric", [](struct fi_info *h) { h->fabric_attr->name = strdup("nofabric"); });
-	nodata("scalable", [](struct fi_info *h) { h->domain_attr->mr_mode = FI_MR_SCALABLE; });
+	nodata("scalable", [](struct fi_info *h) { h->domain_attr->mr_mode = fi_v1::mr_scalable; });
 	nodata("mr_mode 0", [](struct fi_info *h) { h->domain_attr->mr_mode = 0; });
 	nodata("no MR_LOCAL", [](struct fi_info *h) { h->domain_attr->mr_mode &= ~FI_MR_LOCAL; });
 	nodata("tx size", [](struct fi_info *h) { h->tx_attr->size = 1u << 30; });
@@ -367,12 +369,12 @@ void test_info()
 	/* pre-1.5 MR encodings: FI_MR_BASIC with FI_LOCAL_MR */
 	{
 		struct fi_info *h = msg_hints(), *i = nullptr;
-		h->domain_attr->mr_mode = FI_MR_BASIC;
-		h->mode |= FI_LOCAL_MR;
+		h->domain_attr->mr_mode = fi_v1::mr_basic;
+		h->mode |= fi_v1::local_mr;
 		int r = fi_getinfo(FI_VERSION(1, 5), nullptr, nullptr, 0, h, &i);
 		if (EXPECT(r == 0 && i, r)) {
-			EXPECT(i->domain_attr->mr_mode == FI_MR_BASIC, i->domain_attr->mr_mode);
-			EXPECT(i->mode & FI_LOCAL_MR, i->mode);
+			EXPECT(i->domain_attr->mr_mode == fi_v1::mr_basic, i->domain_attr->mr_mode);
+			EXPECT(i->mode & fi_v1::local_mr, i->mode);
 		}
 		fi_freeinfo(i);
 		fi_freeinfo(h);
@@ -921,9 +923,9 @@ void bad_addresses_and_control(world &w)
 		tried++;
 	}
 	struct fid_poll *ps = nullptr;
-	if (EXPECT_OK(fi_poll_open(w.domain, nullptr, &ps)) == 0) {
-		EXPECT(fi_poll_add(ps, &w.eq->fid, 0) == -FI_EINVAL, 0);
-		EXPECT(fi_poll_add(ps, nullptr, 0) == -FI_EINVAL, 0);
+	if (EXPECT_OK(fi_sets::poll_open(w.domain, nullptr, &ps)) == 0) {
+		EXPECT(fi_sets::poll_add(ps, &w.eq->fid, 0) == -FI_EINVAL, 0);
+		EXPECT(fi_sets::poll_add(ps, nullptr, 0) == -FI_EINVAL, 0);
 		tried += 2;
 		close_fid(&ps->fid);
 	}
@@ -931,10 +933,10 @@ void bad_addresses_and_control(world &w)
 	struct fi_wait_attr wa = {};
 	int bad_wait = 99;
 	memcpy(&wa.wait_obj, &bad_wait, sizeof(bad_wait));
-	EXPECT(fi_wait_open(w.fabric, &wa, &ws) == -FI_EINVAL, 0);
+	EXPECT(fi_sets::wait_open(w.fabric, &wa, &ws) == -FI_EINVAL, 0);
 	wa.wait_obj = FI_WAIT_FD;
 	wa.flags = 1;
-	EXPECT(fi_wait_open(w.fabric, &wa, &ws) == -FI_EINVAL, 0);
+	EXPECT(fi_sets::wait_open(w.fabric, &wa, &ws) == -FI_EINVAL, 0);
 	tried += 2;
 	printf("  bad addresses, fi_control, fi_trywait, wait/poll sets: %d cases\n", tried);
 }
@@ -1132,7 +1134,7 @@ void one_stack(bool verbose)
 	struct fid_wait *ws = nullptr;
 	struct fi_wait_attr wa = {};
 	wa.wait_obj = FI_WAIT_FD;
-	EXPECT_OK(fi_wait_open(w.fabric, &wa, &ws));
+	EXPECT_OK(fi_sets::wait_open(w.fabric, &wa, &ws));
 	std::vector<struct fid_cq *> cqs;
 	for (enum fi_wait_obj wo : {FI_WAIT_NONE, FI_WAIT_UNSPEC, FI_WAIT_FD, FI_WAIT_POLLFD,
 	                            FI_WAIT_MUTEX_COND, FI_WAIT_YIELD, FI_WAIT_SET}) {
@@ -1162,9 +1164,9 @@ void one_stack(bool verbose)
 		EXPECT_OK(fi_enable(ep));
 	}
 	struct fid_poll *ps = nullptr;
-	if (!EXPECT_OK(fi_poll_open(w.domain, nullptr, &ps)) && cqs.size() > 3) {
-		EXPECT_OK(fi_poll_add(ps, &cqs[3]->fid, 0));
-		EXPECT_OK(fi_poll_del(ps, &cqs[3]->fid, 0));
+	if (!EXPECT_OK(fi_sets::poll_open(w.domain, nullptr, &ps)) && cqs.size() > 3) {
+		EXPECT_OK(fi_sets::poll_add(ps, &cqs[3]->fid, 0));
+		EXPECT_OK(fi_sets::poll_del(ps, &cqs[3]->fid, 0));
 	}
 	close_fid(ps ? &ps->fid : nullptr);
 	close_fid(ep ? &ep->fid : nullptr);
@@ -1193,7 +1195,7 @@ void test_cycles()
 	struct fid_wait *ws = nullptr;
 	struct fi_wait_attr wa = {};
 	wa.wait_obj = FI_WAIT_FD;
-	EXPECT_OK(fi_wait_open(w.fabric, &wa, &ws));
+	EXPECT_OK(fi_sets::wait_open(w.fabric, &wa, &ws));
 	auto t0 = clock_type::now();
 	long total = 0;
 	auto report = [&](const char *what, int n, int before) {
@@ -1279,13 +1281,13 @@ void test_cycles()
 		     struct fi_wait_attr a = {};
 		     a.wait_obj = FI_WAIT_FD;
 		     struct fid_wait *s = nullptr;
-		     if (!EXPECT_OK(fi_wait_open(w.fabric, &a, &s)))
+		     if (!EXPECT_OK(fi_sets::wait_open(w.fabric, &a, &s)))
 			     close_fid(&s->fid);
 	     }},
 	    {"poll set",
 	     [&] {
 		     struct fid_poll *p = nullptr;
-		     if (!EXPECT_OK(fi_poll_open(w.domain, nullptr, &p)))
+		     if (!EXPECT_OK(fi_sets::poll_open(w.domain, nullptr, &p)))
 			     close_fid(&p->fid);
 	     }},
 	};

@@ -15,6 +15,8 @@
  *
  *   eq_test TEST   (TEST: sread waitset trywait write all)
  * Needs FI_PROVIDER_PATH (the built plugin) and RXE_ADDR. Exit 0 pass, 77 skip, 1 fail. */
+#include "vwait/fi_deprecated.h"
+
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -159,7 +161,7 @@ int open_world(world &w, int eq_wait, int set_kind = FI_WAIT_NONE, uint64_t eq_f
 	if (set_kind != FI_WAIT_NONE) {
 		struct fi_wait_attr wa = {};
 		wa.wait_obj = static_cast<enum fi_wait_obj>(set_kind);
-		if ((ret = fi_wait_open(w.fabric, &wa, &w.set)))
+		if ((ret = fi_sets::wait_open(w.fabric, &wa, &w.set)))
 			return ret;
 	}
 	struct fi_eq_attr ea = {};
@@ -406,14 +408,14 @@ void test_waitset()
 		if (EXPECT_OK(open_side(w, w.info, cli)) == 0) {
 			/* settle: what is pending is consumed before blocking */
 			for (int i = 0; i < 10 && fi_trywait(w.fabric, &set_fid, 1) != 0; i++)
-				fi_wait(w.set, 0);
+				fi_sets::wait(w.set, 0);
 			EXPECT_OK(fi_trywait(w.fabric, &set_fid, 1));
 			std::thread t([&] {
 				std::this_thread::sleep_for(std::chrono::milliseconds(100));
 				fi_connect(cli.ep, &w.addr, "x", 1);
 			});
 			auto t0 = clock_type::now();
-			int ret = fi_wait(w.set, timeout_ms);
+			int ret = fi_sets::wait(w.set, timeout_ms);
 			woke_ms = ms_since(t0);
 			t.join();
 			EXPECT(ret == 0, ret);
@@ -426,14 +428,14 @@ void test_waitset()
 			auto end = clock_type::now() + std::chrono::milliseconds(timeout_ms);
 			while ((n = fi_eq_read(w.eq, &ev, b.raw, sizeof(b.raw), 0)) == -FI_EAGAIN &&
 			       ms_left(end) > 0)
-				fi_wait(w.set, ms_left(end));
+				fi_sets::wait(w.set, ms_left(end));
 			if (EXPECT(n > 0 && ev == FI_CONNREQ, n)) {
 				fi_reject(w.pep, b.e()->info->handle, nullptr, 0);
 				fi_freeinfo(b.e()->info);
 			}
 			while ((n = fi_eq_read(w.eq, &ev, b.raw, sizeof(b.raw), 0)) == -FI_EAGAIN &&
 			       ms_left(end) > 0)
-				fi_wait(w.set, ms_left(end));
+				fi_sets::wait(w.set, ms_left(end));
 			EXPECT(n == -FI_EAVAIL, n);
 			struct fi_eq_err_entry err = {};
 			EXPECT(fi_eq_readerr(w.eq, &err, 0) == sizeof(err), 0);
@@ -451,12 +453,12 @@ void test_waitset()
 					return n;
 				if (ms_left(end) == 0)
 					return -FI_ETIMEDOUT;
-				int ret = fi_wait(w.set, ms_left(end));
+				int ret = fi_sets::wait(w.set, ms_left(end));
 				if (ret && ret != -FI_ETIMEDOUT)
 					return ret;
 			}
 		};
-		auto set_wait = [&](int ms) { return fi_wait(w.set, ms); };
+		auto set_wait = [&](int ms) { return fi_sets::wait(w.set, ms); };
 		auto t0 = clock_type::now();
 		handshake(w, rd, [&](side &c, side &s) {
 			EXPECT_OK(fi_recv(s.ep, s.buf.data(), s.buf.size(), fi_mr_desc(s.mr), 0,
@@ -471,12 +473,12 @@ void test_waitset()
 		if (kind != FI_WAIT_YIELD)
 			EXPECT(max_loops_seen <= max_loops, max_loops_seen);
 		t0 = clock_type::now();
-		int ret = fi_wait(w.set, 300);
+		int ret = fi_sets::wait(w.set, 300);
 		long ms = ms_since(t0);
 		/* a set may report once more what it saw; then it times out */
 		if (ret == 0) {
 			t0 = clock_type::now();
-			ret = fi_wait(w.set, 300);
+			ret = fi_sets::wait(w.set, 300);
 			ms = ms_since(t0);
 		}
 		EXPECT(ret == -FI_ETIMEDOUT, ret);

@@ -6,6 +6,7 @@
  * FI_E* code (the exact one where the man page or the util headers name it) and never crash;
  * the objects stay usable afterwards. The number of cases is printed. Closed fids are not
  * detectable (their memory is gone) and are not tried. */
+#include "vwait/fi_deprecated.h"
 #include "vwait/util/cntr.h"
 #include "vwait/util/cq.h"
 #include "vwait/util/eq.h"
@@ -111,7 +112,7 @@ struct tcp_objects {
 		(void)fi_eq_open(fabric, &ea, &eq, nullptr);
 		struct fi_wait_attr wa = {};
 		wa.wait_obj = FI_WAIT_FD;
-		(void)fi_wait_open(fabric, &wa, &wait);
+		(void)fi_sets::wait_open(fabric, &wa, &wait);
 	}
 	~tcp_objects()
 	{
@@ -164,11 +165,11 @@ struct vwait_objects {
 		assert_int_equal(util::eq_open(&test_prov, &ea, &eq_fd, nullptr), 0);
 		ea.wait_obj = FI_WAIT_MUTEX_COND;
 		assert_int_equal(util::eq_open(&test_prov, &ea, &eq_mutex, nullptr), 0);
-		assert_int_equal(fi_poll_add(pollset, &cq_fd->fid, 0), 0);
+		assert_int_equal(fi_sets::poll_add(pollset, &cq_fd->fid, 0), 0);
 	}
 	void close()
 	{
-		assert_int_equal(fi_poll_del(pollset, &cq_fd->fid, 0), 0);
+		assert_int_equal(fi_sets::poll_del(pollset, &cq_fd->fid, 0), 0);
 		for (struct fid *f :
 		     {&cq_none->fid, &cq_fd->fid, &cq_member->fid, &cntr_none->fid, &cntr_fd->fid,
 		      &cntr_yield->fid, &eq_none->fid, &eq_fd->fid, &eq_mutex->fid, &pollset->fid,
@@ -592,30 +593,32 @@ void add_object_cases(std::vector<bad_case> &t, vwait_objects &v)
 			             return long(fi_control(&v.pollset->fid, ctl, arg));
 		             },
 		             any_error});
-	t.push_back({"poll_add NULL", [&v] { return long(fi_poll_add(v.pollset, nullptr, 0)); },
-	             -FI_EINVAL});
+	t.push_back({"poll_add NULL",
+	             [&v] { return long(fi_sets::poll_add(v.pollset, nullptr, 0)); }, -FI_EINVAL});
 	t.push_back({"poll_add an EQ",
-	             [&v] { return long(fi_poll_add(v.pollset, &v.eq_fd->fid, 0)); }, -FI_EINVAL});
+	             [&v] { return long(fi_sets::poll_add(v.pollset, &v.eq_fd->fid, 0)); },
+	             -FI_EINVAL});
 	t.push_back({"poll_add a wait set",
-	             [&v] { return long(fi_poll_add(v.pollset, &v.set_fd->fid, 0)); }, -FI_EINVAL});
+	             [&v] { return long(fi_sets::poll_add(v.pollset, &v.set_fd->fid, 0)); },
+	             -FI_EINVAL});
 	t.push_back({"poll_add itself",
-	             [&v] { return long(fi_poll_add(v.pollset, &v.pollset->fid, 0)); },
+	             [&v] { return long(fi_sets::poll_add(v.pollset, &v.pollset->fid, 0)); },
 	             -FI_EINVAL});
 	t.push_back({"poll_add twice",
-	             [&v] { return long(fi_poll_add(v.pollset, &v.cq_fd->fid, 0)); },
+	             [&v] { return long(fi_sets::poll_add(v.pollset, &v.cq_fd->fid, 0)); },
 	             -FI_EALREADY});
 	t.push_back({"poll_del not a member",
-	             [&v] { return long(fi_poll_del(v.pollset, &v.cq_none->fid, 0)); },
+	             [&v] { return long(fi_sets::poll_del(v.pollset, &v.cq_none->fid, 0)); },
 	             -FI_EINVAL});
-	t.push_back({"poll_del NULL", [&v] { return long(fi_poll_del(v.pollset, nullptr, 0)); },
-	             -FI_EINVAL});
-	t.push_back({"fi_poll context NULL", [&v] { return long(fi_poll(v.pollset, nullptr, 4)); },
-	             any_error});
+	t.push_back({"poll_del NULL",
+	             [&v] { return long(fi_sets::poll_del(v.pollset, nullptr, 0)); }, -FI_EINVAL});
+	t.push_back({"fi_poll context NULL",
+	             [&v] { return long(fi_sets::poll(v.pollset, nullptr, 4)); }, any_error});
 	for (int count : {-1, -1000})
 		t.push_back({"fi_poll count " + std::to_string(count),
 		             [&v, count] {
 			             void *ctx[4];
-			             return long(fi_poll(v.pollset, ctx, count));
+			             return long(fi_sets::poll(v.pollset, ctx, count));
 		             },
 		             any_error});
 
@@ -676,9 +679,11 @@ void add_foreign_cases(std::vector<bad_case> &t, vwait_objects &v,
 		             },
 		             -FI_EINVAL});
 		t.push_back({"poll_add " + n,
-		             [f, &v] { return long(fi_poll_add(v.pollset, f, 0)); }, -FI_EINVAL});
+		             [f, &v] { return long(fi_sets::poll_add(v.pollset, f, 0)); },
+		             -FI_EINVAL});
 		t.push_back({"poll_del " + n,
-		             [f, &v] { return long(fi_poll_del(v.pollset, f, 0)); }, -FI_EINVAL});
+		             [f, &v] { return long(fi_sets::poll_del(v.pollset, f, 0)); },
+		             -FI_EINVAL});
 		t.push_back({"get_waitable " + n,
 		             [f] {
 			             util::waitable *w = nullptr;

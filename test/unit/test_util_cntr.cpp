@@ -1,6 +1,7 @@
 /* util::cntr, the software counter: values and error values, fi_cntr_wait (threshold,
  * -FI_ETIMEDOUT, -FI_EAVAIL), several waiters at different thresholds, every wait object
  * standalone and in a wait set, poll sets, bad input, many threads adding. */
+#include "vwait/fi_deprecated.h"
 #include "vwait/util/cntr.h"
 #include "vwait/util/poll.h"
 #include "vwait/util/trywait.h"
@@ -405,7 +406,7 @@ void wait_set(void **st)
 		fi_cntr_add(b, 2);
 	});
 	auto t0 = steady::now();
-	assert_int_equal(fi_wait(s.set, 5000), 0);
+	assert_int_equal(fi_sets::wait(s.set, 5000), 0);
 	assert_true(ms_since(t0) < 1000);
 	assert_int_equal(fi_cntr_read(b), 2);
 	/* the counter's own wait, through the set */
@@ -420,22 +421,22 @@ void poll_set(void **st)
 	struct fid_cntr *a = open_cntr(s, FI_WAIT_NONE);
 	struct fid_cntr *b = open_cntr(s, FI_WAIT_NONE, &s.other);
 	assert_int_equal(util::poll_open(&test_prov, nullptr, &s.pollset), 0);
-	assert_int_equal(fi_poll_add(s.pollset, &a->fid, 0), 0);
-	assert_int_equal(fi_poll_add(s.pollset, &b->fid, 0), 0);
+	assert_int_equal(fi_sets::poll_add(s.pollset, &a->fid, 0), 0);
+	assert_int_equal(fi_sets::poll_add(s.pollset, &b->fid, 0), 0);
 	void *ctx[4] = {};
-	assert_int_equal(fi_poll(s.pollset, ctx, 4), 0);
+	assert_int_equal(fi_sets::poll(s.pollset, ctx, 4), 0);
 	fi_cntr_add(a, 1);
-	assert_int_equal(fi_poll(s.pollset, ctx, 4), 1);
+	assert_int_equal(fi_sets::poll(s.pollset, ctx, 4), 1);
 	assert_ptr_equal(ctx[0], &s);
-	assert_int_equal(fi_poll(s.pollset, ctx, 4), 0); /* no change since */
+	assert_int_equal(fi_sets::poll(s.pollset, ctx, 4), 0); /* no change since */
 	fi_cntr_adderr(b, 1);
-	assert_int_equal(fi_poll(s.pollset, ctx, 4), 1);
+	assert_int_equal(fi_sets::poll(s.pollset, ctx, 4), 1);
 	fi_cntr_set(a, 1); /* a set is a change too */
 	fi_cntr_add(b, 1);
-	assert_int_equal(fi_poll(s.pollset, ctx, 4), 2);
+	assert_int_equal(fi_sets::poll(s.pollset, ctx, 4), 2);
 	assert_int_equal(fi_close(&a->fid), -FI_EBUSY);
-	assert_int_equal(fi_poll_del(s.pollset, &a->fid, 0), 0);
-	assert_int_equal(fi_poll_del(s.pollset, &b->fid, 0), 0);
+	assert_int_equal(fi_sets::poll_del(s.pollset, &a->fid, 0), 0);
+	assert_int_equal(fi_sets::poll_del(s.pollset, &b->fid, 0), 0);
 }
 
 void bad_input_warnings(void **st)

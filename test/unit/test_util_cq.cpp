@@ -1,6 +1,7 @@
 /* util::cq, the software completion queue: every format, error entries and the err_data
  * rules, bad input, every wait object standalone and in a wait set, sread timing,
  * fi_cq_signal, FI_CQ_COND_THRESHOLD, and many threads pushing and reading. */
+#include "vwait/fi_deprecated.h"
 #include "vwait/util/cntr.h"
 #include "vwait/util/cq.h"
 #include "vwait/util/eq.h"
@@ -582,7 +583,7 @@ void wait_set_kinds(void **st)
 			q->push(entry(7));
 		});
 		t0 = steady::now();
-		assert_int_equal(fi_wait(s.set, 5000), 0);
+		assert_int_equal(fi_sets::wait(s.set, 5000), 0);
 		long ms = ms_since(t0);
 		print_message(
 		    "wait set of kind %d: fi_wait returned %ld ms after a push 50 ms in\n", k, ms);
@@ -856,20 +857,20 @@ void in_poll_set(void **st)
 	state &s = st_of(st);
 	util::cq *q = open_cq(s, attr_of(FI_WAIT_NONE, FI_CQ_FORMAT_CONTEXT));
 	assert_int_equal(util::poll_open(&test_prov, nullptr, &s.pollset), 0);
-	assert_int_equal(fi_poll_add(s.pollset, &s.cq->fid, 0), 0);
+	assert_int_equal(fi_sets::poll_add(s.pollset, &s.cq->fid, 0), 0);
 	void *ctx[4] = {};
-	assert_int_equal(fi_poll(s.pollset, ctx, 4), 0);
+	assert_int_equal(fi_sets::poll(s.pollset, ctx, 4), 0);
 	assert_int_equal(q->push(entry(1)), 0);
-	assert_int_equal(fi_poll(s.pollset, ctx, 4), 1);
+	assert_int_equal(fi_sets::poll(s.pollset, ctx, 4), 1);
 	assert_ptr_equal(ctx[0], &s); /* the CQ's context */
 	/* still not empty: reported again */
-	assert_int_equal(fi_poll(s.pollset, ctx, 4), 1);
+	assert_int_equal(fi_sets::poll(s.pollset, ctx, 4), 1);
 	struct fi_cq_entry out;
 	assert_int_equal(fi_cq_read(s.cq, &out, 1), 1);
-	assert_int_equal(fi_poll(s.pollset, ctx, 4), 0);
+	assert_int_equal(fi_sets::poll(s.pollset, ctx, 4), 0);
 	/* closing a CQ still in a poll set is refused */
 	assert_int_equal(fi_close(&s.cq->fid), -FI_EBUSY);
-	assert_int_equal(fi_poll_del(s.pollset, &s.cq->fid, 0), 0);
+	assert_int_equal(fi_sets::poll_del(s.pollset, &s.cq->fid, 0), 0);
 }
 
 void trywait_wait_set(void **st)
@@ -883,12 +884,12 @@ void trywait_wait_set(void **st)
 		q->push(entry(1));
 	});
 	auto t0 = steady::now();
-	assert_int_equal(fi_wait(s.set, 5000), 0);
+	assert_int_equal(fi_sets::wait(s.set, 5000), 0);
 	assert_true(ms_since(t0) < 1000);
 	assert_int_equal(util::trywait(&test_prov, fids, 2), -FI_EAGAIN);
 	struct fi_cq_entry out;
 	assert_int_equal(fi_cq_read(s.cq, &out, 1), 1);
-	assert_int_equal(fi_wait(s.set, 100), -FI_ETIMEDOUT);
+	assert_int_equal(fi_sets::wait(s.set, 100), -FI_ETIMEDOUT);
 }
 
 /* The verbs CQ's shape: progress() feeds the ring, arm() is the trywait step. */
@@ -947,15 +948,15 @@ void subclass_hooks(void **st)
 
 	/* a poll set's fi_poll drives progress() too (push() from inside the poll: no deadlock) */
 	assert_int_equal(util::poll_open(&test_prov, nullptr, &s.pollset), 0);
-	assert_int_equal(fi_poll_add(s.pollset, &s.cq->fid, 0), 0);
+	assert_int_equal(fi_sets::poll_add(s.pollset, &s.cq->fid, 0), 0);
 	void *ctx[2] = {};
-	assert_int_equal(fi_poll(s.pollset, ctx, 2), 0);
+	assert_int_equal(fi_sets::poll(s.pollset, ctx, 2), 0);
 	q->backlog = 2;
-	assert_int_equal(fi_poll(s.pollset, ctx, 2), 1);
+	assert_int_equal(fi_sets::poll(s.pollset, ctx, 2), 1);
 	assert_int_equal(q->backlog.load(), 0);
 	assert_int_equal(fi_cq_read(s.cq, drop, 8), 2);
-	assert_int_equal(fi_poll(s.pollset, ctx, 2), 0);
-	assert_int_equal(fi_poll_del(s.pollset, &s.cq->fid, 0), 0);
+	assert_int_equal(fi_sets::poll(s.pollset, ctx, 2), 0);
+	assert_int_equal(fi_sets::poll_del(s.pollset, &s.cq->fid, 0), 0);
 }
 
 /* ---------------------------------------------------------------- mixes */
@@ -1004,7 +1005,7 @@ void mixed_wait_set(void **st)
 		assert_true(ms_since(t0) < 1000);
 		s.threads.back().join();
 		s.threads.clear();
-		assert_int_equal(fi_wait(s.set, 0), 0);
+		assert_int_equal(fi_sets::wait(s.set, 0), 0);
 		if (kind == 0) {
 			assert_int_equal(util::trywait(&test_prov, fids, 4), -FI_EAGAIN);
 			struct fi_cq_entry out;
@@ -1040,14 +1041,14 @@ void mixed_poll_set(void **st)
 	struct fi_cntr_attr na = {};
 	assert_int_equal(util::cntr_open(&test_prov, &na, &s.cntr, &ctx_c), 0);
 	assert_int_equal(util::poll_open(&test_prov, nullptr, &s.pollset), 0);
-	assert_int_equal(fi_poll_add(s.pollset, &s.cq->fid, 0), 0);
-	assert_int_equal(fi_poll_add(s.pollset, &s.cq2->fid, 0), 0);
-	assert_int_equal(fi_poll_add(s.pollset, &s.cntr->fid, 0), 0);
+	assert_int_equal(fi_sets::poll_add(s.pollset, &s.cq->fid, 0), 0);
+	assert_int_equal(fi_sets::poll_add(s.pollset, &s.cq2->fid, 0), 0);
+	assert_int_equal(fi_sets::poll_add(s.pollset, &s.cntr->fid, 0), 0);
 	void *ctx[4] = {};
-	assert_int_equal(fi_poll(s.pollset, ctx, 4), 0);
+	assert_int_equal(fi_sets::poll(s.pollset, ctx, 4), 0);
 	assert_int_equal(util::cq_of(s.cq2)->push(entry(1)), 0);
 	fi_cntr_add(s.cntr, 1);
-	int n = fi_poll(s.pollset, ctx, 4);
+	int n = fi_sets::poll(s.pollset, ctx, 4);
 	assert_int_equal(n, 2);
 	bool b = false, c = false;
 	for (int i = 0; i < n; i++) {
@@ -1057,16 +1058,16 @@ void mixed_poll_set(void **st)
 	}
 	assert_true(b && c);
 	/* the CQ still holds its entry, the counter did not change again */
-	assert_int_equal(fi_poll(s.pollset, ctx, 4), 1);
+	assert_int_equal(fi_sets::poll(s.pollset, ctx, 4), 1);
 	assert_ptr_equal(ctx[0], &ctx_b);
 	/* an error entry counts as something to report */
 	struct fi_cq_entry out;
 	assert_int_equal(fi_cq_read(s.cq2, &out, 1), 1);
 	assert_int_equal(util::cq_of(s.cq)->push_error(error_entry(1), nullptr, 0), 0);
-	assert_int_equal(fi_poll(s.pollset, ctx, 4), 1);
+	assert_int_equal(fi_sets::poll(s.pollset, ctx, 4), 1);
 	assert_ptr_equal(ctx[0], &ctx_a);
 	for (struct fid *f : {&s.cq->fid, &s.cq2->fid, &s.cntr->fid})
-		assert_int_equal(fi_poll_del(s.pollset, f, 0), 0);
+		assert_int_equal(fi_sets::poll_del(s.pollset, f, 0), 0);
 }
 
 /* Ping-pong between two threads through two CQs with blocking reads: the round trip of a

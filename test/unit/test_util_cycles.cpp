@@ -4,6 +4,7 @@
  * after: the count must not change. Every cycle also uses the object once (an entry, a signal,
  * fi_trywait, FI_GETWAIT) so that what is created on first use goes away too. Memory leaks are
  * LeakSanitizer's part (the asan stage runs this program). Prints cycles run and fds seen. */
+#include "vwait/fi_deprecated.h"
 #include "vwait/util/cntr.h"
 #include "vwait/util/cq.h"
 #include "vwait/util/eq.h"
@@ -211,21 +212,21 @@ void sets(void **)
 			na.wait_obj = FI_WAIT_NONE;
 			struct fid_cntr *c = nullptr;
 			assert_int_equal(util::cntr_open(&test_prov, &na, &c, nullptr), 0);
-			assert_int_equal(fi_poll_add(ps, &c->fid, 0), 0);
-			assert_int_equal(fi_poll_add(ps, &cq->fid, 0), 0);
+			assert_int_equal(fi_sets::poll_add(ps, &c->fid, 0), 0);
+			assert_int_equal(fi_sets::poll_add(ps, &cq->fid, 0), 0);
 			assert_int_equal(fi_cntr_add(c, 1), 0);
 			util::cq_entry e;
 			assert_int_equal(util::cq_of(cq)->push(e), 0);
 			void *ctx[2];
-			assert_int_equal(fi_poll(ps, ctx, 2), 2);
-			assert_int_equal(fi_wait(set, 0), 0);
+			assert_int_equal(fi_sets::poll(ps, ctx, 2), 2);
+			assert_int_equal(fi_sets::wait(set, 0), 0);
 			struct fi_cq_entry out;
 			assert_int_equal(fi_cq_read(cq, &out, 1), 1);
 			struct fid *one = &set->fid;
 			int r = util::trywait(&test_prov, &one, 1);
 			assert_true(r == 0 || r == -FI_EAGAIN);
-			assert_int_equal(fi_poll_del(ps, &c->fid, 0), 0);
-			assert_int_equal(fi_poll_del(ps, &cq->fid, 0), 0);
+			assert_int_equal(fi_sets::poll_del(ps, &c->fid, 0), 0);
+			assert_int_equal(fi_sets::poll_del(ps, &cq->fid, 0), 0);
 			assert_int_equal(fi_close(&ps->fid), 0);
 			assert_int_equal(fi_close(&c->fid), 0);
 			assert_int_equal(fi_close(&cq->fid), 0);

@@ -3,6 +3,7 @@
  * standalone and in a wait set, sread timing, fi_eq_write ending a blocked sread, and many
  * threads writing and reading; the verbs EQ's shape (a subclass draining an fd source), with
  * every wait object, fi_trywait + poll() on its fd, and the queue bound. */
+#include "vwait/fi_deprecated.h"
 #include "vwait/util/eq.h"
 #include "vwait/util/trywait.h"
 #include "vwait/util/wait.h"
@@ -424,7 +425,7 @@ void getwait_trywait(void **st)
 		fi_eq_write(s.eq, FI_NOTIFY, &e, sizeof(e), 0);
 	});
 	auto t0 = steady::now();
-	assert_int_equal(fi_wait(s.set, 5000), 0);
+	assert_int_equal(fi_sets::wait(s.set, 5000), 0);
 	assert_true(ms_since(t0) < 1000);
 	close_eq(s);
 }

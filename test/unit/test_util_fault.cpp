@@ -16,6 +16,7 @@
  */
 #include "test_util_common.h"
 
+#include "vwait/fi_deprecated.h"
 #include "vwait/util/cntr.h"
 #include "vwait/util/cq.h"
 #include "vwait/util/eq.h"
@@ -311,7 +312,7 @@ void test_set_waiters(void **st)
 	/* fi_wait forever: a member's fi_cq_signal ends it */
 	{
 		blocked b;
-		b.start([&] { return fi_wait(set, -1); });
+		b.start([&] { return fi_sets::wait(set, -1); });
 		assert_int_equal(fi_cq_signal(m2), 0);
 		b.join();
 		assert_int_equal(b.ret, 0);
@@ -322,7 +323,7 @@ void test_set_waiters(void **st)
 		struct fid *fids[1] = {&m1->fid};
 		assert_int_equal(util::trywait(&test_prov, fids, 1), 0);
 		blocked b;
-		b.start([&] { return fi_wait(set, -1); });
+		b.start([&] { return fi_sets::wait(set, -1); });
 		q1->complete(7);
 		b.join();
 		assert_int_equal(b.ret, 0);
@@ -333,13 +334,13 @@ void test_set_waiters(void **st)
 	 * the set keeps working with the member that is left */
 	{
 		blocked b;
-		b.start([&] { return fi_wait(set, 300); });
+		b.start([&] { return fi_sets::wait(set, 300); });
 		assert_int_equal(fi_close(&m2->fid), 0);
 		b.join();
 		assert_true(b.ret == -FI_ETIMEDOUT || b.ret == 0);
 		assert_true(b.took < 2);
 		blocked b2;
-		b2.start([&] { return fi_wait(set, -1); });
+		b2.start([&] { return fi_sets::wait(set, -1); });
 		assert_int_equal(fi_cq_signal(m1), 0);
 		b2.join();
 		assert_int_equal(b2.ret, 0);

@@ -4,6 +4,7 @@
  * is active (a ready list, not a scan). */
 #include "test_util_common.h"
 
+#include "vwait/fi_deprecated.h"
 #include "vwait/util/poll.h"
 
 #include <rdma/fi_domain.h>
@@ -85,13 +86,13 @@ void test_add_del_bad(void **st)
 
 	fake_object *eq = make(s, FI_CLASS_EQ, 1);
 	cap.start();
-	int ret = fi_poll_add(s.ps, eq->fid(), 0);
+	int ret = fi_sets::poll_add(s.ps, eq->fid(), 0);
 	std::string log = cap.stop();
 	assert_int_equal(ret, -FI_EINVAL);
 	assert_true(contains(log, "is a EQ"));
 
 	cap.start();
-	ret = fi_poll_add(s.ps, nullptr, 0);
+	ret = fi_sets::poll_add(s.ps, nullptr, 0);
 	log = cap.stop();
 	assert_int_equal(ret, -FI_EINVAL);
 	assert_true(contains(log, "event_fid is NULL"));
@@ -102,21 +103,21 @@ void test_add_del_bad(void **st)
 	other_ops.control = [](struct fid *, int, void *) noexcept { return -FI_ENOSYS; };
 	struct fid foreign = {FI_CLASS_CQ, nullptr, &other_ops};
 	cap.start();
-	ret = fi_poll_add(s.ps, &foreign, 0);
+	ret = fi_sets::poll_add(s.ps, &foreign, 0);
 	log = cap.stop();
 	assert_int_equal(ret, -FI_EINVAL);
 	assert_true(contains(log, "not a vwait CQ"));
 
 	fake_object *cq = make(s, FI_CLASS_CQ, 2);
 	cap.start();
-	ret = fi_poll_del(s.ps, cq->fid(), 0);
+	ret = fi_sets::poll_del(s.ps, cq->fid(), 0);
 	log = cap.stop();
 	assert_int_equal(ret, -FI_EINVAL);
 	assert_true(contains(log, "not a member"));
 
-	assert_int_equal(fi_poll_add(s.ps, cq->fid(), 0), 0);
+	assert_int_equal(fi_sets::poll_add(s.ps, cq->fid(), 0), 0);
 	cap.start();
-	ret = fi_poll_add(s.ps, cq->fid(), 0);
+	ret = fi_sets::poll_add(s.ps, cq->fid(), 0);
 	log = cap.stop();
 	assert_int_equal(ret, -FI_EALREADY);
 	assert_true(contains(log, "already a member"));
@@ -129,15 +130,15 @@ void test_add_del_bad(void **st)
 
 	void *ctx[2];
 	cap.start();
-	ret = fi_poll(s.ps, nullptr, 2);
+	ret = fi_sets::poll(s.ps, nullptr, 2);
 	log = cap.stop();
 	assert_int_equal(ret, -FI_EINVAL);
 	assert_true(contains(log, "count"));
-	assert_int_equal(fi_poll(s.ps, ctx, -1), -FI_EINVAL);
-	assert_int_equal(fi_poll(s.ps, ctx, 0), 0);
+	assert_int_equal(fi_sets::poll(s.ps, ctx, -1), -FI_EINVAL);
+	assert_int_equal(fi_sets::poll(s.ps, ctx, 0), 0);
 
 	assert_true(cq->in_poll_set());
-	assert_int_equal(fi_poll_del(s.ps, cq->fid(), 0), 0);
+	assert_int_equal(fi_sets::poll_del(s.ps, cq->fid(), 0), 0);
 	assert_false(cq->in_poll_set());
 	assert_int_equal(fi_close(&s.ps->fid), 0);
 	s.ps = nullptr;
@@ -147,24 +148,24 @@ void test_cq_semantics(void **st)
 {
 	state &s = S(st);
 	fake_object *cq = make(s, FI_CLASS_CQ, 0x10);
-	assert_int_equal(fi_poll_add(s.ps, cq->fid(), 0), 0);
+	assert_int_equal(fi_sets::poll_add(s.ps, cq->fid(), 0), 0);
 	void *ctx[4] = {};
-	assert_int_equal(fi_poll(s.ps, ctx, 4), 0);
+	assert_int_equal(fi_sets::poll(s.ps, ctx, 4), 0);
 	cq->write(2);
-	assert_int_equal(fi_poll(s.ps, ctx, 4), 1);
+	assert_int_equal(fi_sets::poll(s.ps, ctx, 4), 1);
 	assert_ptr_equal(ctx[0], reinterpret_cast<void *>(0x10));
 	/* not read empty: reported again */
-	assert_int_equal(fi_poll(s.ps, ctx, 4), 1);
+	assert_int_equal(fi_sets::poll(s.ps, ctx, 4), 1);
 	assert_true(cq->read());
-	assert_int_equal(fi_poll(s.ps, ctx, 4), 1);
+	assert_int_equal(fi_sets::poll(s.ps, ctx, 4), 1);
 	assert_true(cq->read());
-	assert_int_equal(fi_poll(s.ps, ctx, 4), 0);
-	assert_int_equal(fi_poll(s.ps, ctx, 4), 0);
+	assert_int_equal(fi_sets::poll(s.ps, ctx, 4), 0);
+	assert_int_equal(fi_sets::poll(s.ps, ctx, 4), 0);
 	/* entries present before fi_poll_add are reported */
 	fake_object *cq2 = make(s, FI_CLASS_CQ, 0x20);
 	cq2->write();
-	assert_int_equal(fi_poll_add(s.ps, cq2->fid(), 0), 0);
-	assert_int_equal(fi_poll(s.ps, ctx, 4), 1);
+	assert_int_equal(fi_sets::poll_add(s.ps, cq2->fid(), 0), 0);
+	assert_int_equal(fi_sets::poll(s.ps, ctx, 4), 1);
 	assert_ptr_equal(ctx[0], reinterpret_cast<void *>(0x20));
 	assert_true(cq2->read());
 }
@@ -174,18 +175,18 @@ void test_counter_semantics(void **st)
 	state &s = S(st);
 	fake_object *cntr = make(s, FI_CLASS_CNTR, 0x30);
 	cntr->add(5); /* before fi_poll_add: not a change since the member joined */
-	assert_int_equal(fi_poll_add(s.ps, cntr->fid(), 0), 0);
+	assert_int_equal(fi_sets::poll_add(s.ps, cntr->fid(), 0), 0);
 	void *ctx[4] = {};
-	assert_int_equal(fi_poll(s.ps, ctx, 4), 0);
+	assert_int_equal(fi_sets::poll(s.ps, ctx, 4), 0);
 	cntr->add();
-	assert_int_equal(fi_poll(s.ps, ctx, 4), 1);
+	assert_int_equal(fi_sets::poll(s.ps, ctx, 4), 1);
 	assert_ptr_equal(ctx[0], reinterpret_cast<void *>(0x30));
 	/* reported once per change */
-	assert_int_equal(fi_poll(s.ps, ctx, 4), 0);
+	assert_int_equal(fi_sets::poll(s.ps, ctx, 4), 0);
 	cntr->add();
 	cntr->add();
-	assert_int_equal(fi_poll(s.ps, ctx, 4), 1);
-	assert_int_equal(fi_poll(s.ps, ctx, 4), 0);
+	assert_int_equal(fi_sets::poll(s.ps, ctx, 4), 1);
+	assert_int_equal(fi_sets::poll(s.ps, ctx, 4), 0);
 }
 
 /* count bounds the array; what does not fit is reported by the next calls, nobody starves */
@@ -195,13 +196,13 @@ void test_count_and_fairness(void **st)
 	std::vector<fake_object *> cqs;
 	for (intptr_t i = 1; i <= 5; ++i) {
 		cqs.push_back(make(s, FI_CLASS_CQ, i));
-		assert_int_equal(fi_poll_add(s.ps, cqs.back()->fid(), 0), 0);
+		assert_int_equal(fi_sets::poll_add(s.ps, cqs.back()->fid(), 0), 0);
 		cqs.back()->write(100); /* never read empty in this test */
 	}
 	std::vector<int> seen(6, 0);
 	void *ctx[2];
 	for (int round = 0; round < 10; ++round) {
-		int n = fi_poll(s.ps, ctx, 2);
+		int n = fi_sets::poll(s.ps, ctx, 2);
 		assert_int_equal(n, 2);
 		for (int i = 0; i < n; ++i)
 			seen[static_cast<size_t>(reinterpret_cast<intptr_t>(ctx[i]))]++;
@@ -220,14 +221,14 @@ void test_member_close(void **st)
 	fake_object *cq = make(s, FI_CLASS_CQ, 1);
 	fake_object *cntr = make(s, FI_CLASS_CNTR, 2);
 	assert_int_equal(cq->open_wait(&test_prov, FI_WAIT_FD, nullptr), 0);
-	assert_int_equal(fi_poll_add(s.ps, cq->fid(), 0), 0);
-	assert_int_equal(fi_poll_add(s.ps, cntr->fid(), 0), 0);
+	assert_int_equal(fi_sets::poll_add(s.ps, cq->fid(), 0), 0);
+	assert_int_equal(fi_sets::poll_add(s.ps, cntr->fid(), 0), 0);
 	cq->write();
 	assert_true(cq->in_poll_set());
 	cq->close_wait();
 	assert_false(cq->in_poll_set());
 	void *ctx[4];
-	assert_int_equal(fi_poll(s.ps, ctx, 4), 0);
+	assert_int_equal(fi_sets::poll(s.ps, ctx, 4), 0);
 	assert_int_equal(fi_close(&s.ps->fid), -FI_EBUSY);
 	s.objs.clear();
 	assert_int_equal(fi_close(&s.ps->fid), 0);
@@ -240,26 +241,26 @@ void test_polled_member(void **st)
 	state &s = S(st);
 	fake_object *cq = make(s, FI_CLASS_CQ, 7);
 	cq->notifying = false;
-	assert_int_equal(fi_poll_add(s.ps, cq->fid(), 0), 0);
+	assert_int_equal(fi_sets::poll_add(s.ps, cq->fid(), 0), 0);
 	void *ctx[2];
-	assert_int_equal(fi_poll(s.ps, ctx, 2), 0);
+	assert_int_equal(fi_sets::poll(s.ps, ctx, 2), 0);
 	cq->entries = 1; /* "hardware" completion: no notify */
-	assert_int_equal(fi_poll(s.ps, ctx, 2), 1);
+	assert_int_equal(fi_sets::poll(s.ps, ctx, 2), 1);
 	assert_ptr_equal(ctx[0], reinterpret_cast<void *>(7));
 	assert_true(cq->read());
-	assert_int_equal(fi_poll(s.ps, ctx, 2), 0);
+	assert_int_equal(fi_sets::poll(s.ps, ctx, 2), 0);
 
 	/* several polled members and a short array: they take turns */
 	fake_object *more[2] = {make(s, FI_CLASS_CQ, 8), make(s, FI_CLASS_CQ, 9)};
 	for (auto *m : more) {
 		m->notifying = false;
-		assert_int_equal(fi_poll_add(s.ps, m->fid(), 0), 0);
+		assert_int_equal(fi_sets::poll_add(s.ps, m->fid(), 0), 0);
 		m->entries = 5;
 	}
 	cq->entries = 5;
 	int seen[10] = {};
 	for (int i = 0; i < 6; ++i) {
-		assert_int_equal(fi_poll(s.ps, ctx, 1), 1);
+		assert_int_equal(fi_sets::poll(s.ps, ctx, 1), 1);
 		seen[reinterpret_cast<intptr_t>(ctx[0])]++;
 	}
 	assert_int_equal(seen[7], 2);
@@ -276,7 +277,7 @@ void test_concurrent(void **st)
 	std::vector<fake_object *> cqs;
 	for (intptr_t i = 0; i < ncq; ++i) {
 		cqs.push_back(make(s, FI_CLASS_CQ, i + 1)); /* context: index + 1 */
-		assert_int_equal(fi_poll_add(s.ps, cqs.back()->fid(), 0), 0);
+		assert_int_equal(fi_sets::poll_add(s.ps, cqs.back()->fid(), 0), 0);
 	}
 	std::atomic<long> got{0};
 	const long total = static_cast<long>(writers) * per_writer;
@@ -290,7 +291,7 @@ void test_concurrent(void **st)
 		void *ctx[4];
 		auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
 		while (got.load() < total && std::chrono::steady_clock::now() < until) {
-			int n = fi_poll(ps, ctx, 4);
+			int n = fi_sets::poll(ps, ctx, 4);
 			for (int i = 0; i < n; ++i)
 				while (
 				    cqs[static_cast<size_t>(reinterpret_cast<intptr_t>(ctx[i]) - 1)]
@@ -306,7 +307,7 @@ void test_concurrent(void **st)
 	s.threads.clear();
 	assert_int_equal(got.load(), total);
 	void *ctx[4];
-	assert_int_equal(fi_poll(ps, ctx, 4), 0);
+	assert_int_equal(fi_sets::poll(ps, ctx, 4), 0);
 }
 
 /* fi_poll with N members of which one is active: how many members it looks at per call
@@ -322,10 +323,10 @@ poll_cost measure_poll(state &s, int members)
 	std::vector<fake_object *> cqs;
 	for (int i = 0; i < members; ++i) {
 		cqs.push_back(make(s, FI_CLASS_CQ, i + 1));
-		assert_int_equal(fi_poll_add(s.ps, cqs.back()->fid(), 0), 0);
+		assert_int_equal(fi_sets::poll_add(s.ps, cqs.back()->fid(), 0), 0);
 	}
 	void *ctx[8];
-	while (fi_poll(s.ps, ctx, 8) > 0) /* members start queued: settle */
+	while (fi_sets::poll(s.ps, ctx, 8) > 0) /* members start queued: settle */
 		;
 	fake_object *active = cqs[static_cast<size_t>(members / 2)];
 	active->write(1);
@@ -336,7 +337,7 @@ poll_cost measure_poll(state &s, int members)
 	for (int rep = 0; rep < 5; ++rep) {
 		auto t0 = std::chrono::steady_clock::now();
 		for (int i = 0; i < iters; ++i) {
-			if (fi_poll(s.ps, ctx, 8) != 1 || ctx[0] != active->poll_context())
+			if (fi_sets::poll(s.ps, ctx, 8) != 1 || ctx[0] != active->poll_context())
 				fail_msg("fi_poll did not report the active member");
 		}
 		best = std::min(best, seconds_since(t0) * 1e9 / iters);
@@ -345,7 +346,7 @@ poll_cost measure_poll(state &s, int members)
 	for (auto *c : cqs)
 		looked += c->readies.load();
 	for (auto *c : cqs)
-		assert_int_equal(fi_poll_del(s.ps, c->fid(), 0), 0);
+		assert_int_equal(fi_sets::poll_del(s.ps, c->fid(), 0), 0);
 	s.objs.clear();
 	return {best, static_cast<double>(looked) / (5.0 * iters)};
 }
@@ -445,10 +446,10 @@ void test_evented_members(void **st)
 	for (int i = 0; i < 1024; ++i) {
 		objs.push_back(std::make_unique<evented_object>(
 		    &ch, reinterpret_cast<void *>(static_cast<intptr_t>(i + 1))));
-		assert_int_equal(fi_poll_add(s.ps, objs.back()->fid(), 0), 0);
+		assert_int_equal(fi_sets::poll_add(s.ps, objs.back()->fid(), 0), 0);
 	}
 	void *ctx[8];
-	assert_int_equal(fi_poll(s.ps, ctx, 8), 0); /* everyone looked at once, armed */
+	assert_int_equal(fi_sets::poll(s.ps, ctx, 8), 0); /* everyone looked at once, armed */
 	long looked = 0;
 	for (auto &o : objs) {
 		assert_true(o->armed.load());
@@ -457,7 +458,7 @@ void test_evented_members(void **st)
 	}
 	assert_int_equal(looked, 1024);
 	for (int i = 0; i < 100; ++i) /* idle: nobody looked at */
-		assert_int_equal(fi_poll(s.ps, ctx, 8), 0);
+		assert_int_equal(fi_sets::poll(s.ps, ctx, 8), 0);
 	for (auto &o : objs)
 		assert_int_equal(o->readies.load(), 0);
 
@@ -467,7 +468,7 @@ void test_evented_members(void **st)
 		ch.fire(a);
 		if (b != a)
 			ch.fire(b);
-		int n = fi_poll(s.ps, ctx, 8);
+		int n = fi_sets::poll(s.ps, ctx, 8);
 		assert_int_equal(n, b != a ? 2 : 1);
 		for (int k = 0; k < n; ++k)
 			assert_true(ctx[k] == a->poll_context() || ctx[k] == b->poll_context());
@@ -475,7 +476,7 @@ void test_evented_members(void **st)
 		if (b != a)
 			assert_true(b->read());
 		/* reported members stay queued until found empty (and armed again) */
-		assert_int_equal(fi_poll(s.ps, ctx, 8), 0);
+		assert_int_equal(fi_sets::poll(s.ps, ctx, 8), 0);
 	}
 	looked = 0;
 	for (auto &o : objs)
@@ -486,7 +487,7 @@ void test_evented_members(void **st)
 	/* each round: the fired ones looked at when reported and when found empty */
 	assert_true(looked <= 4 * 1000);
 	for (auto &o : objs)
-		assert_int_equal(fi_poll_del(s.ps, o->fid(), 0), 0);
+		assert_int_equal(fi_sets::poll_del(s.ps, o->fid(), 0), 0);
 }
 
 } // namespace

@@ -3,6 +3,7 @@
  * and a ping-pong stress test that counts lost wakeups. */
 #include "test_util_common.h"
 
+#include "vwait/fi_deprecated.h"
 #include "vwait/util/wait.h"
 
 #include <rdma/fi_eq.h>
@@ -216,13 +217,13 @@ void test_wait_timeout(void **st)
 	open_set(s);
 	assert_int_equal(s.a->open_wait(&test_prov, FI_WAIT_SET, s.set), 0);
 	auto t0 = std::chrono::steady_clock::now();
-	int ret = fi_wait(s.set, 2000);
+	int ret = fi_sets::wait(s.set, 2000);
 	double dt = seconds_since(t0);
 	print_message("kind %d: fi_wait(2000) -> %d after %.3f s\n", s.kind, ret, dt);
 	assert_int_equal(ret, -FI_ETIMEDOUT);
 	assert_true(dt >= 1.5 && dt <= 2.5);
 	/* timeout 0: a poll */
-	assert_int_equal(fi_wait(s.set, 0), -FI_ETIMEDOUT);
+	assert_int_equal(fi_sets::wait(s.set, 0), -FI_ETIMEDOUT);
 }
 
 void test_signal_ends_wait(void **st)
@@ -231,7 +232,7 @@ void test_signal_ends_wait(void **st)
 	open_set(s);
 	assert_int_equal(s.a->open_wait(&test_prov, FI_WAIT_SET, s.set), 0);
 	assert_int_equal(s.b->open_wait(&test_prov, FI_WAIT_SET, s.set), 0);
-	assert_int_equal(fi_wait(s.set, 0), -FI_ETIMEDOUT); /* nothing yet */
+	assert_int_equal(fi_sets::wait(s.set, 0), -FI_ETIMEDOUT); /* nothing yet */
 
 	fake_object *a = s.a.get(), *b = s.b.get();
 	s.threads.emplace_back([a] {
@@ -239,15 +240,15 @@ void test_signal_ends_wait(void **st)
 		a->write();
 	});
 	auto t0 = std::chrono::steady_clock::now();
-	int ret = fi_wait(s.set, -1);
+	int ret = fi_sets::wait(s.set, -1);
 	double dt = seconds_since(t0);
 	print_message("kind %d: CQ entry ended fi_wait(-1) after %.4f s\n", s.kind, dt);
 	assert_int_equal(ret, 0);
 	assert_true(dt >= 0.09 && dt < 1.0);
 	/* still queued: fi_wait returns at once; once read, it blocks again */
-	assert_int_equal(fi_wait(s.set, 0), 0);
+	assert_int_equal(fi_sets::wait(s.set, 0), 0);
 	assert_true(a->read());
-	assert_int_equal(fi_wait(s.set, 0), -FI_ETIMEDOUT);
+	assert_int_equal(fi_sets::wait(s.set, 0), -FI_ETIMEDOUT);
 
 	/* a counter change (a wake: nothing queued) ends one fi_wait */
 	s.threads.emplace_back([b] {
@@ -255,11 +256,11 @@ void test_signal_ends_wait(void **st)
 		b->add();
 	});
 	t0 = std::chrono::steady_clock::now();
-	ret = fi_wait(s.set, 5000);
+	ret = fi_sets::wait(s.set, 5000);
 	dt = seconds_since(t0);
 	assert_int_equal(ret, 0);
 	assert_true(dt >= 0.09 && dt < 1.0);
-	assert_int_equal(fi_wait(s.set, 0), -FI_ETIMEDOUT);
+	assert_int_equal(fi_sets::wait(s.set, 0), -FI_ETIMEDOUT);
 }
 
 /* An eventfd standing in for a completion channel wakes a thread in wait_until. */

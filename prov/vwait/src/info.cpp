@@ -5,6 +5,7 @@
 
 #include "vwait/cm.h"
 #include "vwait/ep.h"
+#include "vwait/fi_deprecated.h"
 #include "vwait/info.h"
 #include "vwait/nic.h"
 #include "vwait/verbs.h"
@@ -285,11 +286,7 @@ constexpr uint64_t secondary_caps = FI_LOCAL_COMM | FI_REMOTE_COMM;
 constexpr uint64_t all_caps = msg_caps | rma_caps | secondary_caps;
 constexpr uint64_t required_mr_mode =
     FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-#ifdef FI_LOCAL_MR
-constexpr uint64_t local_mr_mode = FI_LOCAL_MR; /* the pre-1.5 spelling of FI_MR_LOCAL */
-#else
-constexpr uint64_t local_mr_mode = 0;
-#endif
+constexpr uint64_t local_mr_mode = fi_v1::local_mr; /* the pre-1.5 spelling of FI_MR_LOCAL */
 constexpr size_t default_size = 256;
 constexpr size_t default_iov_limit = 4;
 constexpr size_t default_inject_size = 256;
@@ -317,18 +314,18 @@ int64_t pick_mr_mode(uint32_t version, const struct fi_info *hints, uint64_t *mo
 		if (!FI_VERSION_LT(version, FI_VERSION(1, 5)))
 			return static_cast<int64_t>(required_mr_mode);
 		*mode |= local_mr_mode;
-		return FI_MR_BASIC;
+		return fi_v1::mr_basic;
 	}
 	int user = hints->domain_attr->mr_mode;
-	bool old = FI_VERSION_LT(version, FI_VERSION(1, 5)) || user == FI_MR_BASIC ||
-	           user == FI_MR_SCALABLE;
+	bool old = FI_VERSION_LT(version, FI_VERSION(1, 5)) || user == fi_v1::mr_basic ||
+	           user == fi_v1::mr_scalable;
 	if (old) {
-		if (user == FI_MR_SCALABLE)
+		if (user == fi_v1::mr_scalable)
 			return -1;
 		if (!(hints->mode & local_mr_mode))
 			return -1;
 		*mode |= local_mr_mode;
-		return FI_MR_BASIC;
+		return fi_v1::mr_basic;
 	}
 	uint64_t have = static_cast<uint64_t>(user);
 	if (hints->mode & local_mr_mode)
@@ -463,7 +460,7 @@ info_ptr msg_info(uint32_t version, const port_desc &port, const struct fi_info 
 	info->tx_attr->mode = mode;
 	info->tx_attr->op_flags = htx ? htx->op_flags : 0;
 	info->tx_attr->msg_order = rc_msg_order;
-	info->tx_attr->comp_order = FI_ORDER_STRICT;
+	info->tx_attr->comp_order = fi_v1::order_strict;
 	info->tx_attr->inject_size =
 	    std::max<size_t>(default_inject_size, htx ? htx->inject_size : 0);
 	info->tx_attr->size = htx && htx->size ? htx->size : std::min(default_size, max_wr);
@@ -475,7 +472,7 @@ info_ptr msg_info(uint32_t version, const port_desc &port, const struct fi_info 
 	info->rx_attr->mode = mode | rx_mode;
 	info->rx_attr->op_flags = hrx ? hrx->op_flags : 0;
 	info->rx_attr->msg_order = rc_msg_order;
-	info->rx_attr->comp_order = FI_ORDER_STRICT;
+	info->rx_attr->comp_order = fi_v1::order_strict;
 	info->rx_attr->size = hrx && hrx->size ? hrx->size : std::min(default_size, max_wr);
 	info->rx_attr->iov_limit =
 	    hrx && hrx->iov_limit ? hrx->iov_limit : std::min(default_iov_limit, max_sge);
