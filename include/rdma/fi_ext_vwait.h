@@ -45,7 +45,15 @@ enum fi_vwait_kind {
 #define FI_VWAIT_FEAT_POLL_SET (UINT64_C(1) << 1) /* fi_poll_open, fi_poll */
 #define FI_VWAIT_FEAT_TRYWAIT (UINT64_C(1) << 2)  /* fi_trywait */
 
-#define FI_VWAIT_WAIT_ATTR_VERSION 1
+/* How vwait's blocking calls (fi_cq_sread, fi_cntr_wait, fi_eq_sread, fi_wait) wait
+ * (fi_vwait_wait_attr.wait_policy; set with FI_VWAIT_WAIT_POLICY, fi_vwait(7)). */
+enum fi_vwait_wait_policy {
+	FI_VWAIT_POLICY_ADAPTIVE, /* spin up to spin_us while recent waits were that short */
+	FI_VWAIT_POLICY_BLOCK,    /* never spin: arm and sleep at once */
+	FI_VWAIT_POLICY_FIXED,    /* spin spin_us, then arm and sleep */
+};
+
+#define FI_VWAIT_WAIT_ATTR_VERSION 2
 
 struct fi_vwait_wait_attr {
 	uint32_t version; /* FI_VWAIT_WAIT_ATTR_VERSION */
@@ -55,6 +63,10 @@ struct fi_vwait_wait_attr {
 	uint64_t features; /* FI_VWAIT_FEAT_* */
 	/* what FI_WAIT_UNSPEC stands for (an enum fi_wait_obj value) */
 	int32_t unspec_is;
+	/* since version 2: the wait policy in force (enum fi_vwait_wait_policy) and its spin
+	 * budget in microseconds (FI_VWAIT_SPIN_US) */
+	uint32_t wait_policy;
+	uint32_t spin_us;
 	uint32_t reserved;
 };
 

@@ -12,8 +12,9 @@
 namespace vwait
 {
 
-/* The one table of what vwait supports; the man page and fi_getinfo are checked against it. */
-const struct fi_vwait_wait_attr &wait_support() noexcept;
+/* The one table of what vwait supports, with the wait policy in force (the parameters); the
+ * man page and fi_getinfo are checked against it. */
+struct fi_vwait_wait_attr wait_support() noexcept;
 
 /* Appends the wait-object table in the fid_nic tostr format to buf (capacity len, bytes from
  * strlen(buf) on), one "kind: FI_WAIT_X, FI_WAIT_Y" line per kind. */

@@ -7,6 +7,7 @@
 #include <rdma/providers/fi_prov.h>
 
 #include "vwait/util/guard.h"
+#include "vwait/util/wait_policy.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -29,6 +30,7 @@ constexpr uint32_t min_api_version = FI_VERSION(1, 5);
 struct params {
 	std::string device;       /* only this verbs device; empty: all */
 	int cm_timeout_ms = 2000; /* rdma_resolve_addr / rdma_resolve_route */
+	util::wait_policy wait;   /* FI_VWAIT_WAIT_POLICY, FI_VWAIT_SPIN_US */
 };
 const params &get_params() noexcept;
 

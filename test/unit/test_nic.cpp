@@ -46,7 +46,7 @@ void tostr_lists_wait_objects(void **)
 	assert_true(s.rfind("prefix\n", 0) == 0); /* appends, keeps what was there */
 	assert_non_null(strstr(s.c_str(), "name: rxe0"));
 	assert_non_null(strstr(s.c_str(), "vwait_wait_objects:"));
-	const struct fi_vwait_wait_attr &sup = vwait::wait_support();
+	const struct fi_vwait_wait_attr sup = vwait::wait_support();
 	for (const char *kind : {"cq:", "cntr:", "eq:", "wait_set:"})
 		assert_non_null(strstr(s.c_str(), kind));
 	if (sup.wait_objs[FI_VWAIT_KIND_CQ] & FI_VWAIT_WAIT_BIT(FI_WAIT_NONE))
@@ -86,7 +86,8 @@ void dupinfo_deep_copies(void **)
 	const auto *attr = static_cast<const struct fi_vwait_nic_attr *>(dup->nic->prov_attr);
 	assert_non_null(attr);
 	assert_true(attr->magic == FI_VWAIT_NIC_MAGIC);
-	assert_memory_equal(&attr->wait, &vwait::wait_support(), sizeof(attr->wait));
+	const struct fi_vwait_wait_attr sup = vwait::wait_support();
+	assert_memory_equal(&attr->wait, &sup, sizeof(attr->wait));
 	fi_freeinfo(info);
 	/* the copy outlives its original */
 	assert_string_equal(dup->nic->link_attr->network_type, "Ethernet");

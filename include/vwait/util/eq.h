@@ -87,6 +87,8 @@ public:
 
 	/* waitable */
 	bool ready() noexcept override;
+	/* what is queued: progress() reads the rdma_cm channel, a system call */
+	bool peek() noexcept override;
 	int trywait() noexcept override;
 	void *poll_context() const noexcept override { return context_; }
 

@@ -20,6 +20,14 @@
  *    blocking calls poll the fds as for FD (no thread switch per wakeup); YIELD: nothing
  *    (progress + sched_yield).
  *
+ * Blocking: one loop for every blocking call, in two phases (wait_until below): poll (read
+ * what is there: no arming, no system call) and prepare (the fi_trywait contract: arm the
+ * sources below, look again, and only then sleep on the fds). How long a call stays in the
+ * poll phase before its first prepare is the waiter's wait_policy (wait_policy.h), given at
+ * creation: block (never), fixed (spin_us), adaptive (learnt per waiter). A call that finds
+ * work in the poll phase never arms. YIELD has no prepare phase (nothing sleeps on fds): it
+ * polls, then polls and sched_yield()s, until the deadline.
+ *
  * No lost wakeups: every notify bumps a sequence number before it signals; a blocking thread
  * samples the sequence, drains, checks its predicate, and blocks only while the sequence is
  * unchanged. Only one thread at a time blocks on the fds (the "leader", or the helper thread);
@@ -32,6 +40,7 @@
 #ifndef VWAIT_UTIL_WAIT_H
 #define VWAIT_UTIL_WAIT_H
 
+#include "vwait/util/wait_policy.h"
 #include "vwait/util/waitable.h"
 
 #include <rdma/fabric.h>
@@ -45,24 +54,27 @@
 namespace vwait::util
 {
 
-using clock = std::chrono::steady_clock;
-
 /* One deadline computed at entry: timeout_ms < 0 means forever (time_point::max()). */
 clock::time_point deadline_after(int timeout_ms) noexcept;
+
+/* One phase of a blocking call (see waiter::wait_until): true ends the wait. */
+using phase_fn = bool (*)(void *arg) noexcept;
 
 class waiter final : public listener
 {
 public:
-	/* A waiter of kind wait_obj (an enum fi_wait_obj value as int; UNSPEC -> FD). NONE, SET
-	 * or an unknown value: -FI_EINVAL
-	 * with one warning line through prov. Otherwise 0 or -FI_ENOMEM / -FI_EMFILE ... */
+	/* A waiter of kind wait_obj (an enum fi_wait_obj value as int; UNSPEC -> FD) whose
+	 * blocking calls follow policy. NONE, SET or an unknown value: -FI_EINVAL with one
+	 * warning line through prov. Otherwise 0 or -FI_ENOMEM / -FI_EMFILE ... */
 	static int create(const struct fi_provider *prov, int wait_obj,
-	                  std::unique_ptr<waiter> &out) noexcept;
+	                  std::unique_ptr<waiter> &out, wait_policy policy = {}) noexcept;
 	~waiter();
 
 	/* The kind (never UNSPEC: FD, POLLFD, MUTEX_COND or YIELD). */
 	enum fi_wait_obj kind() const noexcept;
 	const struct fi_provider *provider() const noexcept;
+	/* Its wait policy and what the adaptive policy has learnt so far. */
+	const spin_learner &learner() const noexcept;
 
 	/* ---- members ---- */
 	/* 0, or -FI_EALREADY when w is already a member. The new member starts on the ready
@@ -93,17 +105,35 @@ public:
 	void wake() noexcept;
 
 	/* ---- blocking ---- */
-	/* For an object's own sread / cntr_wait / eq_sread: loops { drain readable sources;
-	 * pred() true -> 0; past deadline -> -FI_ETIMEDOUT; block until a notify/wake or a
-	 * source is readable or the deadline }. Spurious wakeups neither shorten nor lengthen
-	 * the deadline. pred is called with no waiter lock held. */
+	/* The blocking loop of an object's own sread / cntr_wait / eq_sread:
+	 *   poll()    reads what is there without arming anything and without a system call;
+	 *             true ends the wait (0);
+	 *   prepare() the trywait contract: arms the sources below so that their next event
+	 *             reaches the waiter, then looks once more; true ends the wait (0), false
+	 *             means sleeping is safe.
+	 * The loop: poll(); while the policy's budget lasts, poll() again (spinning); then
+	 * { prepare(); block until a notify/wake, a readable source or the deadline; drain what
+	 * was readable; poll() } until one of them says true, or -FI_ETIMEDOUT at the
+	 * deadline. Spurious wakeups neither shorten nor lengthen the deadline. Both are called
+	 * with no waiter lock held, possibly from several threads at once. */
+	template <typename Poll, typename Prepare>
+	int wait_until(clock::time_point deadline, Poll &&poll, Prepare &&prepare) noexcept
+	{
+		struct phases {
+			std::remove_reference_t<Poll> *poll;
+			std::remove_reference_t<Prepare> *prepare;
+		} ph{&poll, &prepare};
+		return wait_until_impl(
+		    deadline,
+		    [](void *p) noexcept -> bool { return (*static_cast<phases *>(p)->poll)(); },
+		    [](void *p) noexcept -> bool { return (*static_cast<phases *>(p)->prepare)(); },
+		    &ph);
+	}
+	/* For an object with nothing to arm: pred serves as both phases. */
 	template <typename Pred>
 	int wait_until(clock::time_point deadline, Pred &&pred) noexcept
 	{
-		auto thunk = [](void *p) noexcept -> bool {
-			return (*static_cast<std::remove_reference_t<Pred> *>(p))();
-		};
-		return wait_until_impl(deadline, thunk, &pred);
+		return wait_until(deadline, pred, pred);
 	}
 	/* fi_wait: 0 once a member is ready or any wake()/notify() arrived since the previous
 	 * fi_wait / fi_trywait consumed one; -FI_ETIMEDOUT at the deadline; timeout_ms < 0 means
@@ -125,7 +155,7 @@ public:
 
 private:
 	explicit waiter(std::unique_ptr<impl> p) noexcept;
-	int wait_until_impl(clock::time_point deadline, bool (*pred)(void *) noexcept,
+	int wait_until_impl(clock::time_point deadline, phase_fn poll, phase_fn prepare,
 	                    void *arg) noexcept;
 	std::unique_ptr<impl> p_;
 };
@@ -133,9 +163,9 @@ private:
 /* fi_wait_open for a fabric: a wait set of attr->wait_obj. flags != 0, FI_WAIT_NONE,
  * FI_WAIT_SET, NULL attr/out: -FI_EINVAL with one warning line. fi_close while members are
  * attached: -FI_EBUSY. on_close (optional) runs after a successful fi_close (the fabric drops
- * its reference there). */
+ * its reference there). policy: how its fi_wait (and its members' blocking calls) spin. */
 int wait_open(const struct fi_provider *prov, struct fi_wait_attr *attr, struct fid_wait **out,
-              std::function<void()> on_close = {}) noexcept;
+              std::function<void()> on_close = {}, wait_policy policy = {}) noexcept;
 
 /* The waiter behind a vwait wait set fid (fi_control ctl_get_waiter): 0, -FI_EINVAL (NULL),
  * -FI_ENOSYS (not a vwait wait set). */

@@ -17,8 +17,10 @@
  *                    changed, fi_eq signal): wakes blocked waiters, ends one fi_wait on its
  *                    wait set, makes the next fi_trywait on its wait object return -FI_EAGAIN,
  *                    and marks it on poll sets' ready lists too;
- *  5. blocks in sread / cntr_wait / eq_sread with wait_object()->wait_until(deadline, pred)
- *     (deadline from util::deadline_after(timeout) computed once at entry; -FI_ETIMEDOUT
+ *  5. blocks in sread / cntr_wait / eq_sread with wait_object()->wait_until(deadline, poll,
+ *     prepare): poll reads what is there (no arming, no system call), prepare arms the
+ *     source below and looks again (see util::waiter::wait_until; the deadline from
+ *     util::deadline_after(timeout) computed once at entry; -FI_ETIMEDOUT
  *     at the deadline, which sread / eq_sread turn into -FI_EAGAIN);
  *     FI_WAIT_MUTEX_COND: never call notify()/wake() while holding the mutex handed out by
  *     FI_GETWAIT (notify takes it to broadcast the cond);
@@ -37,6 +39,8 @@
 #include <rdma/fabric.h>
 #include <rdma/fi_eq.h>
 #include <rdma/providers/fi_prov.h>
+
+#include "vwait/util/wait_policy.h"
 
 #include <cstdint>
 #include <memory>
@@ -95,6 +99,11 @@ public:
 
 	/* Non-blocking: make progress, then "is there something to report?" (CQ/EQ: not empty). */
 	virtual bool ready() noexcept = 0;
+	/* The poll phase of a blocking call (fi_wait on a wait set): "is there something to
+	 * report?" without arming and without a system call. Default: ready(); an object whose
+	 * progress() makes a system call (an EQ reading its rdma_cm channel) answers from what
+	 * is queued. */
+	virtual bool peek() noexcept { return ready(); }
 	/* -FI_EAGAIN if something is queued; otherwise arm the native side so that the next event
 	 * wakes the waiter, check once more, and return 0 only when blocking is safe. */
 	virtual int trywait() noexcept = 0;
@@ -141,6 +150,9 @@ public:
 	 * not loaded as an enum (which would be undefined behaviour). */
 	int open_wait(const struct fi_provider *prov, int wait_obj,
 	              struct fid_wait *wait_set) noexcept;
+	/* The wait policy of the private waiter open_wait creates (default: adaptive with the
+	 * default spin; a wait-set member follows its set's). Call before open_wait. */
+	void set_wait_policy(const wait_policy &p) noexcept { policy_ = p; }
 	/* The waiter this object blocks on (private or the wait set's), nullptr for FI_WAIT_NONE.
 	 */
 	waiter *wait_object() const noexcept { return waiter_; }
@@ -170,6 +182,7 @@ private:
 	mutable std::mutex listeners_mu_;
 	std::vector<listener *> listeners_;
 	std::unique_ptr<waiter> own_; /* private waiter (destroyed in close_wait) */
+	wait_policy policy_;          /* of own_ */
 	waiter *waiter_ = nullptr;    /* own_.get() or the wait set's waiter */
 };
 

@@ -101,28 +101,31 @@ int cntr::wait(uint64_t threshold, int timeout) noexcept
 		return -FI_EINVAL;
 	}
 	const uint64_t err0 = err_.load(std::memory_order_acquire);
-	/* decided inside the predicate, on the values that ended the wait */
+	/* decided inside the phases, on the values that ended the wait */
 	int result = -FI_ETIMEDOUT;
-	w->wait_until(until, [&]() noexcept {
-		auto done = [&]() noexcept {
-			if (value_.load(std::memory_order_acquire) >= threshold)
-				result = FI_SUCCESS;
-			else if (err_.load(std::memory_order_acquire) != err0)
-				result = -FI_EAVAIL;
-			return result != -FI_ETIMEDOUT;
-		};
-		progress();
-		if (done())
-			return true;
-		/* about to block: ask the sources below (verbs CQs) for an event on their next
-		 * completion; arm() looks once more for what came before the arming */
-		int ret = arm();
-		if (ret && ret != -FI_EAGAIN) {
-			result = ret;
-			return true;
-		}
-		return done();
-	});
+	auto done = [&]() noexcept {
+		if (value_.load(std::memory_order_acquire) >= threshold)
+			result = FI_SUCCESS;
+		else if (err_.load(std::memory_order_acquire) != err0)
+			result = -FI_EAVAIL;
+		return result != -FI_ETIMEDOUT;
+	};
+	w->wait_until(
+	    until,
+	    [&]() noexcept {
+		    progress();
+		    return done();
+	    },
+	    [&]() noexcept {
+		    /* about to block: ask the sources below (verbs CQs) for an event on their
+		     * next completion; arm() looks once more for what came before the arming */
+		    int ret = arm();
+		    if (ret && ret != -FI_EAGAIN) {
+			    result = ret;
+			    return true;
+		    }
+		    return done();
+	    });
 	return result;
 }
 

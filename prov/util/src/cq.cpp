@@ -301,41 +301,43 @@ ssize_t cq::sread(void *buf, size_t count, fi_addr_t *src, const void *cond, int
 	 * several are blocked ends all of them */
 	const uint64_t raised_at_entry = signals_raised_.load(std::memory_order_acquire);
 	const bool pending = raised_at_entry != signals_consumed_.load(std::memory_order_acquire);
-	/* the read happens inside the predicate, so that entries another reader takes between
-	 * a wakeup and the read never end this sread before its deadline */
+	/* the read happens inside the phases, so that entries another reader takes between a
+	 * wakeup and the read never end this sread before its deadline */
 	ssize_t result = -FI_EAGAIN;
-	if (!pending) {
-		w->wait_until(until, [&]() noexcept {
-			if (signals_raised_.load(std::memory_order_acquire) != raised_at_entry)
-				return true;
-			/* an error at the head ends the wait: the caller must see -FI_EAVAIL */
-			auto try_read = [&]() noexcept {
-				std::lock_guard<std::mutex> g(lock_);
-				if (count_ < threshold && !(count_ && ring_[head_].is_error))
-					return false;
-				result = read_locked(buf, count, src);
-				return result != -FI_EAGAIN;
-			};
-			/* one entry is enough: the shortcut below the ring, when it has one */
-			direct_read direct = threshold == 1 && count ? read_direct(buf, count, src)
-			                                             : direct_read::via_ring();
-			if (direct.taken() && direct.result() != -FI_EAGAIN) {
-				result = direct.result();
-				return true;
-			}
-			if (!direct.taken()) {
-				progress();
-				if (try_read())
-					return true;
-			}
-			/* about to block: ask the source below (a verbs CQ) for an event on its
-			 * next completion, then look once more for what came before the arming */
-			if (arm() != 0)
-				return true;
-			progress();
-			return try_read();
-		});
-	}
+	auto signalled = [&]() noexcept {
+		return signals_raised_.load(std::memory_order_acquire) != raised_at_entry;
+	};
+	/* an error at the head ends the wait too: the caller must see -FI_EAVAIL */
+	auto try_read = [&]() noexcept {
+		std::lock_guard<std::mutex> g(lock_);
+		if (count_ < threshold && !(count_ && ring_[head_].is_error))
+			return false;
+		result = read_locked(buf, count, src);
+		return result != -FI_EAGAIN;
+	};
+	/* poll: what is there, from below straight into buf when one entry is enough */
+	auto poll = [&]() noexcept {
+		if (signalled())
+			return true;
+		direct_read direct = threshold == 1 && count ? read_direct(buf, count, src)
+		                                             : direct_read::via_ring();
+		if (direct.taken()) {
+			result = direct.result();
+			return result != -FI_EAGAIN;
+		}
+		progress();
+		return try_read();
+	};
+	/* prepare: ask the source below (a verbs CQ) for an event on its next completion, then
+	 * look once more for what came before the arming */
+	auto prepare = [&]() noexcept {
+		if (signalled() || arm() != 0)
+			return true;
+		progress();
+		return try_read();
+	};
+	if (!pending)
+		w->wait_until(until, poll, prepare);
 	const uint64_t raised = signals_raised_.load(std::memory_order_acquire);
 	uint64_t consumed = signals_consumed_.load(std::memory_order_acquire);
 	while (consumed < raised && !signals_consumed_.compare_exchange_weak(

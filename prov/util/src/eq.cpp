@@ -67,6 +67,11 @@ bool eq::ready() noexcept
 	return queued() > 0;
 }
 
+bool eq::peek() noexcept
+{
+	return queued() > 0;
+}
+
 int eq::trywait() noexcept
 {
 	if (queued() > 0)
@@ -265,14 +270,19 @@ ssize_t eq::sread(uint32_t *event, void *buf, size_t len, int timeout, uint64_t 
 		FI_WARN(prov_, FI_LOG_EQ, "fi_eq_sread: the EQ was opened with FI_WAIT_NONE\n");
 		return -FI_EINVAL;
 	}
-	/* read inside the predicate: an entry another reader takes after a wakeup does not end
+	/* read inside the phases: an entry another reader takes after a wakeup does not end
 	 * this sread before its deadline */
 	ssize_t result = -FI_EAGAIN;
-	w->wait_until(until, [&]() noexcept {
-		progress();
+	auto read_queued = [&]() noexcept {
 		std::lock_guard<std::mutex> g(lock_);
 		result = read_locked(event, buf, len, flags);
 		return result != -FI_EAGAIN;
+	};
+	/* poll: what is queued (progress() reads the rdma_cm channel: a system call, so it
+	 * belongs to the prepare phase) */
+	w->wait_until(until, read_queued, [&]() noexcept {
+		progress();
+		return read_queued();
 	});
 	return result;
 }

@@ -128,7 +128,7 @@ int waitable::open_wait(const struct fi_provider *prov, int wait_obj,
 	case FI_WAIT_MUTEX_COND:
 	case FI_WAIT_YIELD: {
 		std::unique_ptr<waiter> w;
-		int ret = waiter::create(prov, wait_obj, w);
+		int ret = waiter::create(prov, wait_obj, w, policy_);
 		if (ret)
 			return ret;
 		ret = w->attach(this);

@@ -17,6 +17,7 @@ namespace vwait
 
 cntr::cntr(domain *dom, const struct fi_cntr_attr &attr) : util::cntr(&prov, attr), domain_(dom)
 {
+	set_wait_policy(get_params().wait);
 	domain_->hold();
 }
 

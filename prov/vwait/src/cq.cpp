@@ -165,6 +165,7 @@ cq::cq(domain *dom, const struct fi_cq_attr &attr, size_t size)
           dom->api_version()),
       domain_(dom), waiter_drains_(waiter_polls_fds(attr))
 {
+	set_wait_policy(get_params().wait);
 	domain_->hold();
 	held_domain_ = true;
 }

@@ -23,6 +23,7 @@ namespace vwait
 eq::eq(fabric *fab, const struct fi_eq_attr &attr, verbs::event_channel ch)
     : util::eq(&prov, attr, fab->api_version()), fabric_(fab), channel_(std::move(ch))
 {
+	set_wait_policy(get_params().wait);
 	fabric_->hold();
 }
 

@@ -76,7 +76,8 @@ int fabric_wait_open(struct fid_fabric *fid, struct fi_wait_attr *attr,
 {
 	fabric *fab = util::owner<fabric>(fid);
 	fab->hold();
-	int ret = util::wait_open(&prov, attr, waitset, [fab] { fab->release(); });
+	int ret = util::wait_open(
+	    &prov, attr, waitset, [fab] { fab->release(); }, get_params().wait);
 	if (ret)
 		fab->release();
 	return ret;

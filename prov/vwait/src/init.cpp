@@ -25,6 +25,16 @@ void read_params() noexcept
 	                "(default: %d).",
 	                the_params.cm_timeout_ms);
 
+	fi_param_define(&prov, "wait_policy", FI_PARAM_STRING,
+	                "How blocking calls (fi_cq_sread, fi_cntr_wait, fi_eq_sread, fi_wait) "
+	                "wait: adaptive (spin up to FI_VWAIT_SPIN_US while recent waits were "
+	                "that short, else arm and sleep), block (never spin), or fixed (spin "
+	                "FI_VWAIT_SPIN_US, then arm and sleep). Default: adaptive.");
+	fi_param_define(&prov, "spin_us", FI_PARAM_INT,
+	                "Microseconds a blocking call may poll before it arms and sleeps: the "
+	                "cap of adaptive, the spin of fixed (default: %u, at most %u).",
+	                util::default_spin_us, util::max_spin_us);
+
 	char *device = nullptr;
 	if (fi_param_get_str(&prov, "device", &device) == FI_SUCCESS && device)
 		the_params.device = device;
@@ -37,6 +47,25 @@ void read_params() noexcept
 			        "FI_VWAIT_CM_TIMEOUT=%d is not a positive number of milliseconds; "
 			        "using %d\n",
 			        timeout, the_params.cm_timeout_ms);
+	}
+	char *policy = nullptr;
+	if (fi_param_get_str(&prov, "wait_policy", &policy) == FI_SUCCESS && policy &&
+	    !util::parse_wait_policy(policy, &the_params.wait.kind))
+		FI_WARN(&prov, FI_LOG_CORE,
+		        "FI_VWAIT_WAIT_POLICY=%s is not adaptive, block or fixed; using %s\n",
+		        policy, util::wait_policy_name(the_params.wait.kind));
+	int spin = 0;
+	if (fi_param_get_int(&prov, "spin_us", &spin) == FI_SUCCESS) {
+		if (spin < 0)
+			FI_WARN(&prov, FI_LOG_CORE, "FI_VWAIT_SPIN_US=%d is negative; using %u\n",
+			        spin, the_params.wait.spin_us);
+		else if (static_cast<unsigned>(spin) > util::max_spin_us) {
+			FI_WARN(&prov, FI_LOG_CORE, "FI_VWAIT_SPIN_US=%d is above %u; using %u\n",
+			        spin, util::max_spin_us, util::max_spin_us);
+			the_params.wait.spin_us = util::max_spin_us;
+		} else {
+			the_params.wait.spin_us = static_cast<unsigned>(spin);
+		}
 	}
 }
 

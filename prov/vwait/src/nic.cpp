@@ -49,6 +49,8 @@ const struct fi_vwait_wait_attr support = {
         },
     .features = FI_VWAIT_FEAT_WAIT_SET | FI_VWAIT_FEAT_POLL_SET | FI_VWAIT_FEAT_TRYWAIT,
     .unspec_is = FI_WAIT_FD,
+    .wait_policy = FI_VWAIT_POLICY_ADAPTIVE, /* wait_support() fills in the parameters */
+    .spin_us = 0,
     .reserved = 0,
 };
 
@@ -166,8 +168,8 @@ int nic_tostr(const struct fid *fid, char *buf, size_t len) noexcept
 		       or_empty(l->network_type));
 	/* A copy without prov_attr still belongs to vwait: print what this build supports. */
 	const auto *attr = static_cast<const struct fi_vwait_nic_attr *>(nic->prov_attr);
-	wait_support_tostr(attr && attr->magic == FI_VWAIT_NIC_MAGIC ? attr->wait : support, buf,
-	                   len);
+	wait_support_tostr(attr && attr->magic == FI_VWAIT_NIC_MAGIC ? attr->wait : wait_support(),
+	                   buf, len);
 	return FI_SUCCESS;
 }
 
@@ -227,7 +229,7 @@ struct fid_nic *nic_copy(const struct fid_nic *src) noexcept
 	if (src_attr && src_attr->magic == FI_VWAIT_NIC_MAGIC)
 		*attr = *src_attr;
 	else
-		*attr = fi_vwait_nic_attr{FI_VWAIT_NIC_MAGIC, support};
+		*attr = fi_vwait_nic_attr{FI_VWAIT_NIC_MAGIC, wait_support()};
 	if (failed) {
 		nic_free(nic);
 		return nullptr;
@@ -249,7 +251,7 @@ int query_wait(struct fid *fid, struct fi_vwait_wait_attr *attr) noexcept
 		FI_WARN(&prov, FI_LOG_CORE, "fi_vwait_wait_ops.query: attr is NULL\n");
 		return -FI_EINVAL;
 	}
-	*attr = support;
+	*attr = wait_support();
 	return FI_SUCCESS;
 }
 
@@ -260,9 +262,23 @@ struct fi_vwait_wait_ops wait_ops = {
     .query = query_wait,
 };
 
-const struct fi_vwait_wait_attr &wait_support() noexcept
+struct fi_vwait_wait_attr wait_support() noexcept
 {
-	return support;
+	struct fi_vwait_wait_attr attr = support;
+	const util::wait_policy &p = get_params().wait;
+	switch (p.kind) {
+	case util::wait_policy_kind::adaptive:
+		attr.wait_policy = FI_VWAIT_POLICY_ADAPTIVE;
+		break;
+	case util::wait_policy_kind::block:
+		attr.wait_policy = FI_VWAIT_POLICY_BLOCK;
+		break;
+	case util::wait_policy_kind::fixed:
+		attr.wait_policy = FI_VWAIT_POLICY_FIXED;
+		break;
+	}
+	attr.spin_us = p.spin_us;
+	return attr;
 }
 
 void wait_support_tostr(const struct fi_vwait_wait_attr &attr, char *buf, size_t len) noexcept
@@ -288,6 +304,15 @@ void wait_support_tostr(const struct fi_vwait_wait_attr &attr, char *buf, size_t
 	for (const wait_name &w : wait_names)
 		if (w.obj == attr.unspec_is)
 			append(buf, len, "\t\t\tFI_WAIT_UNSPEC is: %s\n", w.name);
+	static const char *const policies[] = {"adaptive", "block", "fixed"};
+	if (attr.version >= 2) {
+		const char *policy = attr.wait_policy < 3 ? policies[attr.wait_policy] : "unknown";
+		if (attr.wait_policy == FI_VWAIT_POLICY_BLOCK)
+			append(buf, len, "\t\t\twait_policy: block\n");
+		else
+			append(buf, len, "\t\t\twait_policy: %s, spin up to %" PRIu32 " us\n",
+			       policy, attr.spin_us);
+	}
 }
 
 struct fid_nic *nic_create(const nic_desc &desc) noexcept
@@ -309,7 +334,7 @@ struct fid_nic *nic_create(const nic_desc &desc) noexcept
 	nic->link_attr->state = desc.up ? FI_LINK_UP : FI_LINK_DOWN;
 	nic->link_attr->network_type = dup_or_null(desc.network_type.c_str(), &failed);
 	*static_cast<struct fi_vwait_nic_attr *>(nic->prov_attr) =
-	    fi_vwait_nic_attr{FI_VWAIT_NIC_MAGIC, support};
+	    fi_vwait_nic_attr{FI_VWAIT_NIC_MAGIC, wait_support()};
 	if (failed) {
 		nic_free(nic);
 		return nullptr;

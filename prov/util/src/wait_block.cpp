@@ -1,0 +1,375 @@
+/* util::waiter's blocking protocol: one loop for every blocking call (fi_cq_sread,
+ * fi_cntr_wait, fi_eq_sread, fi_wait) in two phases, poll (look, no arming, no system call)
+ * and prepare (the fi_trywait contract: arm, look again, only then sleep on the fds), the
+ * time spent polling set by the waiter's wait policy; one leader blocks on the fds while
+ * followers wait on a condition variable; fi_wait and fi_trywait; the FI_WAIT_MUTEX_COND
+ * helper thread. */
+#include "wait_impl.h"
+
+#include <rdma/fi_errno.h>
+#include <rdma/providers/fi_log.h>
+
+#include <cerrno>
+#include <sched.h>
+
+namespace vwait::util
+{
+
+namespace
+{
+
+/* poll(2) until deadline (max(): forever), with a timeout rounded up to whole milliseconds
+ * so that a wait never ends early. */
+int poll_until(struct pollfd *fds, size_t n, clock::time_point deadline) noexcept
+{
+	int timeout = -1;
+	if (deadline != clock::time_point::max()) {
+		auto left = deadline - clock::now();
+		if (left <= clock::duration::zero()) {
+			timeout = 0;
+		} else {
+			auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
+			timeout = ms > 1000000 ? 1000000 : static_cast<int>(ms);
+		}
+	}
+	int ret = ::poll(fds, n, timeout);
+	if (ret < 0)
+		return errno == EINTR ? 0 : -errno;
+	return ret;
+}
+
+} // namespace
+
+namespace
+{
+/* What the leader's poll() found readable, kept by the thread that polled (another thread
+ * may be the leader by the time it drains): the sources' tags and the generation they are
+ * valid for. */
+struct polled_sources {
+	std::vector<void *> tags;
+	uint64_t gen = 0;
+};
+thread_local polled_sources polled_by_me;
+} // namespace
+
+bool waiter::impl::block_as_leader(uint64_t s, clock::time_point deadline) noexcept
+{
+	/* Only the leader resets priv, so no other thread can eat a raise meant for it. */
+	priv.reset();
+	leader_blocked.store(true);
+	bool woke = false;
+	uint64_t gen = 0;
+	if (seq.load() == s) {
+		leader_fds.clear();
+		leader_tags.clear();
+		try {
+			leader_fds.push_back({priv.fd(), POLLIN, 0});
+			leader_tags.push_back(nullptr);
+			if (nsources.load()) {
+				std::shared_lock<std::shared_mutex> lock(sources_mu);
+				source_fds.snapshot(leader_fds, leader_tags);
+				gen = sources_gen;
+			}
+			woke = poll_until(leader_fds.data(), leader_fds.size(), deadline) > 0;
+		} catch (const std::bad_alloc &) {
+			/* cannot build the array: back off briefly rather than spin */
+			struct pollfd p = {priv.fd(), POLLIN, 0};
+			::poll(&p, 1, 1);
+		}
+	}
+	leader_blocked.store(false);
+	if (!woke)
+		return false;
+	polled_by_me.tags.clear();
+	polled_by_me.gen = gen;
+	try {
+		for (size_t i = 1; i < leader_fds.size(); ++i)
+			if (leader_fds[i].revents)
+				polled_by_me.tags.push_back(leader_tags[i]);
+	} catch (const std::bad_alloc &) {
+		polled_by_me.gen = ~uint64_t{0}; /* drain_polled looks at all of them */
+	}
+	return !polled_by_me.tags.empty() || polled_by_me.gen == ~uint64_t{0};
+}
+
+/* The sources this thread's poll() found readable: drain exactly those (no second poll),
+ * unless the sources changed meanwhile, then look at all of them. */
+void waiter::impl::drain_polled() noexcept
+{
+	{
+		std::shared_lock<std::shared_mutex> lock(sources_mu);
+		if (polled_by_me.gen == sources_gen) {
+			for (void *tag : polled_by_me.tags) {
+				auto *src = static_cast<detail::source *>(tag);
+				src->drain(src->arg);
+			}
+			return;
+		}
+	}
+	drain_ready();
+}
+
+/* true when this thread polled the fds and a source was readable (drain_polled reads it) */
+bool waiter::impl::block(uint64_t s, clock::time_point deadline) noexcept
+{
+	if (kind == FI_WAIT_YIELD) {
+		sched_yield();
+		return false;
+	}
+	std::unique_lock<std::mutex> lock(mu);
+	if (kind == FI_WAIT_MUTEX_COND && helper_on.load()) {
+		/* The helper thread turns fd events into notify(). */
+		followers.fetch_add(1);
+		while (seq.load() == s && clock::now() < deadline) {
+			if (deadline == clock::time_point::max())
+				cv.wait(lock);
+			else
+				cv.wait_until(lock, deadline);
+		}
+		followers.fetch_sub(1);
+		return false;
+	}
+	while (leader) {
+		followers.fetch_add(1);
+		bool moved = seq.load() != s;
+		if (!moved) {
+			if (deadline == clock::time_point::max())
+				cv.wait(lock);
+			else
+				cv.wait_until(lock, deadline);
+		}
+		followers.fetch_sub(1);
+		if (moved || seq.load() != s || clock::now() >= deadline)
+			return false;
+	}
+	leader = true;
+	lock.unlock();
+	bool readable = block_as_leader(s, deadline);
+	lock.lock();
+	leader = false;
+	bool handoff = followers.load() > 0;
+	lock.unlock();
+	if (handoff)
+		cv.notify_all();
+	return readable;
+}
+
+namespace
+{
+/* A hint to the core that this thread spins (lets a sibling hyperthread run). */
+inline void cpu_relax() noexcept
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	asm volatile("yield" ::: "memory");
+#endif
+}
+} // namespace
+
+int waiter::impl::wait_until(clock::time_point deadline, phase_fn poll, phase_fn prepare,
+                             void *arg) noexcept
+{
+	const clock::time_point start = clock::now();
+	/* the poll phase lasts the policy's budget, never past the deadline */
+	const clock::duration budget = learner.budget();
+	const clock::time_point spin_end = deadline - start > budget ? start + budget : deadline;
+	bool readable = false;
+	for (;;) {
+		/* FD / POLLFD: what the leader's poll() found readable is drained after the
+		 * poll phase had a look (a verbs CQ polls its hardware queue itself: the
+		 * wakeup costs no read of the event first); an event left in a source is never
+		 * lost, since a readable source ends the next poll() at once. MUTEX_COND with
+		 * its helper thread: the helper drains. */
+		uint64_t s = seq.load();
+		if (poll(arg)) {
+			learner.record(clock::now() - start, true);
+			return 0;
+		}
+		if (readable) {
+			readable = false;
+			drain_polled();
+			continue;
+		}
+		const clock::time_point now = clock::now();
+		if (now >= deadline) {
+			learner.record(now - start, false);
+			return -FI_ETIMEDOUT;
+		}
+		if (now < spin_end) {
+			cpu_relax();
+			continue;
+		}
+		if (kind == FI_WAIT_YIELD) {
+			/* nothing sleeps on fds: no arming; the sources (an EQ's rdma_cm fd) are
+			 * read on every pass instead */
+			drain_ready();
+			sched_yield();
+			continue;
+		}
+		if (prepare(arg)) {
+			learner.record(clock::now() - start, true);
+			return 0;
+		}
+		readable = block(s, deadline);
+	}
+}
+
+/* fi_wait's poll phase: a wake not yet consumed, or a member with something to report, seen
+ * through peek() (no arming, no system call). A small set is looked at whole (a verbs CQ's
+ * completion reaches the ready list only through a channel event, which needs arming and a
+ * read); a large one only through its ready list and its polled members. The ready list is
+ * left as it was: members found empty are armed in the prepare phase (any_ready). */
+bool waiter::impl::peek_ready() noexcept
+{
+	if (pending.exchange(false))
+		return true;
+	std::shared_lock<std::shared_mutex> lock(members_mu);
+	if (members.size() <= peek_all_max) {
+		for (waitable *w : members)
+			if (w->peek())
+				return true;
+		return false;
+	}
+	for (waitable *w : polled)
+		if (w->peek())
+			return true;
+	thread_local std::vector<waitable *> batch;
+	batch.clear();
+	try {
+		ready.take(batch);
+	} catch (const std::bad_alloc &) {
+		return false; /* the prepare phase looks at them */
+	}
+	bool found = false;
+	for (waitable *w : batch) {
+		if (!found)
+			found = w->peek();
+		ready.push(w);
+	}
+	return found;
+}
+
+/* fi_wait's predicate: a wake not yet consumed, or a member on the ready list that is ready. */
+bool waiter::impl::any_ready() noexcept
+{
+	if (pending.exchange(false))
+		return true;
+	thread_local std::vector<waitable *> batch;
+	std::shared_lock<std::shared_mutex> lock(members_mu);
+	batch.clear();
+	try {
+		ready.take(batch);
+	} catch (const std::bad_alloc &) {
+		return true; /* cannot tell: a spurious wakeup is allowed, a lost one is not */
+	}
+	bool found = false;
+	for (waitable *w : batch) {
+		if (found) {
+			ready.push(w);
+			continue;
+		}
+		/* trywait, not ready(): a member found empty is armed before the caller
+		 * blocks (a verbs CQ asks for its next completion event), so it may leave
+		 * the ready list: its next event puts it back */
+		if (w->trywait() != 0) {
+			found = true;
+			ready.push(w);
+		}
+	}
+	for (size_t i = 0; !found && i < polled.size(); ++i)
+		found = polled[i]->trywait() != 0;
+	return found;
+}
+
+int waiter::impl::trywait() noexcept
+{
+	if (kind == FI_WAIT_FD || kind == FI_WAIT_POLLFD)
+		pub.reset();
+	drain_ready();
+	if (pending.exchange(false))
+		return -FI_EAGAIN;
+	thread_local std::vector<waitable *> batch;
+	std::shared_lock<std::shared_mutex> lock(members_mu);
+	batch.clear();
+	try {
+		ready.take(batch);
+	} catch (const std::bad_alloc &) {
+		return -FI_EAGAIN;
+	}
+	int ret = 0;
+	for (waitable *w : batch) {
+		if (ret) {
+			ready.push(w);
+			continue;
+		}
+		int r = w->trywait();
+		if (r) {
+			ret = r;
+			ready.push(w);
+		}
+	}
+	for (size_t i = 0; !ret && i < polled.size(); ++i)
+		ret = polled[i]->trywait();
+	return ret;
+}
+
+int waiter::impl::start_helper() noexcept
+{
+	std::lock_guard<std::mutex> lock(mu);
+	if (helper.joinable())
+		return 0;
+	if (!hsig.is_open()) {
+		int ret = hsig.open();
+		if (ret) {
+			FI_WARN(prov, FI_LOG_CORE,
+			        "FI_WAIT_MUTEX_COND helper: cannot open its signal: %s\n",
+			        fi_strerror(-ret));
+			return ret;
+		}
+	}
+	try {
+		helper = std::thread([this] { helper_main(); });
+		helper_on.store(true);
+	} catch (...) {
+		FI_WARN(prov, FI_LOG_CORE, "cannot start the FI_WAIT_MUTEX_COND helper thread\n");
+		return -FI_EAGAIN;
+	}
+	return 0;
+}
+
+void waiter::impl::stop_helper() noexcept
+{
+	if (!helper.joinable())
+		return;
+	helper_stop.store(true);
+	hsig.raise();
+	helper.join();
+}
+
+/* MUTEX_COND: nobody blocks on the fds but this thread; it drains them, and the drains'
+ * notify() broadcasts the cond. */
+void waiter::impl::helper_main() noexcept
+{
+	std::vector<struct pollfd> fds;
+	std::vector<void *> tags;
+	while (!helper_stop.load()) {
+		hsig.reset();
+		if (helper_stop.load())
+			break;
+		fds.clear();
+		tags.clear();
+		try {
+			fds.push_back({hsig.fd(), POLLIN, 0});
+			tags.push_back(nullptr);
+			std::shared_lock<std::shared_mutex> lock(sources_mu);
+			source_fds.snapshot(fds, tags);
+		} catch (const std::bad_alloc &) {
+			fds.resize(1);
+		}
+		if (::poll(fds.data(), fds.size(), -1) > 0)
+			drain_ready();
+	}
+}
+
+} // namespace vwait::util
