@@ -5,7 +5,7 @@
 #
 #   contrib/deps.sh [--check|--list] [GROUP...]
 #
-# GROUP is one or more of: build test vm pkg dev (default: all of them).
+# GROUP is one or more of: build test vm pkg debian13 dev (default: all of them).
 #   (none)    install what is missing; quiet and quick when nothing is
 #             (dpkg-query first, apt-get update only when something is missing)
 #   --check   install nothing; print the missing packages, exit 1 if any
@@ -41,11 +41,16 @@ deps_vm=(
 deps_pkg=(
 	rpm dpkg-dev debhelper fakeroot build-essential man-db groff-base
 )
+# debian13: the Debian 13 root of the debian13 stage of setup.sh test (contrib/debian13/mkroot.sh;
+# the packages inside that root are listed there, and come from Debian's archive)
+deps_debian13=(
+	debootstrap
+)
 # dev: tools the build offers to developers (make format / format-check)
 deps_dev=(
 	clang-format
 )
-all_groups=(build test vm pkg dev)
+all_groups=(build test vm pkg debian13 dev)
 # ---------------------------------------------------------------------------
 
 die() {
@@ -63,7 +68,7 @@ for arg in "$@"; do
 		sed -n '2,14p' "$0"
 		exit 0
 		;;
-	build | test | vm | pkg | dev) groups+=("$arg") ;;
+	build | test | vm | pkg | debian13 | dev) groups+=("$arg") ;;
 	*) die "unknown argument '$arg' (groups: ${all_groups[*]})" ;;
 	esac
 done

@@ -10,7 +10,7 @@
 # * The guest boots the host's Debian kernel (/boot/vmlinuz-<ver>, package
 #   linux-image-amd64) under QEMU TCG with a tiny busybox initramfs built and
 #   cached here.
-# * Its root filesystem is the host's "/" shared read-only over virtio-9p with a
+# * Its root filesystem is the host's "/" (or VM_ROOT) shared read-only over virtio-9p with a
 #   tmpfs overlay on top (so the guest can write anywhere; those writes vanish at
 #   power-off).  The host binaries/libraries (rdma-core, libfabric, your build)
 #   are therefore the ones that run in the guest.
@@ -68,6 +68,10 @@
 #                  "set_link nic0 off") and PATH.out (replies, drained into PATH.log)
 #   VM_PIDFILE     PATH: qemu writes its pid there (to kill the node)
 #   VM_HOSTNAME    the guest's host name (default vm-rxe)
+#   VM_ROOT        DIR: the guest's root file system instead of the host's "/" (read-only,
+#                  same tmpfs overlay), e.g. the Debian 13 root of contrib/debian13/mkroot.sh.
+#                  The kernel and the initramfs modules stay the host's; DIR needs bash,
+#                  iproute2 (ip, rdma), the rdma-core user space and /usr/lib/modules/<ver>.
 #                  Inside the guest the command sees RXE_DEV=rxe0, RXE_NETDEV and
 #                  RXE_ADDR (the address to listen on / connect to).
 #   VM_CACHE       cache dir for the initramfs (default ${XDG_CACHE_HOME:-$HOME/.cache}/vm-rxe)
@@ -155,6 +159,13 @@ cleanup() { if [ "${VM_KEEP:-0}" = 1 ]; then echo "run-in-vm: kept $CTL" >&2; el
 trap cleanup EXIT
 
 WORKDIR=$PWD
+ROOTFS=${VM_ROOT:-/}
+if [ "$ROOTFS" != / ]; then
+  ROOTFS=$(cd "$ROOTFS" && pwd -P) || die "VM_ROOT=$VM_ROOT is not a directory"
+  [ -x "$ROOTFS/bin/bash" ] || die "VM_ROOT=$ROOTFS has no /bin/bash (not a root file system?)"
+  [ -d "$ROOTFS/usr/lib/modules/$KVER" ] || [ -d "$ROOTFS/lib/modules/$KVER" ] ||
+    echo "run-in-vm: warning: VM_ROOT=$ROOTFS has no modules for kernel $KVER" >&2
+fi
 RXE_ADDR=${VM_RXE_ADDR:-169.254.77.1}
 if [ -z "${VM_SHARE:-}" ]; then
   # the folder that holds the git checkout (so the clone, its build dirs and a
@@ -281,7 +292,7 @@ common=(
   -device virtio-serial-pci
   -chardev "pipe,id=out,path=$CTL/out" -device virtserialport,chardev=out,name=vmrxe.out
   -chardev "pipe,id=err,path=$CTL/err" -device virtserialport,chardev=err,name=vmrxe.err
-  -fsdev "local,id=fsroot,path=/,security_model=none,readonly=on,multidevs=remap"
+  -fsdev "local,id=fsroot,path=$ROOTFS,security_model=none,readonly=on,multidevs=remap"
   -device virtio-9p-pci,fsdev=fsroot,mount_tag=hostroot
   -fsdev "local,id=fsshare,path=$VM_SHARE,security_model=passthrough,multidevs=remap"
   -device virtio-9p-pci,fsdev=fsshare,mount_tag=vmshare

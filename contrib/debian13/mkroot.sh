@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# contrib/debian13/mkroot.sh - make (or reuse) a Debian 13 "trixie" root for vwait's
+# debian13 test stage: debootstrap --variant=minbase from Debian's archive, the
+# packages that build vwait and run its tests (libfabric 2.1, rdma-core, Open MPI 5,
+# cmocka, the .deb tool chain), and this host's kernel modules, so that
+# contrib/vm/run-in-vm.sh boots it (VM_ROOT=DIR) with the host's kernel.
+#
+#   contrib/debian13/mkroot.sh [--force] [--print]
+#
+# The root is cached at $VWAIT_DEBIAN13_ROOT (default /var/cache/vwait/debian13),
+# outside any checkout, and rebuilt only when it is missing or stale: its stamp
+# (DIR/.vwait-root) records a hash of this recipe, and the kernel module trees it
+# copied must still match the host's.  --force rebuilds; --print only prints the
+# path and whether it is current (exit 0 current, 1 missing or stale).
+# A new root is made in DIR.new and renamed into place when complete, so an
+# interrupted run never leaves a half root behind.  Needs root, debootstrap and the
+# network path to Debian's archive (VWAIT_DEBIAN_MIRROR, default deb.debian.org).
+# Cost (2 cores, this project's CI host): see contrib/debian13/README.md.
+set -u -o pipefail
+
+ROOT=${VWAIT_DEBIAN13_ROOT:-/var/cache/vwait/debian13}
+MIRROR=${VWAIT_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+SUITE=trixie
+
+# The packages of the root: build (the tree, with warnings as errors), test (make check,
+# the integration tier, Open MPI over vwait;ofi_rxm, fabtests), pkg (the .deb), vm (what
+# run-in-vm.sh's guest side runs: ip, rdma, modprobe).
+PACKAGES=(
+	# build
+	g++ make autoconf automake libtool pkg-config
+	libfabric-dev libibverbs-dev librdmacm-dev libcmocka-dev
+	# test
+	libfabric1 libfabric-bin ibverbs-providers ibverbs-utils rdmacm-utils
+	openmpi-bin libopenmpi-dev
+	# pkg
+	dpkg-dev debhelper fakeroot build-essential man-db groff-base
+	# vm guest side
+	kmod iproute2 procps
+)
+
+die() {
+	echo "mkroot: $*" >&2
+	exit 1
+}
+log() { echo "mkroot: $*" >&2; }
+
+force=0
+print=0
+for a in "$@"; do
+	case $a in
+	--force) force=1 ;;
+	--print) print=1 ;;
+	-h | --help)
+		sed -n '2,19p' "$0"
+		exit 0
+		;;
+	*) die "unknown argument '$a'" ;;
+	esac
+done
+
+# kernels the VM may boot: the host's that have rdma_rxe (run-in-vm.sh picks the newest)
+host_kernels() {
+	local d
+	for d in /lib/modules/*/; do
+		[ -f "/boot/vmlinuz-$(basename "$d")" ] || continue
+		find "$d" -name 'rdma_rxe.ko*' | grep -q . && basename "$d"
+	done | sort -V
+}
+
+recipe=$({
+	sed -n '/^SUITE=/p;/^PACKAGES=(/,/^)/p' "$0"
+	echo "$MIRROR"
+} | md5sum | cut -c1-12)
+kernels=$(host_kernels | tr '\n' ' ')
+want_stamp="recipe=$recipe kernels=$kernels"
+
+current() {
+	[ -f "$ROOT/.vwait-root" ] && [ "$(sed -n 1p "$ROOT/.vwait-root")" = "$want_stamp" ] || return 1
+	local k
+	for k in $kernels; do
+		[ -f "$ROOT/usr/lib/modules/$k/modules.dep" ] || return 1
+	done
+}
+
+if [ "$print" = 1 ]; then
+	if current; then
+		echo "$ROOT current ($want_stamp)"
+		exit 0
+	fi
+	echo "$ROOT missing or stale (want $want_stamp)"
+	exit 1
+fi
+if [ "$force" = 0 ] && current; then
+	log "$ROOT is current ($(sed -n 2p "$ROOT/.vwait-root"))"
+	exit 0
+fi
+
+[ "$(id -u)" = 0 ] || die "must run as root (debootstrap, chroot)"
+command -v debootstrap >/dev/null || die "debootstrap not found (contrib/deps.sh debian13)"
+[ -n "$kernels" ] || die "no host kernel with rdma_rxe under /lib/modules (apt-get install linux-image-amd64)"
+
+NEW=$ROOT.new
+mkdir -p "$(dirname "$ROOT")" || die "cannot create $(dirname "$ROOT")"
+# one maker at a time
+exec 8>"$ROOT.lock" || die "cannot open $ROOT.lock"
+flock -w 3600 8 || die "another mkroot.sh holds $ROOT.lock"
+if [ "$force" = 0 ] && current; then # made by the one we waited for
+	log "$ROOT is current"
+	exit 0
+fi
+
+mounted=()
+umount_all() {
+	local i
+	for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount -l "${mounted[i]}" 2>/dev/null; done
+	mounted=()
+}
+trap umount_all EXIT
+t0=$(date +%s)
+rm -rf "$NEW"
+log "debootstrap --variant=minbase $SUITE $NEW $MIRROR"
+debootstrap --variant=minbase --include=ca-certificates "$SUITE" "$NEW" "$MIRROR" >"$ROOT.log" 2>&1 ||
+	{
+		tail -n 30 "$ROOT.log" >&2
+		die "debootstrap failed (log $ROOT.log)"
+	}
+t1=$(date +%s)
+log "debootstrap took $((t1 - t0)) s"
+
+cat >"$NEW/etc/apt/sources.list" <<SRC
+deb $MIRROR $SUITE main
+deb $MIRROR $SUITE-updates main
+SRC
+# no daemons started from package scripts inside the chroot
+printf '#!/bin/sh\nexit 101\n' >"$NEW/usr/sbin/policy-rc.d"
+chmod 755 "$NEW/usr/sbin/policy-rc.d"
+# no documentation but the man pages (the .deb checks install man pages)
+cat >"$NEW/etc/dpkg/dpkg.cfg.d/01-vwait-nodoc" <<'NODOC'
+path-exclude /usr/share/doc/*
+path-include /usr/share/doc/*/copyright
+path-exclude /usr/share/locale/*
+NODOC
+cp /etc/resolv.conf "$NEW/etc/resolv.conf" 2>/dev/null
+for m in proc sys dev dev/pts; do
+	case $m in
+	proc) mount -t proc proc "$NEW/proc" ;;
+	sys) mount -t sysfs sys "$NEW/sys" ;;
+	*) mount --bind "/$m" "$NEW/$m" ;;
+	esac && mounted+=("$NEW/$m")
+done
+export DEBIAN_FRONTEND=noninteractive
+chroot "$NEW" apt-get -q update >>"$ROOT.log" 2>&1 || die "apt-get update in the root failed (log $ROOT.log)"
+chroot "$NEW" apt-get -q install -y --no-install-recommends "${PACKAGES[@]}" >>"$ROOT.log" 2>&1 ||
+	{
+		tail -n 30 "$ROOT.log" >&2
+		die "apt-get install in the root failed (log $ROOT.log)"
+	}
+chroot "$NEW" apt-get clean
+umount_all
+t2=$(date +%s)
+log "packages took $((t2 - t1)) s"
+
+# the host's kernel modules (hard links when on the same file system: no copy)
+for k in $kernels; do
+	mkdir -p "$NEW/usr/lib/modules"
+	cp -al "/lib/modules/$k" "$NEW/usr/lib/modules/$k" 2>/dev/null ||
+		cp -a "/lib/modules/$k" "$NEW/usr/lib/modules/$k" || die "cannot copy /lib/modules/$k"
+done
+echo vm-rxe >"$NEW/etc/hostname"
+
+# shellcheck disable=SC2016 # dpkg-query's format
+
+{
+	echo "$want_stamp"
+	echo "made $(date -u +%FT%TZ) in $(($(date +%s) - t0)) s: $(chroot "$NEW" dpkg-query -W -f='${Package} ${Version}\n'  libfabric1 openmpi-bin ibverbs-providers 2>/dev/null | tr '\n' ';')"
+} >"$NEW/.vwait-root"
+rm -rf "$ROOT.old"
+[ -e "$ROOT" ] && mv "$ROOT" "$ROOT.old"
+mv "$NEW" "$ROOT" || die "cannot move $NEW to $ROOT"
+rm -rf "$ROOT.old"
+log "$ROOT ready: $(sed -n 2p "$ROOT/.vwait-root")"
