@@ -8,6 +8,18 @@
  *   server: fi_vwait_bench -p vwait -m sread-fd [-S size] [-I iters] [-P port]
  *   client: fi_vwait_bench -p vwait -m sread-fd [-S size] [-I iters] [-P port] <server address>
  *
+ * -T thinks (think-time runs, e.g. -T 0,50,500,5000): the client waits that many microseconds
+ * before each send, in phases of decreasing iteration counts (-I for think 0, fewer for long
+ * thinks, -B microseconds of think per phase at most); server and client give the same -T,
+ * -I, -B. The client prints each phase's one-way latency (think time excluded), the server the
+ * CPU time (process, user + system) it spent per message, as PHASE lines. The two sides may
+ * use different modes (a spinning client against a server blocked in fi_cq_sread).
+ *
+ * -m empty-read: no peer; fi_cq_read on an empty CQ, -I times (callgrind's instruction count
+ * per call; every CQ read of the benchmark goes through vwait_bench_cq_read, a function
+ * callgrind can be told to count alone with --toggle-collect=vwait_bench_cq_read). The RESULT
+ * line counts the empty and the full reads (reads_empty, reads_full).
+ *
  * -N members (waitset, pollset): the wait set / poll set holds members CQs, the one in use and
  * members - 1 idle ones added around it, so that the cost of a set that mostly sleeps shows.
  * fi_poll naming an idle CQ is an error (exit 1).
@@ -27,6 +39,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <time.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -34,12 +49,32 @@
 #include <string>
 #include <vector>
 
+/* Every fi_cq_read of the benchmark, out of line so that callgrind can count it alone
+ * (--toggle-collect=vwait_bench_cq_read); counts the reads that found nothing and the others. */
+static unsigned long long bench_reads_empty, bench_reads_full;
+extern "C" __attribute__((noinline)) ssize_t vwait_bench_cq_read(struct fid_cq *cq, void *buf,
+                                                                 size_t count)
+{
+	ssize_t n = fi_cq_read(cq, buf, count);
+	if (n == -FI_EAGAIN)
+		bench_reads_empty++;
+	else
+		bench_reads_full++;
+	return n;
+}
+
 namespace
 {
 
 constexpr int exit_unsupported = 3;
 
-enum class mode { spin, sread, trywait_poll, waitset, pollset, cntr_wait };
+enum class mode { spin, sread, trywait_poll, waitset, pollset, cntr_wait, empty_read };
+
+/* one phase of a think-time run */
+struct phase {
+	int think_us;
+	int iters;
+};
 
 struct options {
 	std::string prov = "vwait";
@@ -49,7 +84,9 @@ struct options {
 	size_t size = 64;
 	int iters = 1000;
 	int warmup = 20;
-	int members = 1; /* -N: CQs in the wait set / poll set */
+	int members = 1;         /* -N: CQs in the wait set / poll set */
+	std::vector<int> thinks; /* -T: think times (us) of a think-time run; empty: none */
+	long budget_us = 300000; /* -B: think time per phase at most */
 	std::string port = "7471";
 	std::string server; /* empty: be the server */
 };
@@ -75,12 +112,51 @@ const mode_desc modes[] = {
     {"pollset", mode::pollset, FI_WAIT_NONE, "CQ in a poll set, fi_poll until it names the CQ"},
     {"cntr-wait", mode::cntr_wait, FI_WAIT_FD,
      "fi_cntr_wait on FI_WAIT_FD send/recv counters, CQ with FI_SELECTIVE_COMPLETION"},
+    {"cntr-wait-unspec", mode::cntr_wait, FI_WAIT_UNSPEC,
+     "fi_cntr_wait on FI_WAIT_UNSPEC send/recv counters, CQ with FI_SELECTIVE_COMPLETION"},
+    {"empty-read", mode::empty_read, FI_WAIT_NONE,
+     "no peer: fi_cq_read on an empty CQ, -I times (instruction counts under callgrind)"},
 };
+
+/* The phases of a think-time run: -I rounds at think 0, fewer when the think is long (at most
+ * budget_us of think per phase, at least 20 rounds). Both sides compute the same plan. */
+std::vector<phase> plan_of(const std::vector<int> &thinks, int iters, long budget_us)
+{
+	std::vector<phase> p;
+	for (int t : thinks) {
+		long n = t > 0 ? budget_us / t : iters;
+		p.push_back({t, static_cast<int>(std::max<long>(20, std::min<long>(iters, n)))});
+	}
+	return p;
+}
+
+double cpu_now_us()
+{
+	struct timespec ts = {};
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+/* the client's think time: a busy wait when short (a sleep would overshoot it), a sleep else */
+void think(int us)
+{
+	if (us <= 0)
+		return;
+	if (us < 200) {
+		auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+		while (std::chrono::steady_clock::now() < until) {
+		}
+		return;
+	}
+	struct timespec ts = {us / 1000000, (us % 1000000) * 1000L};
+	nanosleep(&ts, nullptr);
+}
 
 void usage()
 {
 	fprintf(stderr, "usage: fi_vwait_bench [-p provider] [-m mode] [-S size] [-I iterations] "
-	                "[-W warmup] [-N set members] [-P port] [server address]\nmodes:\n");
+	                "[-W warmup] [-N set members] [-T think,... [-B us]] [-P port] "
+	                "[server address]\nmodes:\n");
 	for (const mode_desc &m : modes)
 		fprintf(stderr, "  %-13s %s\n", m.name, m.what);
 }
@@ -106,6 +182,8 @@ public:
 	int run()
 	{
 		FI_CALL(open_fabric());
+		if (opt_.how == mode::empty_read)
+			return empty_read();
 		FI_CALL(opt_.server.empty() ? accept_one() : connect_one());
 		return pingpong();
 	}
@@ -126,6 +204,10 @@ private:
 		hints->fabric_attr->prov_name = strdup(opt_.prov.c_str());
 		const char *node = opt_.server.empty() ? nullptr : opt_.server.c_str();
 		uint64_t flags = opt_.server.empty() ? FI_SOURCE : 0;
+		if (opt_.how == mode::empty_read) {
+			node = nullptr;
+			flags = 0;
+		}
 		int ret =
 		    fi_getinfo(FI_VERSION(1, 5), node, opt_.port.c_str(), flags, hints, &info_);
 		fi_freeinfo(hints);
@@ -323,7 +405,7 @@ private:
 			                      FI_ADDR_UNSPEC, &sctx_);
 			if (ret != -FI_EAGAIN)
 				return static_cast<int>(ret);
-			fi_cq_read(cq_, nullptr, 0); /* progress */
+			vwait_bench_cq_read(cq_, nullptr, 0); /* progress */
 		}
 	}
 
@@ -334,14 +416,15 @@ private:
 			ssize_t n;
 			switch (opt_.how) {
 			case mode::spin:
-			case mode::cntr_wait: /* not used: cntr_round waits on counters */
-				n = fi_cq_read(cq_, e, 1);
+			case mode::cntr_wait:  /* not used: cntr_round waits on counters */
+			case mode::empty_read: /* not used */
+				n = vwait_bench_cq_read(cq_, e, 1);
 				break;
 			case mode::sread:
 				n = fi_cq_sread(cq_, e, 1, nullptr, -1);
 				break;
 			case mode::trywait_poll: {
-				n = fi_cq_read(cq_, e, 1);
+				n = vwait_bench_cq_read(cq_, e, 1);
 				if (n != -FI_EAGAIN)
 					break;
 				struct fid *fids[1] = {&cq_->fid};
@@ -366,11 +449,11 @@ private:
 					        ctx[0], (void *)&cq_);
 					return -FI_EOTHER;
 				}
-				n = fi_cq_read(cq_, e, 1);
+				n = vwait_bench_cq_read(cq_, e, 1);
 				break;
 			}
 			case mode::waitset: {
-				n = fi_cq_read(cq_, e, 1);
+				n = vwait_bench_cq_read(cq_, e, 1);
 				if (n != -FI_EAGAIN)
 					break;
 				int ret = fi_sets::wait(waitset_, -1);
@@ -446,59 +529,75 @@ private:
 		return 0;
 	}
 
-	int pingpong()
+	/* one round of the ping-pong (i counts every round from 0): the client sends and waits
+	 * for the answer, the server waits for a message and answers it */
+	int round(bool client, int i)
 	{
-		const bool client = !opt_.server.empty();
-		struct rusage r0 = {}, r1 = {};
-		std::chrono::steady_clock::time_point t0;
-		for (int i = 0; i < opt_.warmup + opt_.iters; i++) {
-			if (i == opt_.warmup) {
-				getrusage(RUSAGE_SELF, &r0);
-				t0 = std::chrono::steady_clock::now();
+		if (opt_.how == mode::cntr_wait)
+			return cntr_round(client, static_cast<uint64_t>(i));
+		if (client) {
+			memset(buf_.data(), i & 0xff, opt_.size);
+			FI_CALL(post_send());
+			FI_CALL(finish_round());
+			if (opt_.size && rbuf_[opt_.size - 1] != static_cast<char>(i & 0xff)) {
+				fprintf(stderr, "round %d: wrong data\n", i);
+				return -FI_EIO;
 			}
-			if (opt_.how == mode::cntr_wait) {
-				FI_CALL(cntr_round(client, static_cast<uint64_t>(i)));
-			} else if (client) {
-				memset(buf_.data(), i & 0xff, opt_.size);
-				FI_CALL(post_send());
-				FI_CALL(finish_round());
-				if (opt_.size &&
-				    rbuf_[opt_.size - 1] != static_cast<char>(i & 0xff)) {
-					fprintf(stderr, "round %d: wrong data\n", i);
-					return -FI_EIO;
-				}
-				FI_CALL(post_recv());
-			} else {
-				/* wait for the ping (the previous pong's send completion may come
-				 * before or after it), repost, answer with the same bytes */
-				bool pinged = false;
-				while (!pinged || send_pending_) {
-					struct fi_cq_entry e = {};
-					FI_CALL(wait_one(&e));
-					if (e.op_context == &rctx_ && !pinged)
-						pinged = true;
-					else if (e.op_context == &sctx_ && send_pending_)
-						send_pending_ = false;
-					else {
-						fprintf(stderr, "server: unexpected completion\n");
-						return -FI_EOTHER;
-					}
-				}
-				memcpy(buf_.data(), rbuf_.data(), opt_.size);
-				FI_CALL(post_recv());
-				FI_CALL(post_send());
-				send_pending_ = true;
+			return post_recv();
+		}
+		/* wait for the ping (the previous pong's send completion may come before or after
+		 * it), repost, answer with the same bytes */
+		bool pinged = false;
+		while (!pinged || send_pending_) {
+			struct fi_cq_entry e = {};
+			FI_CALL(wait_one(&e));
+			if (e.op_context == &rctx_ && !pinged)
+				pinged = true;
+			else if (e.op_context == &sctx_ && send_pending_)
+				send_pending_ = false;
+			else {
+				fprintf(stderr, "server: unexpected completion\n");
+				return -FI_EOTHER;
 			}
 		}
-		if (opt_.how == mode::cntr_wait && !client)
-			FI_CALL(
-			    cntr_reach(scntr_, static_cast<uint64_t>(opt_.warmup + opt_.iters)));
+		memcpy(buf_.data(), rbuf_.data(), opt_.size);
+		FI_CALL(post_recv());
+		FI_CALL(post_send());
+		send_pending_ = true;
+		return 0;
+	}
+
+	/* the server's last pong must have gone before it closes */
+	int drain(int rounds)
+	{
+		if (opt_.how == mode::cntr_wait && opt_.server.empty())
+			FI_CALL(cntr_reach(scntr_, static_cast<uint64_t>(rounds)));
 		while (send_pending_) {
 			struct fi_cq_entry e = {};
 			FI_CALL(wait_one(&e));
 			if (e.op_context == &sctx_)
 				send_pending_ = false;
 		}
+		return 0;
+	}
+
+	int pingpong()
+	{
+		if (!opt_.thinks.empty())
+			return think_run();
+		const bool client = !opt_.server.empty();
+		struct rusage r0 = {}, r1 = {};
+		std::chrono::steady_clock::time_point t0;
+		const int rounds = opt_.warmup + opt_.iters;
+		for (int i = 0; i < rounds; i++) {
+			if (i == opt_.warmup) {
+				getrusage(RUSAGE_SELF, &r0);
+				t0 = std::chrono::steady_clock::now();
+				bench_reads_empty = bench_reads_full = 0;
+			}
+			FI_CALL(round(client, i));
+		}
+		FI_CALL(drain(rounds));
 		auto t1 = std::chrono::steady_clock::now();
 		getrusage(RUSAGE_SELF, &r1);
 		double usec = std::chrono::duration<double, std::micro>(t1 - t0).count();
@@ -508,9 +607,80 @@ private:
 		             (r1.ru_stime.tv_usec - r0.ru_stime.tv_usec);
 		if (client)
 			printf("RESULT prov=%s mode=%s size=%zu iters=%d members=%d lat_us=%.2f "
-			       "cpu_us_per_msg=%.2f\n",
+			       "cpu_us_per_msg=%.2f reads_empty=%llu reads_full=%llu\n",
 			       opt_.prov.c_str(), opt_.mode_name.c_str(), opt_.size, opt_.iters,
-			       opt_.members, usec / opt_.iters / 2, cpu / opt_.iters / 2);
+			       opt_.members, usec / opt_.iters / 2, cpu / opt_.iters / 2,
+			       bench_reads_empty, bench_reads_full);
+		return 0;
+	}
+
+	/* A think-time run: warmup rounds, then per phase one unmeasured round at think 0 (the
+	 * server takes its CPU time there, so that the wait for a phase's first message counts
+	 * in that phase) and the phase's rounds, and a last round that closes the last phase. */
+	int think_run()
+	{
+		const bool client = !opt_.server.empty();
+		const std::vector<phase> plan = plan_of(opt_.thinks, opt_.iters, opt_.budget_us);
+		std::vector<double> lat(plan.size()), cpu(plan.size() + 1);
+		int i = 0;
+		for (; i < opt_.warmup; i++)
+			FI_CALL(round(client, i));
+		for (size_t p = 0; p <= plan.size(); p++) {
+			FI_CALL(round(client, i++));
+			cpu[p] = cpu_now_us();
+			if (p == plan.size())
+				break;
+			double sum = 0;
+			for (int k = 0; k < plan[p].iters; k++) {
+				if (client)
+					think(plan[p].think_us);
+				auto t0 = std::chrono::steady_clock::now();
+				FI_CALL(round(client, i++));
+				sum += std::chrono::duration<double, std::micro>(
+				           std::chrono::steady_clock::now() - t0)
+				           .count();
+			}
+			lat[p] = sum / plan[p].iters / 2;
+		}
+		FI_CALL(drain(i));
+		for (size_t p = 0; p < plan.size(); p++) {
+			if (client)
+				printf("PHASE side=client prov=%s mode=%s think_us=%d iters=%d "
+				       "lat_us=%.2f\n",
+				       opt_.prov.c_str(), opt_.mode_name.c_str(), plan[p].think_us,
+				       plan[p].iters, lat[p]);
+			else
+				printf("PHASE side=server prov=%s mode=%s think_us=%d iters=%d "
+				       "cpu_us_per_msg=%.2f\n",
+				       opt_.prov.c_str(), opt_.mode_name.c_str(), plan[p].think_us,
+				       plan[p].iters, (cpu[p + 1] - cpu[p]) / plan[p].iters);
+		}
+		return 0;
+	}
+
+	/* -m empty-read: -I reads of an empty CQ; the time per read beside the count */
+	int empty_read()
+	{
+		FI_CALL(fi_domain(fabric_, info_, &domain_, nullptr));
+		struct fi_cq_attr attr = {};
+		attr.format = FI_CQ_FORMAT_CONTEXT;
+		attr.size = 64;
+		attr.wait_obj = FI_WAIT_NONE;
+		FI_CALL(fi_cq_open(domain_, &attr, &cq_, nullptr));
+		struct fi_cq_entry e = {};
+		auto t0 = std::chrono::steady_clock::now();
+		for (int i = 0; i < opt_.iters; i++)
+			if (vwait_bench_cq_read(cq_, &e, 1) != -FI_EAGAIN) {
+				fprintf(stderr, "empty-read: the CQ is not empty\n");
+				return -FI_EOTHER;
+			}
+		double usec =
+		    std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+		        .count();
+		printf("RESULT prov=%s mode=%s iters=%d ns_per_read=%.1f reads_empty=%llu "
+		       "reads_full=%llu\n",
+		       opt_.prov.c_str(), opt_.mode_name.c_str(), opt_.iters,
+		       usec * 1e3 / opt_.iters, bench_reads_empty, bench_reads_full);
 		return 0;
 	}
 
@@ -577,7 +747,7 @@ private:
 bool parse(int argc, char **argv, options *o)
 {
 	int c;
-	while ((c = getopt(argc, argv, "p:m:S:I:P:W:N:h")) != -1) {
+	while ((c = getopt(argc, argv, "p:m:S:I:P:W:N:T:B:h")) != -1) {
 		switch (c) {
 		case 'p':
 			o->prov = optarg;
@@ -612,13 +782,28 @@ bool parse(int argc, char **argv, options *o)
 		case 'N':
 			o->members = atoi(optarg);
 			break;
+		case 'T': {
+			o->thinks.clear();
+			for (char *p = optarg; *p;) {
+				char *end = nullptr;
+				long t = strtol(p, &end, 10);
+				if (end == p || t < 0 || t > 10000000)
+					return false;
+				o->thinks.push_back(static_cast<int>(t));
+				p = *end == ',' ? end + 1 : end;
+			}
+			break;
+		}
+		case 'B':
+			o->budget_us = atol(optarg);
+			break;
 		default:
 			return false;
 		}
 	}
 	if (optind < argc)
 		o->server = argv[optind];
-	return o->iters > 0 && o->warmup >= 0 && o->members >= 1;
+	return o->iters > 0 && o->warmup >= 0 && o->members >= 1 && o->budget_us > 0;
 }
 
 } // namespace
