@@ -18,7 +18,7 @@
  * -m empty-read: no peer; fi_cq_read on an empty CQ, -I times (callgrind's instruction count
  * per call; every CQ read of the benchmark goes through vwait_bench_cq_read, a function
  * callgrind can be told to count alone with --toggle-collect=vwait_bench_cq_read). The RESULT
- * line counts the empty and the full reads (reads_empty, reads_full).
+ * line counts the empty and the full reads (reads_empty, reads_full), all of the run's.
  *
  * -N members (waitset, pollset): the wait set / poll set holds members CQs, the one in use and
  * members - 1 idle ones added around it, so that the cost of a set that mostly sleeps shows.
@@ -593,7 +593,6 @@ private:
 			if (i == opt_.warmup) {
 				getrusage(RUSAGE_SELF, &r0);
 				t0 = std::chrono::steady_clock::now();
-				bench_reads_empty = bench_reads_full = 0;
 			}
 			FI_CALL(round(client, i));
 		}

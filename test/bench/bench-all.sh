@@ -1,0 +1,369 @@
+#!/usr/bin/env bash
+# test/bench/bench-all.sh - issue 11's benchmarks, side by side, in ONE VM boot (make bench):
+#
+#   cost     instructions per fi_cq_read (callgrind, vwait_bench_cq_read counted alone): on an
+#            empty CQ, and per completion read in a spinning 64 B ping-pong (the empty reads of
+#            that run taken out at the empty-CQ rate); vwait beside upstream verbs
+#   spin     ping-pong 64 B and 4 KiB, both sides spinning: vwait, upstream verbs, raw
+#            ibv_rc_pingpong
+#   sread    ping-pong 64 B, both sides in fi_cq_sread on FI_WAIT_UNSPEC CQs: vwait (default
+#            policy), upstream verbs; against vwait's spinning latency of the same boot
+#   think    a spinning client that sends after a think time of 0, 50 us, 500 us, 5 ms to a
+#            server that waits in fi_cq_sread (cq), fi_cntr_wait (cntr) or fi_wait on a wait
+#            set (waitset) under each wait policy (FI_VWAIT_WAIT_POLICY adaptive, block), or
+#            spins on fi_cq_read, beside upstream verbs waiting the same way: one-way latency
+#            and the server's CPU time per message (process CPU time, user + system)
+#   idle     test/integration/sread_idle: a waiter idle for 2 s, CPU time, per policy
+#   netpipe  NetPIPE small-message latency over vwait;ofi_rxm and verbs;ofi_rxm
+#
+# Every figure is measured BENCH_REPEATS times (default 5), providers and modes alternating;
+# the tables give the median and [min-max] and the ratios of medians. Only ratios mean
+# something (the VM's CPU is emulated). Writes BENCH_OUT (default BUILDDIR/bench-results):
+# results.md (the tables), think.dat and think.png (gnuplot: latency and CPU per message
+# against think time), log.txt (every run's output), records.txt (every measurement),
+# callgrind.* (callgrind_annotate shows where the instructions of a read go).
+#
+#   make bench                         (boots the VM; about 12 minutes on a 2-core host)
+#   test/bench/bench-all.sh [BUILDDIR] (the same, from the host)
+#   BENCH_SECTIONS="cost spin" BENCH_REPEATS=3 ... to run a part.
+set -u -o pipefail
+export LC_ALL=C
+here=$(cd "$(dirname "$0")" && pwd -P)
+srcdir=$(cd "$here/../.." && pwd -P)
+
+if [ -z "${RXE_ADDR:-}" ]; then
+	builddir=$(cd "${1:-${VWAIT_BUILDDIR:-$PWD}}" && pwd -P) || exit 2
+	for f in .libs/libvwait-fi.so util/fi_vwait_bench test/integration/sread_idle; do
+		[ -e "$builddir/$f" ] || {
+			echo "bench-all: no $builddir/$f (make all sread_idle in the build dir)"
+			exit 2
+		}
+	done
+	export VWAIT_BUILDDIR=$builddir
+	exec env VM_TIMEOUT="${VM_TIMEOUT:-1800}" "$srcdir/contrib/vm/run-in-vm.sh" "$0" "$builddir"
+fi
+
+builddir=${1:-${VWAIT_BUILDDIR:-$PWD}}
+export FI_PROVIDER_PATH=$builddir/.libs
+bench=$builddir/util/fi_vwait_bench
+dev=${RXE_DEV:-rxe0}
+repeats=${BENCH_REPEATS:-5}
+sections=${BENCH_SECTIONS:-cost spin sread think cntr waitset idle netpipe}
+out=${BENCH_OUT:-$builddir/bench-results}
+thinks=${BENCH_THINKS:-0,50,500,5000}
+mkdir -p "$out"
+tmp=$(mktemp -d)
+rec=$out/records.txt # TABLE|ROW|COLUMN|VALUE, one measurement a line
+log=$out/log.txt
+: >"$rec"
+: >"$log"
+port=7800
+t_start=$(date +%s)
+
+gidx=
+for g in /sys/class/infiniband/"$dev"/ports/1/gids/*; do
+	case $(cat "$g" 2>/dev/null) in 0000:0000:0000:0000:0000:ffff:*) gidx=${g##*/}; break ;; esac
+done
+
+note() { echo "$*" | tee -a "$log"; }
+record() { echo "$1|$2|$3|$4" >>"$rec"; }
+
+# pair NAME 'SERVER' 'CLIENT': both under timeout; outputs in $tmp/NAME.srv, $tmp/NAME.cli
+pair() {
+	local name=$1 spid rc i
+	timeout 120 bash -c "$2" >"$tmp/$name.srv" 2>&1 &
+	spid=$!
+	sleep 0.7
+	for i in 1 2 3 4 5 6; do # a server slow to listen refuses the first tries
+		timeout 120 bash -c "$3" >"$tmp/$name.cli" 2>&1
+		rc=$?
+		[ $rc != 0 ] && grep -q 'Connection refused' "$tmp/$name.cli" && kill -0 $spid 2>/dev/null || break
+		sleep 0.5
+	done
+	for i in $(seq 100); do kill -0 $spid 2>/dev/null || break; sleep 0.1; done
+	kill $spid 2>/dev/null
+	wait $spid 2>/dev/null
+	{ echo "== $name (client exit $rc)"; cat "$tmp/$name.cli" "$tmp/$name.srv"; } >>"$log"
+	return $rc
+}
+
+# fi PROV SERVER_MODE CLIENT_MODE SIZE ITERS [SERVER_ENV] [EXTRA]: a fi_vwait_bench pair
+fi_pair() {
+	local prov=$1 sm=$2 cm=$3 size=$4 iters=$5 senv=${6:-} extra=${7:-}
+	port=$((port + 1))
+	pair "$prov-$sm-$cm-$port" \
+		"env FI_PROVIDER=$prov $senv $bench -p $prov -m $sm -S $size -I $iters -P $port $extra" \
+		"env FI_PROVIDER=$prov $bench -p $prov -m $cm -S $size -I $iters -P $port $extra $RXE_ADDR"
+	last="$tmp/$prov-$sm-$cm-$port"
+}
+
+lat_of() { sed -nE 's/^RESULT .*lat_us=([0-9.]+).*/\1/p' "$1.cli"; }
+
+raw_lat() { # SIZE ITERS -> one-way usec
+	port=$((port + 1))
+	pair "raw-$port" "ibv_rc_pingpong -d $dev -g $gidx -p $port -s $1 -n $2" \
+		"ibv_rc_pingpong -d $dev -g $gidx -p $port -s $1 -n $2 $RXE_ADDR" &&
+		sed -nE 's/.* ([0-9.]+) usec\/iter.*/\1/p' "$tmp/raw-$port.cli" |
+		awk '{printf "%.2f\n", $1 / 2}'
+}
+
+# ---------------------------------------------------------------- cost (callgrind)
+cg() { # OUTFILE CMD...: Ir counted inside vwait_bench_cq_read
+	local f=$1
+	shift
+	valgrind -q --tool=callgrind --toggle-collect=vwait_bench_cq_read \
+		--callgrind-out-file="$f" "$@"
+}
+ir_of() { sed -nE 's/^(summary|totals): *([0-9]+).*/\2/p' "$1" | head -n 1; }
+
+section_cost() {
+	local p n=20000 iters=300 ir e empty full irp
+	for p in vwait verbs; do
+		FI_PROVIDER=$p cg "$out/callgrind.$p.empty" "$bench" -p $p -m empty-read -I $n >"$tmp/cost.$p" 2>&1
+		cat "$tmp/cost.$p" >>"$log"
+		ir=$(ir_of "$out/callgrind.$p.empty")
+		e=$(awk -v ir="${ir:-0}" -v n=$n 'BEGIN { if (ir > 0) printf "%.1f", ir / n }')
+		[ -n "$e" ] && record cost "Ir per fi_cq_read, empty CQ" "$p" "$e"
+		port=$((port + 1))
+		pair "cost-$p-$port" "env FI_PROVIDER=$p $bench -p $p -m spin -I $iters -P $port" \
+			"env FI_PROVIDER=$p valgrind -q --tool=callgrind --toggle-collect=vwait_bench_cq_read \
+				--callgrind-out-file=$out/callgrind.$p.pingpong $bench -p $p -m spin -I $iters -P $port $RXE_ADDR" ||
+			continue
+		irp=$(ir_of "$out/callgrind.$p.pingpong")
+		empty=$(sed -nE 's/^RESULT .*reads_empty=([0-9]+).*/\1/p' "$tmp/cost-$p-$port.cli")
+		full=$(sed -nE 's/^RESULT .*reads_full=([0-9]+).*/\1/p' "$tmp/cost-$p-$port.cli")
+		[ -n "$irp" ] && [ -n "$e" ] && [ "${full:-0}" -gt 0 ] &&
+			record cost "Ir per fi_cq_read that returns a completion (ping-pong)" "$p" \
+				"$(awk -v i="$irp" -v e="$e" -v E="$empty" -v F="$full" \
+					'BEGIN { printf "%.1f", (i - e * E) / F }')"
+	done
+}
+
+# ---------------------------------------------------------------- spinning ping-pong
+section_spin() {
+	local r s it v
+	for r in $(seq "$repeats"); do
+		for s in 64 4096; do
+			it=$([ $s -le 64 ] && echo 2000 || echo 1000)
+			fi_pair vwait spin spin $s $it && v=$(lat_of "$last") && record spin "$s B" vwait "$v"
+			fi_pair verbs spin spin $s $it && v=$(lat_of "$last") && record spin "$s B" verbs "$v"
+			v=$(raw_lat $s $it) && [ -n "$v" ] && record spin "$s B" raw "$v"
+		done
+	done
+}
+
+# ---------------------------------------------------------------- both sides in fi_cq_sread
+section_sread() {
+	local r v
+	for r in $(seq "$repeats"); do
+		fi_pair vwait sread-unspec sread-unspec 64 1000 && v=$(lat_of "$last") &&
+			record sread "64 B" "vwait sread" "$v"
+		fi_pair vwait spin spin 64 1000 && v=$(lat_of "$last") &&
+			record sread "64 B" "vwait spin" "$v"
+		fi_pair verbs sread-unspec sread-unspec 64 1000 && v=$(lat_of "$last") &&
+			record sread "64 B" "verbs sread" "$v"
+	done
+}
+
+# ---------------------------------------------------------------- think time
+# think_one TABLE SERIES PROV SERVER_MODE [SERVER_ENV]: one run, every think time
+think_one() {
+	local table=$1 series=$2 prov=$3 sm=$4 senv=${5:-}
+	fi_pair "$prov" "$sm" spin 64 500 "$senv" "-T $thinks -B 300000" || return
+	awk -v t="$table" -v s="$series" '/^PHASE side=client/ {
+		for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+		printf "%s|lat %s|%s|%s\n", t, v["think_us"], s, v["lat_us"] }' "$last.cli" >>"$rec"
+	awk -v t="$table" -v s="$series" '/^PHASE side=server/ {
+		for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+		printf "%s|cpu %s|%s|%s\n", t, v["think_us"], s, v["cpu_us_per_msg"] }' "$last.srv" >>"$rec"
+}
+
+section_think() { # TABLE VWAIT_MODE VERBS_MODE
+	local table=$1 vm=$2 bm=$3 r
+	for r in $(seq "$repeats"); do
+		think_one "$table" adaptive vwait "$vm" FI_VWAIT_WAIT_POLICY=adaptive
+		think_one "$table" block vwait "$vm" FI_VWAIT_WAIT_POLICY=block
+		[ "$table" = cq ] && think_one "$table" spin vwait spin
+		think_one "$table" verbs verbs "$bm"
+	done
+}
+
+# ---------------------------------------------------------------- idle waiter
+section_idle() {
+	local pol
+	for pol in adaptive block; do
+		FI_VWAIT_WAIT_POLICY=$pol "$builddir/test/integration/sread_idle" >"$tmp/idle.$pol" 2>&1
+		cat "$tmp/idle.$pol" >>"$log"
+		sed -nE 's/^(ok  |over) (FI_WAIT_[A-Z_]+) .*thread CPU ([0-9.]+) ms/\2 \3/p' \
+			"$tmp/idle.$pol" | while read -r obj ms; do
+			record idle "$obj" "$pol" "$ms"
+		done
+	done
+}
+
+# ---------------------------------------------------------------- NetPIPE over rxm
+np_run() ( # PROVIDER OUT [VAR=VALUE...]
+	local prov=$1 o=$2 v pass=()
+	shift 2
+	export FI_PROVIDER="$prov" "$@"
+	for v in FI_PROVIDER FI_PROVIDER_PATH FI_UNIVERSE_SIZE; do
+		[ -n "${!v:-}" ] && pass+=(-x "$v")
+	done
+	cd "$tmp" && timeout -k 5 180 mpirun --allow-run-as-root --oversubscribe -np 2 \
+		--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include "$prov" \
+		--mca btl ^openib,ofi "${pass[@]}" NPopenmpi -u 64 -n 200 -p 0 -o "$o"
+)
+section_netpipe() {
+	local r p bytes
+	command -v NPopenmpi >/dev/null && command -v mpirun >/dev/null || {
+		note "netpipe: no NPopenmpi/mpirun, skipped"
+		return
+	}
+	for r in $(seq "$repeats"); do
+		for p in vwait verbs; do
+			rm -f "$tmp/np.$p"
+			if [ $p = verbs ]; then
+				np_run verbs "$tmp/np.$p" FI_UNIVERSE_SIZE=32 >>"$log" 2>&1
+			else
+				np_run vwait "$tmp/np.$p" >>"$log" 2>&1
+			fi
+			[ -s "$tmp/np.$p" ] || continue
+			for bytes in 1 8 64; do
+				awk -v b=$bytes -v p="$p;ofi_rxm" '$1 == b { printf "netpipe|%d B|%s|%.2f\n", b, p, $3 * 1e6 }' \
+					"$tmp/np.$p" >>"$rec"
+			done
+		done
+	done
+}
+
+# ---------------------------------------------------------------- run
+note "bench-all: $(date -u +%FT%TZ), kernel $(uname -r), $(nproc) vCPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), repeats $repeats"
+note "host: ${BENCH_HOST:-unknown}"
+for s in $sections; do
+	t0=$(date +%s)
+	case $s in
+	cost) section_cost ;;
+	spin) section_spin ;;
+	sread) section_sread ;;
+	think) section_think cq sread-unspec sread-unspec ;;
+	cntr) section_think cntr cntr-wait-unspec cntr-wait-unspec ;;
+	waitset) section_think waitset waitset waitset ;;
+	idle) section_idle ;;
+	netpipe) section_netpipe ;;
+	*) note "unknown section $s" ;;
+	esac
+	note "section $s: $(($(date +%s) - t0)) s"
+done
+
+# ---------------------------------------------------------------- tables
+# stats TABLE: "ROW|COLUMN|median|min|max|n" for every row and column, in order of appearance
+stats() {
+	awk -F'|' -v t="$1" '$1 == t && $4 != "" {
+		k = $2 "|" $3
+		if (!(k in n)) order[++nk] = k
+		v[k, ++n[k]] = $4 + 0 }
+	END { for (i = 1; i <= nk; i++) { k = order[i]; m = n[k]
+		for (a = 1; a <= m; a++) x[a] = v[k, a]
+		for (a = 1; a <= m; a++) for (b = a + 1; b <= m; b++) if (x[b] < x[a]) { y = x[a]; x[a] = x[b]; x[b] = y }
+		med = (m % 2) ? x[(m + 1) / 2] : (x[m / 2] + x[m / 2 + 1]) / 2
+		printf "%s|%.2f|%.2f|%.2f|%d\n", k, med, x[1], x[m], m } }' "$rec"
+}
+# table TABLE TITLE COLUMN... -- RATIO_NUM/RATIO_DEN...: markdown, a cell "median [min-max]"
+table() {
+	local t=$1 title=$2
+	shift 2
+	local cols=() ratios=()
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do cols+=("$1"); shift; done
+	[ $# -gt 0 ] && shift
+	ratios=("$@")
+	stats "$t" >"$tmp/st"
+	[ -s "$tmp/st" ] || return 0
+	echo
+	echo "### $title"
+	echo
+	local rs=
+	[ ${#ratios[@]} -gt 0 ] && rs=$(printf '%s\t' "${ratios[@]}")
+	awk -F'|' -v cols="$(printf '%s\t' "${cols[@]}")" -v ratios="$rs" '
+	{ if (!($1 in seen)) { seen[$1] = 1; rows[++nr] = $1 }
+	  med[$1, $2] = $3; cell[$1, $2] = sprintf("%s [%s-%s]", $3, $4, $5); cnt[$1, $2] = $6 }
+	END {
+		nc = split(cols, c, "\t") - 1; nr2 = ratios == "" ? 0 : split(ratios, r, "\t") - 1
+		h = "| |"; s = "|---|"
+		for (i = 1; i <= nc; i++) { h = h " " c[i] " |"; s = s "---|" }
+		for (i = 1; i <= nr2; i++) { h = h " " r[i] " |"; s = s "---|" }
+		print h; print s
+		for (j = 1; j <= nr; j++) { line = "| " rows[j] " |"
+			for (i = 1; i <= nc; i++) line = line " " (((rows[j], c[i]) in cell) ? cell[rows[j], c[i]] : "-") " |"
+			for (i = 1; i <= nr2; i++) { split(r[i], nd, "/")
+				a = med[rows[j], nd[1]]; b = med[rows[j], nd[2]]
+				line = line " " ((a != "" && b + 0 > 0) ? sprintf("%.2f", a / b) : "-") " |" }
+			print line } }' "$tmp/st"
+}
+
+{
+	echo "## vwait benchmarks ($(date -u +%F), ${BENCH_HOST:-unknown host}, soft-RoCE VM, $(nproc) vCPUs)"
+	echo
+	echo "Cells: median [min-max] of $repeats runs in one VM boot; ratios are of medians."
+	echo "Latency is one-way, in microseconds; CPU is the server's, in microseconds per message."
+	echo "Command: \`make bench\` (test/bench/bench-all.sh)."
+	table cost "Instructions per fi_cq_read (callgrind)" vwait verbs -- vwait/verbs
+	table spin "Ping-pong, both sides spinning (us)" vwait verbs raw -- vwait/verbs vwait/raw
+	table sread "Ping-pong 64 B, both sides in fi_cq_sread, FI_WAIT_UNSPEC (us)" \
+		"vwait sread" "vwait spin" "verbs sread" -- "vwait sread/vwait spin" "verbs sread/vwait spin"
+	table cq "Server in fi_cq_sread (spinning client, 64 B): latency (us) and server CPU per message (us) by think time (us)" \
+		adaptive block spin verbs -- adaptive/spin adaptive/block block/spin verbs/adaptive
+	table cntr "Server in fi_cntr_wait: latency and CPU per message by think time" \
+		adaptive block verbs -- adaptive/block verbs/adaptive
+	table waitset "Server in fi_wait on a wait set: latency and CPU per message by think time" \
+		adaptive block verbs -- adaptive/block verbs/adaptive
+	table idle "A waiter idle for 2 s (fi_cq_sread, ms of thread CPU)" adaptive block
+	table netpipe "NetPIPE (Open MPI, OFI MTL) one-way latency (us)" "vwait;ofi_rxm" "verbs;ofi_rxm" -- "vwait;ofi_rxm/verbs;ofi_rxm"
+	echo
+	echo "Total: $(($(date +%s) - t_start)) s."
+} >"$out/results.md"
+
+# ---------------------------------------------------------------- plot
+# think.dat: think, then latency and CPU medians per series (cq table), "-" for none
+stats cq >"$tmp/st"
+if [ -s "$tmp/st" ]; then
+	{
+		echo "# think_us lat_adaptive lat_block lat_spin lat_verbs cpu_adaptive cpu_block cpu_spin cpu_verbs"
+		for t in ${thinks//,/ }; do
+			line="$t"
+			for k in lat cpu; do
+				for s in adaptive block spin verbs; do
+					v=$(awk -F'|' -v r="$k $t" -v s="$s" '$1 == r && $2 == s { print $3 }' "$tmp/st")
+					line="$line ${v:--}"
+				done
+			done
+			echo "$line"
+		done
+	} >"$out/think.dat"
+	if command -v gnuplot >/dev/null; then
+		gnuplot <<EOF 2>>"$log" || note "gnuplot failed"
+set terminal pngcairo size 1000,420 font ",10"
+set output "$out/think.png"
+set datafile missing "-"
+set multiplot layout 1,2 title "vwait: server waiting in fi_cq_sread, spinning client, 64 B ($(date -u +%F), ${BENCH_HOST:-unknown host}, soft-RoCE VM)"
+set xlabel "client think time (us)"
+set logscale y
+set grid
+set key top left
+set xtics ("0" 0, "50" 1, "500" 2, "5000" 3)
+set ylabel "one-way latency (us)"
+plot "$out/think.dat" using 0:2 with linespoints title "vwait adaptive", \
+     "" using 0:3 with linespoints title "vwait block", \
+     "" using 0:4 with linespoints title "vwait spinning (fi_cq_read)", \
+     "" using 0:5 with linespoints title "upstream verbs fi_cq_sread"
+set ylabel "server CPU per message (us)"
+plot "$out/think.dat" using 0:6 with linespoints title "vwait adaptive", \
+     "" using 0:7 with linespoints title "vwait block", \
+     "" using 0:8 with linespoints title "vwait spinning (fi_cq_read)", \
+     "" using 0:9 with linespoints title "upstream verbs fi_cq_sread"
+unset multiplot
+EOF
+	fi
+fi
+cat "$out/results.md"
+echo "(written: $out/results.md, $out/think.dat, $out/think.png, $out/log.txt)"
+rm -rf "$tmp"
