@@ -25,14 +25,16 @@ namespace vwait
 class domain;
 
 /* One completion, independent of the CQ format it will be written in. */
+/* Trivial on purpose: the poll path keeps arrays of them on the stack, which must cost nothing
+ * to declare (translate() writes every field). */
 struct completion {
-	void *context = nullptr;
-	uint64_t flags = 0;
-	size_t len = 0;
-	uint64_t data = 0;
-	int err = 0;        /* positive FI_E* value; 0: success */
-	int prov_errno = 0; /* vendor_err */
-	int status = 0;     /* enum ibv_wc_status */
+	void *context;
+	uint64_t flags;
+	size_t len;
+	uint64_t data;
+	int err;        /* positive FI_E* value; 0: success */
+	int prov_errno; /* vendor_err */
+	int status;     /* enum ibv_wc_status */
 };
 
 /* A work completion as a completion record; false when nothing is to be reported (a

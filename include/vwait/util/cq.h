@@ -126,7 +126,11 @@ public:
 	virtual void close_hook() noexcept {}
 
 	/* entries and error entries in the ring */
-	size_t queued() const noexcept;
+	size_t queued() const noexcept
+	{
+		/* count_ changes under lock_; this is a snapshot, as the lock would give */
+		return count_.load(std::memory_order_acquire);
+	}
 
 	/* waitable: progress(), then "not empty"; trywait: -FI_EAGAIN if something is queued,
 	 * else arm(), progress() and check once more. */

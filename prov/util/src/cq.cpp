@@ -120,12 +120,6 @@ int cq::init_wait() noexcept
 	return open_wait(prov_, wait_obj_, wait_set_);
 }
 
-size_t cq::queued() const noexcept
-{
-	/* count_ changes under lock_; this is a snapshot, as the lock would give */
-	return count_.load(std::memory_order_acquire);
-}
-
 bool cq::ready() noexcept
 {
 	progress();

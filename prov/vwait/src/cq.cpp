@@ -102,7 +102,7 @@ bool translate(const struct ibv_wc &wc, completion *out) noexcept
 {
 	auto *slot = reinterpret_cast<wr_slot *>(static_cast<uintptr_t>(wc.wr_id));
 	wr_ring *ring = slot->ring;
-	completion c;
+	completion c = {};
 	c.context = slot->context;
 	c.flags = slot->flags;
 	c.len = slot->len;
@@ -326,7 +326,6 @@ cq::direct_read cq::read_direct(void *buf, size_t count, fi_addr_t *src) noexcep
 	std::lock_guard<std::mutex> lock(progress_mutex_);
 	if (!hw_ || overrun_.load(std::memory_order_acquire) || queued() != 0)
 		return direct_read::via_ring();
-	const size_t esize = util::cq_entry_size(format());
 	auto *out = static_cast<uint8_t *>(buf);
 	size_t done = 0;
 	while (done < count) {
@@ -336,16 +335,22 @@ cq::direct_read cq::read_direct(void *buf, size_t count, fi_addr_t *src) noexcep
 		if (kept < 0)
 			break;
 		int i = 0;
-		for (; i < kept && c[i].err == 0; i++) {
+		for (; i < kept && c[i].err == 0; i++, done++) {
+			if (src)
+				src[done] = FI_ADDR_NOTAVAIL;
+			if (format() ==
+			    FI_CQ_FORMAT_CONTEXT) { /* the common case, without a copy */
+				std::memcpy(out + done * sizeof(struct fi_cq_entry), &c[i].context,
+				            sizeof(c[i].context));
+				continue;
+			}
 			util::cq_entry e;
 			e.op_context = c[i].context;
 			e.flags = c[i].flags;
 			e.len = c[i].len;
 			e.data = c[i].data;
-			util::cq_entry_copy_out(format(), e, out + done * esize);
-			if (src)
-				src[done] = FI_ADDR_NOTAVAIL;
-			done++;
+			util::cq_entry_copy_out(format(), e,
+			                        out + done * util::cq_entry_size(format()));
 		}
 		if (i < kept) { /* an error: it and the rest go to the ring */
 			queue(c + i, static_cast<size_t>(kept - i));
