@@ -35,6 +35,8 @@ struct completion {
 	int err;        /* positive FI_E* value; 0: success */
 	int prov_errno; /* vendor_err */
 	int status;     /* enum ibv_wc_status */
+	uint64_t src;   /* a datagram's sender (wr_ring::source), else FI_ADDR_NOTAVAIL */
+	size_t olen;    /* FI_ETRUNC: the bytes that did not fit */
 };
 
 /* A work completion as a completion record; false when nothing is to be reported (a

@@ -109,6 +109,19 @@ protected:
 	virtual int create_qp(struct ibv_qp_init_attr &attr, struct ibv_qp **qp) noexcept = 0;
 	/* No completion may count any more: first thing in a kind's destructor. */
 	void close_rings() noexcept;
+	/* fi_ep_bind of a class the base does not know (CQ, EQ and counters it binds itself). */
+	virtual int bind_kind(struct fid *bfid, uint64_t flags) noexcept;
+	/* Receives learn their sender through fn(arg, receive buffer, source QPN) (FI_SOURCE on
+	 * a DGRAM endpoint): before fi_enable. */
+	void set_rx_source(uint64_t (*fn)(void *, const void *, uint32_t), void *arg) noexcept;
+	/* Every receive gets sge as its last entry: what does not fit in the application's
+	 * buffers lands there and the receive completes with FI_ETRUNC (UD would otherwise fail
+	 * the receive and, on some devices, the QP). Before fi_enable. */
+	void set_rx_spill(const struct ibv_sge &sge) noexcept { rx_spill_ = sge; }
+	int check_iov(const char *op, const struct iovec *iov, void **desc, size_t count,
+	              size_t limit, bool need_desc, struct ibv_sge *sge, size_t *total) noexcept;
+	ssize_t post_tx_wr(struct ibv_send_wr *wr, void *context, uint64_t cq_flags, size_t len,
+	                   bool report) noexcept;
 
 	domain *domain_;
 	info_ptr info_;
@@ -117,11 +130,12 @@ protected:
 	mutable std::mutex mutex_;
 	std::atomic<bool> enabled_{false};
 
+	bool tx_selective_ = false;
+	size_t inject_size_ = 0;
+	size_t max_msg_size_ = 0;
+	size_t tx_iov_limit_ = 1;
+
 private:
-	int check_iov(const char *op, const struct iovec *iov, void **desc, size_t count,
-	              size_t limit, bool need_desc, struct ibv_sge *sge, size_t *total) noexcept;
-	ssize_t post_tx_wr(struct ibv_send_wr *wr, void *context, uint64_t cq_flags, size_t len,
-	                   bool report) noexcept;
 	int bind_cntr(struct fid *bfid, uint64_t flags) noexcept;
 	/* fi_enable's counter part: the internal CQ (if needed), the rings' counters, the feeds */
 	int enable_cntrs(cq *&send_cq, cq *&recv_cq) noexcept;
@@ -145,13 +159,10 @@ private:
 	cq *send_cq_ = nullptr; /* the QP's CQs, set by fi_enable */
 	cq *recv_cq_ = nullptr;
 	struct ibv_qp *qp_ = nullptr; /* set by fi_enable, destroyed by the kind */
-	bool tx_selective_ = false;
 	bool rx_selective_ = false;
 	uint64_t tx_flags_ = 0;
 	uint64_t rx_flags_ = 0;
-	size_t inject_size_ = 0;
-	size_t max_msg_size_ = 0;
-	size_t tx_iov_limit_ = 1;
+	struct ibv_sge rx_spill_ = {};
 	size_t rx_iov_limit_ = 1;
 	size_t rma_iov_limit_ = 1;
 	std::shared_ptr<wr_ring> tx_;
@@ -205,15 +216,26 @@ extern struct fi_ops_tagged ep_tagged_ops;
 extern struct fi_ops_atomic ep_atomic_ops;
 extern struct fi_ops_cm rc_ep_cm_ops;
 
+/* fi_ops_msg's receive slots, the same for every endpoint kind (msg.cpp). */
+ssize_t ep_recv(struct fid_ep *fid, void *buf, size_t len, void *desc, fi_addr_t src,
+                void *context) noexcept;
+ssize_t ep_recvv(struct fid_ep *fid, const struct iovec *iov, void **desc, size_t count,
+                 fi_addr_t src, void *context) noexcept;
+ssize_t ep_recvmsg(struct fid_ep *fid, const struct fi_msg *msg, uint64_t flags) noexcept;
+
 /* The endpoint behind a fid of class FI_CLASS_EP that vwait handed out. */
 ep *ep_of(struct fid_ep *fid) noexcept;
 ep *ep_of(struct fid *fid) noexcept;
 
-/* Boxes obj in a new fid_ep with the base ops tables and cm; *out set. */
-int ep_install(std::unique_ptr<ep> obj, struct fi_ops_cm *cm, void *context, struct fid_ep **out);
+/* Boxes obj in a new fid_ep with the base ops tables and the kind's cm, msg and rma; *out
+ * set. */
+int ep_install(std::unique_ptr<ep> obj, struct fi_ops_cm *cm, struct fi_ops_msg *msg,
+               struct fi_ops_rma *rma, void *context, struct fid_ep **out);
 
-/* fi_endpoint for FI_EP_MSG (ep_rc.cpp): info already checked by ep_open. */
+/* fi_endpoint for FI_EP_MSG (ep_rc.cpp) and FI_EP_DGRAM (ep_dgram.cpp): info already
+ * checked by ep_open. */
 int rc_ep_open(domain *dom, struct fi_info *info, struct fid_ep **out, void *context);
+int ud_ep_open(domain *dom, struct fi_info *info, struct fid_ep **out, void *context);
 
 /* struct fi_ops_domain::endpoint */
 int ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep **ep,

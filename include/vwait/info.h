@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 struct sockaddr;
 
@@ -31,6 +32,24 @@ struct port_desc {
 	struct ibv_port_attr port_attr;
 	size_t max_inline;
 };
+
+/* The active ports of the verbs devices vwait may use; throws std::bad_alloc. */
+std::vector<port_desc> info_ports();
+/* mr_mode as the application speaks it (adding FI_LOCAL_MR to *mode for old API versions);
+ * -1 when hints cannot be met. */
+int64_t info_mr_mode(uint32_t version, const struct fi_info *hints, uint64_t *mode);
+
+/* The domain, fabric and nic attributes of an info for port (any endpoint type): from the
+ * device, the hints' threading and progress, and mr_mode (info_mr_mode's). Throws
+ * std::bad_alloc. */
+void port_attrs(struct fi_info *info, const port_desc &port, const struct fi_info *hints,
+                int64_t mr_mode);
+
+/* FI_EP_DGRAM (info_dgram.cpp): hints that ask for DGRAM and nothing else, and the DGRAM
+ * infos for node / service / hints (0 or -FI_ENODATA). */
+bool wants_dgram_only(const struct fi_info *hints) noexcept;
+int dgram_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
+                  const struct fi_info *hints, struct fi_info **info) noexcept;
 
 /* The fi_info fi_getinfo gives for port under hints (which passed check_hints), with src / dst
  * (either may be NULL) as its addresses; NULL when the hints cannot be met on that port.

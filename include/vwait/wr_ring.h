@@ -23,7 +23,8 @@ struct wr_slot {
 	void *context = nullptr;
 	uint64_t flags = 0; /* FI_SEND | FI_MSG, FI_RMA | FI_WRITE, ... */
 	size_t len = 0;
-	bool report = true; /* false: no completion entry unless it fails */
+	bool report = true;        /* false: no completion entry unless it fails */
+	const void *buf = nullptr; /* a receive's first buffer (where UD puts the GRH) */
 	wr_ring *ring = nullptr;
 };
 
@@ -54,6 +55,10 @@ struct wr_ring {
 	util::cntr *msg_cntr = nullptr;
 	util::cntr *write_cntr = nullptr;
 	util::cntr *read_cntr = nullptr;
+	/* A receive queue that reports its senders (a DGRAM endpoint's): the fi_addr_t of the
+	 * sender of a datagram, from the receive buffer and the source QPN. */
+	uint64_t (*source)(void *arg, const void *buf, uint32_t src_qp) = nullptr;
+	void *source_arg = nullptr;
 
 	size_t outstanding() const noexcept
 	{

@@ -1,6 +1,7 @@
 /* Unit tests of the data path's pure parts (no device needed): work completion -> completion
  * record (vwait::translate) and the counters it bumps, ibv_wc_status -> FI_E*, and the CM
- * private-data framing. */
+ * private-data framing, UD names and the source of a datagram. */
+#include "vwait/av.h"
 #include "vwait/cq.h"
 #include "vwait/eq.h"
 #include "vwait/util/cntr.h"
@@ -269,6 +270,101 @@ void cm_framing(void **)
 
 } // namespace
 
+/* A datagram's receive reports its sender through the ring's source hook, only with a GRH. */
+uint64_t fake_source(void *arg, const void *buf, uint32_t src_qp)
+{
+	*static_cast<const void **>(arg) = buf;
+	return 1000 + src_qp;
+}
+
+void recv_with_source(void **state)
+{
+	auto *ring = static_cast<vwait::wr_ring *>(*state);
+	static const void *seen = nullptr;
+	ring->source = fake_source;
+	ring->source_arg = &seen;
+	uint8_t buf[64] = {};
+	for (int grh = 0; grh < 2; grh++) {
+		vwait::wr_slot &s = ring->slots[grh];
+		s.flags = FI_RECV | FI_MSG;
+		s.len = sizeof(buf);
+		s.buf = buf;
+		ring->credits.fetch_sub(1);
+		struct ibv_wc wc = wc_for(s, IBV_WC_RECV, IBV_WC_SUCCESS);
+		wc.byte_len = 50;
+		wc.src_qp = 7;
+		wc.wc_flags = grh ? IBV_WC_GRH : 0;
+		vwait::completion c;
+		assert_true(vwait::translate(wc, &c));
+		assert_int_equal(c.len, 50);
+		if (grh) {
+			assert_int_equal(c.src, 1007);
+			assert_ptr_equal(seen, buf);
+		} else {
+			assert_int_equal(c.src, FI_ADDR_NOTAVAIL);
+		}
+	}
+}
+
+/* More bytes than the buffers hold (the rest went to the spill entry): FI_ETRUNC. */
+void recv_truncated(void **state)
+{
+	auto *ring = static_cast<vwait::wr_ring *>(*state);
+	vwait::wr_slot &s = ring->slots[0];
+	s.flags = FI_RECV | FI_MSG;
+	s.len = 104;
+	ring->credits.fetch_sub(1);
+	struct ibv_wc wc = wc_for(s, IBV_WC_RECV, IBV_WC_SUCCESS);
+	wc.byte_len = 552;
+	vwait::completion c;
+	assert_true(vwait::translate(wc, &c));
+	assert_int_equal(c.err, FI_ETRUNC);
+	assert_int_equal(c.len, 104);
+	assert_int_equal(c.olen, 448);
+}
+
+void ud_names(void **)
+{
+	vwait::ud_name n = {};
+	const uint8_t gid[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 169, 254, 77, 1};
+	memcpy(n.gid, gid, 16);
+	n.qpn = 0x11;
+	n.qkey = vwait::ud_qkey;
+	n.lid = 3;
+	std::string s = vwait::ud_name_str(n);
+	assert_string_equal(s.c_str(), "fi_addr_ib_ud://[::ffff:169.254.77.1]:17:0x76776169:3");
+	vwait::ud_name back = {};
+	assert_true(vwait::ud_name_parse(s.c_str(), &back));
+	assert_memory_equal(&back, &n, sizeof(n));
+	for (const char *bad :
+	     {"", "169.254.77.1", "fi_addr_ib_ud://::1:17:1:0", "fi_addr_ib_ud://[::1]:17:1",
+	      "fi_addr_ib_ud://[::1]:17:1:0x", "fi_addr_ib_ud://[zz]:17:1:0",
+	      "fi_addr_ib_ud://[::1]:16777216:1:0", "fi_addr_ib_ud://[::1]:17:1:70000",
+	      "fi_addr_ib_ud://[::1]:17:1:0 x"})
+		assert_false(vwait::ud_name_parse(bad, &back));
+	assert_false(vwait::ud_name_parse(nullptr, &back));
+}
+
+void grh_gid(void **)
+{
+	/* RoCE v2 over IPv4: 20 zero bytes, then an IPv4 header (source address at byte 12) */
+	uint8_t grh[40] = {};
+	grh[20] = 0x45;
+	const uint8_t ip[4] = {169, 254, 77, 2};
+	memcpy(grh + 32, ip, 4);
+	uint8_t gid[16];
+	vwait::grh_source_gid(grh, gid);
+	const uint8_t mapped[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 169, 254, 77, 2};
+	assert_memory_equal(gid, mapped, 16);
+	/* a GRH proper: the source GID at bytes 8..23 */
+	uint8_t g[40] = {};
+	g[0] = 0x60;
+	for (int i = 0; i < 16; i++)
+		g[8 + i] = static_cast<uint8_t>(0xf0 + i);
+	vwait::grh_source_gid(g, gid);
+	assert_memory_equal(gid, g + 8, 16);
+}
+
 int main()
 {
 	const struct CMUnitTest tests[] = {
@@ -281,6 +377,10 @@ int main()
 	    cmocka_unit_test_setup_teardown(counting, count_setup, count_teardown),
 	    cmocka_unit_test(status_mapping),
 	    cmocka_unit_test(cm_framing),
+	    cmocka_unit_test_setup_teardown(recv_with_source, setup, teardown),
+	    cmocka_unit_test_setup_teardown(recv_truncated, setup, teardown),
+	    cmocka_unit_test(ud_names),
+	    cmocka_unit_test(grh_gid),
 	};
 	return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

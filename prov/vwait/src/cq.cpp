@@ -103,6 +103,7 @@ bool translate(const struct ibv_wc &wc, completion *out) noexcept
 	auto *slot = reinterpret_cast<wr_slot *>(static_cast<uintptr_t>(wc.wr_id));
 	wr_ring *ring = slot->ring;
 	completion c = {};
+	c.src = FI_ADDR_NOTAVAIL;
 	c.context = slot->context;
 	c.flags = slot->flags;
 	c.len = slot->len;
@@ -136,7 +137,18 @@ bool translate(const struct ibv_wc &wc, completion *out) noexcept
 		return false;
 	switch (wc.opcode) {
 	case IBV_WC_RECV:
+		if (wc.byte_len > c.len) {
+			/* a datagram longer than the buffers: the rest went to the endpoint's
+			 * spill buffer (ep::set_rx_spill), the receive is truncated */
+			c.err = FI_ETRUNC;
+			c.status = IBV_WC_LOC_LEN_ERR;
+			c.olen = wc.byte_len - c.len;
+			*out = c;
+			return true;
+		}
 		c.len = wc.byte_len;
+		if (ring->source && (wc.wc_flags & IBV_WC_GRH) && slot->buf)
+			c.src = ring->source(ring->source_arg, slot->buf, wc.src_qp);
 		if (wc.wc_flags & IBV_WC_WITH_IMM) {
 			c.flags |= FI_REMOTE_CQ_DATA;
 			c.data = ntohl(wc.imm_data);
@@ -253,6 +265,7 @@ void cq::queue(const completion *c, size_t n) noexcept
 			e.flags = c[i].flags;
 			e.len = c[i].len;
 			e.data = c[i].data;
+			e.src_addr = c[i].src;
 			if (nok == poll_batch) {
 				push_n(ok, nok);
 				nok = 0;
@@ -266,6 +279,8 @@ void cq::queue(const completion *c, size_t n) noexcept
 		err.flags = c[i].flags;
 		err.err = c[i].err;
 		err.prov_errno = c[i].prov_errno;
+		err.len = c[i].err == FI_ETRUNC ? c[i].len : 0;
+		err.olen = c[i].olen;
 		int status = c[i].status;
 		push_error(err, &status, sizeof(status));
 	}
@@ -337,7 +352,7 @@ cq::direct_read cq::read_direct(void *buf, size_t count, fi_addr_t *src) noexcep
 		int i = 0;
 		for (; i < kept && c[i].err == 0; i++, done++) {
 			if (src)
-				src[done] = FI_ADDR_NOTAVAIL;
+				src[done] = c[i].src;
 			if (format() ==
 			    FI_CQ_FORMAT_CONTEXT) { /* the common case, without a copy */
 				std::memcpy(out + done * sizeof(struct fi_cq_entry), &c[i].context,

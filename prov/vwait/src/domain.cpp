@@ -2,6 +2,7 @@
  * It opens CQs, counters, endpoints and memory regions (mr.cpp). */
 #include "config.h"
 
+#include "vwait/av.h"
 #include "vwait/cntr.h"
 #include "vwait/cq.h"
 #include "vwait/domain.h"
@@ -121,7 +122,7 @@ struct fi_ops domain_fi_ops = util::fi_ops_with(domain_close);
 
 struct fi_ops_domain domain_ops = {
     .size = sizeof(struct fi_ops_domain),
-    .av_open = unsupported{},
+    .av_open = av_open,
     .cq_open = cq_open,
     .endpoint = ep_open,
     .scalable_ep = unsupported{},

@@ -156,10 +156,21 @@ int ep::bind(struct fid *bfid, uint64_t flags) noexcept
 	case FI_CLASS_CNTR:
 		return bind_cntr(bfid, flags);
 	default:
-		FI_WARN(&prov, FI_LOG_EP_CTRL,
-		        "fi_ep_bind: fid class %zu cannot bind to an endpoint\n", bfid->fclass);
-		return -FI_EINVAL;
+		return bind_kind(bfid, flags);
 	}
+}
+
+int ep::bind_kind(struct fid *bfid, uint64_t) noexcept
+{
+	FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_ep_bind: fid class %zu cannot bind to an endpoint\n",
+	        bfid->fclass);
+	return -FI_EINVAL;
+}
+
+void ep::set_rx_source(uint64_t (*fn)(void *, const void *, uint32_t), void *arg) noexcept
+{
+	rx_->source = fn;
+	rx_->source_arg = arg;
 }
 
 int ep::enable() noexcept
@@ -554,7 +565,8 @@ ep *ep_of(struct fid *fid) noexcept
 	return util::owner_of_fid<ep, struct fid_ep>(fid);
 }
 
-int ep_install(std::unique_ptr<ep> obj, struct fi_ops_cm *cm, void *context, struct fid_ep **out)
+int ep_install(std::unique_ptr<ep> obj, struct fi_ops_cm *cm, struct fi_ops_msg *msg,
+               struct fi_ops_rma *rma, void *context, struct fid_ep **out)
 {
 	auto box = std::make_unique<ep_box>();
 	box->fid.fid.fclass = FI_CLASS_EP;
@@ -562,8 +574,8 @@ int ep_install(std::unique_ptr<ep> obj, struct fi_ops_cm *cm, void *context, str
 	box->fid.fid.ops = &ep_fi_ops;
 	box->fid.ops = &ep_ops;
 	box->fid.cm = cm;
-	box->fid.msg = &ep_msg_ops;
-	box->fid.rma = &ep_rma_ops;
+	box->fid.msg = msg;
+	box->fid.rma = rma;
 	box->fid.tagged = &ep_tagged_ops;
 	box->fid.atomic = &ep_atomic_ops;
 	obj->set_fid(&box->fid.fid);
@@ -581,13 +593,15 @@ int ep_open(struct fid_domain *domain_fid, struct fi_info *info, struct fid_ep *
 		return -FI_EINVAL;
 	}
 	*out = nullptr;
-	if (info->ep_attr && util::raw_enum(info->ep_attr->type) != FI_EP_MSG &&
-	    util::raw_enum(info->ep_attr->type) != FI_EP_UNSPEC) {
-		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_endpoint: ep type %d is not FI_EP_MSG\n",
-		        util::raw_enum(info->ep_attr->type));
+	int type = info->ep_attr ? util::raw_enum(info->ep_attr->type) : FI_EP_UNSPEC;
+	if (type != FI_EP_MSG && type != FI_EP_UNSPEC && type != FI_EP_DGRAM) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL,
+		        "fi_endpoint: ep type %d is neither FI_EP_MSG nor FI_EP_DGRAM\n", type);
 		return -FI_EINVAL;
 	}
 	domain *dom = domain_of(domain_fid);
+	if (type == FI_EP_DGRAM)
+		return guard([&] { return ud_ep_open(dom, info, out, context); });
 	return guard([&] { return rc_ep_open(dom, info, out, context); });
 }
 

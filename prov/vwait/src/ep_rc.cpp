@@ -124,7 +124,7 @@ int rc_ep_open(domain *dom, struct fi_info *info, struct fid_ep **out, void *con
 	bool resolved = from_connreq || info->dest_addr;
 	auto obj = std::make_unique<rc_ep>(dom, std::move(copy), std::move(id), from_connreq);
 	obj->set_route_resolved(resolved);
-	ep_install(std::move(obj), &rc_ep_cm_ops, context, out);
+	ep_install(std::move(obj), &rc_ep_cm_ops, &ep_msg_ops, &ep_rma_ops, context, out);
 	if (from_connreq) {
 		free(info->handle);
 		info->handle = nullptr;

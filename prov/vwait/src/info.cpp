@@ -442,7 +442,6 @@ info_ptr msg_info(uint32_t version, const port_desc &port, const struct fi_info 
 		throw std::bad_alloc();
 	const struct fi_tx_attr *htx = hints ? hints->tx_attr : nullptr;
 	const struct fi_rx_attr *hrx = hints ? hints->rx_attr : nullptr;
-	const struct fi_domain_attr *hdom = hints ? hints->domain_attr : nullptr;
 	size_t max_wr = static_cast<size_t>(port.dev_attr.max_qp_wr);
 	size_t max_sge = std::min<size_t>(static_cast<size_t>(port.dev_attr.max_sge), 16);
 
@@ -487,41 +486,7 @@ info_ptr msg_info(uint32_t version, const port_desc &port, const struct fi_info 
 	info->ep_attr->tx_ctx_cnt = 1;
 	info->ep_attr->rx_ctx_cnt = 1;
 
-	info->domain_attr->name = dup(port.device);
-	info->domain_attr->threading = hdom && hdom->threading ? hdom->threading : FI_THREAD_SAFE;
-	info->domain_attr->control_progress =
-	    hdom && hdom->control_progress ? hdom->control_progress : FI_PROGRESS_AUTO;
-	info->domain_attr->data_progress =
-	    hdom && hdom->data_progress ? hdom->data_progress : FI_PROGRESS_AUTO;
-	info->domain_attr->resource_mgmt = FI_RM_ENABLED;
-	info->domain_attr->av_type = FI_AV_UNSPEC;
-	info->domain_attr->mr_mode = static_cast<int>(mr_mode);
-	info->domain_attr->mr_key_size = sizeof(uint32_t);
-	info->domain_attr->cq_data_size = sizeof(uint32_t);
-	info->domain_attr->cq_cnt = static_cast<size_t>(port.dev_attr.max_cq);
-	info->domain_attr->ep_cnt = static_cast<size_t>(port.dev_attr.max_qp);
-	info->domain_attr->tx_ctx_cnt = static_cast<size_t>(port.dev_attr.max_qp);
-	info->domain_attr->rx_ctx_cnt = static_cast<size_t>(port.dev_attr.max_qp);
-	info->domain_attr->max_ep_tx_ctx = 1;
-	info->domain_attr->max_ep_rx_ctx = 1;
-	info->domain_attr->mr_iov_limit = 1;
-	info->domain_attr->mr_cnt = static_cast<size_t>(port.dev_attr.max_mr);
-	info->domain_attr->caps = secondary_caps;
-
-	info->fabric_attr->name = dup(port.fabric);
-	info->fabric_attr->prov_version = prov.version;
-	info->fabric_attr->api_version = api_version;
-
-	nic_desc nd;
-	nd.device = port.device;
-	nd.firmware = port.dev_attr.fw_ver;
-	nd.vendor_id = port.dev_attr.vendor_id;
-	nd.vendor_part = port.dev_attr.vendor_part_id;
-	nd.hw_ver = port.dev_attr.hw_ver;
-	nd.up = port.port_attr.state == IBV_PORT_ACTIVE;
-	nd.network_type =
-	    port.port_attr.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand";
-	info->nic = nic_create(nd);
+	port_attrs(info.get(), port, hints, mr_mode);
 	return info;
 }
 
@@ -563,10 +528,67 @@ struct fi_info *port_info(uint32_t version, const port_desc &port, const struct 
 	return msg_info(version, port, hints, s, d).release();
 }
 
-int getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
-            const struct fi_info *hints, struct fi_info **info) noexcept
+void port_attrs(struct fi_info *info, const port_desc &port, const struct fi_info *hints,
+                int64_t mr_mode)
+{
+	const struct fi_domain_attr *hdom = hints ? hints->domain_attr : nullptr;
+	info->domain_attr->name = dup(port.device);
+	info->domain_attr->threading = hdom && hdom->threading ? hdom->threading : FI_THREAD_SAFE;
+	info->domain_attr->control_progress =
+	    hdom && hdom->control_progress ? hdom->control_progress : FI_PROGRESS_AUTO;
+	info->domain_attr->data_progress =
+	    hdom && hdom->data_progress ? hdom->data_progress : FI_PROGRESS_AUTO;
+	info->domain_attr->resource_mgmt = FI_RM_ENABLED;
+	info->domain_attr->av_type = FI_AV_UNSPEC;
+	info->domain_attr->mr_mode = static_cast<int>(mr_mode);
+	info->domain_attr->mr_key_size = sizeof(uint32_t);
+	info->domain_attr->cq_data_size = sizeof(uint32_t);
+	info->domain_attr->cq_cnt = static_cast<size_t>(port.dev_attr.max_cq);
+	info->domain_attr->ep_cnt = static_cast<size_t>(port.dev_attr.max_qp);
+	info->domain_attr->tx_ctx_cnt = static_cast<size_t>(port.dev_attr.max_qp);
+	info->domain_attr->rx_ctx_cnt = static_cast<size_t>(port.dev_attr.max_qp);
+	info->domain_attr->max_ep_tx_ctx = 1;
+	info->domain_attr->max_ep_rx_ctx = 1;
+	info->domain_attr->mr_iov_limit = 1;
+	info->domain_attr->mr_cnt = static_cast<size_t>(port.dev_attr.max_mr);
+	info->domain_attr->caps = secondary_caps;
+
+	info->fabric_attr->name = dup(port.fabric);
+	info->fabric_attr->prov_version = prov.version;
+	info->fabric_attr->api_version = api_version;
+
+	nic_desc nd;
+	nd.device = port.device;
+	nd.firmware = port.dev_attr.fw_ver;
+	nd.vendor_id = port.dev_attr.vendor_id;
+	nd.vendor_part = port.dev_attr.vendor_part_id;
+	nd.hw_ver = port.dev_attr.hw_ver;
+	nd.up = port.port_attr.state == IBV_PORT_ACTIVE;
+	nd.network_type =
+	    port.port_attr.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand";
+	info->nic = nic_create(nd);
+}
+
+std::vector<port_desc> info_ports()
+{
+	return active_ports();
+}
+
+int64_t info_mr_mode(uint32_t version, const struct fi_info *hints, uint64_t *mode)
+{
+	return pick_mr_mode(version, hints, mode);
+}
+
+namespace
+{
+
+int msg_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
+                const struct fi_info *hints, struct fi_info **info) noexcept
 {
 	*info = nullptr;
+	if (hints && hints->ep_attr && util::raw_enum(hints->ep_attr->type) != FI_EP_UNSPEC &&
+	    util::raw_enum(hints->ep_attr->type) != FI_EP_MSG)
+		return -FI_ENODATA;
 	if (int ret = check_hints(version, hints))
 		return ret;
 	return guard([&] {
@@ -627,6 +649,34 @@ int getinfo(uint32_t version, const char *node, const char *service, uint64_t fl
 		*info = head.release();
 		return FI_SUCCESS;
 	});
+}
+
+} // namespace
+
+/* MSG infos first, then DGRAM ones (hints naming one type get that type only). */
+int getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
+            const struct fi_info *hints, struct fi_info **info) noexcept
+{
+	*info = nullptr;
+	if (wants_dgram_only(hints))
+		return dgram_getinfo(version, node, service, flags, hints, info);
+	int ret = msg_getinfo(version, node, service, flags, hints, info);
+	if (ret != 0 && ret != -FI_ENODATA)
+		return ret;
+	if (hints && hints->ep_attr && util::raw_enum(hints->ep_attr->type) == FI_EP_MSG)
+		return ret;
+	struct fi_info *dgram = nullptr;
+	if (dgram_getinfo(version, node, service, flags, hints, &dgram) != 0)
+		return ret;
+	if (!*info) {
+		*info = dgram;
+		return FI_SUCCESS;
+	}
+	struct fi_info *last = *info;
+	while (last->next)
+		last = last->next;
+	last->next = dgram;
+	return FI_SUCCESS;
 }
 
 } // namespace vwait

@@ -76,11 +76,14 @@ ssize_t ep::post_recv(const struct iovec *iov, void **desc, size_t count, void *
 		FI_WARN(&prov, FI_LOG_EP_DATA, "recv: flags 0x%" PRIx64 " not supported\n", flags);
 		return -FI_EBADFLAGS;
 	}
-	struct ibv_sge sge[max_sge_per_wr];
+	struct ibv_sge sge[max_sge_per_wr + 1];
 	size_t total = 0;
 	int n = check_iov("recv", iov, desc, count, rx_iov_limit_, true, sge, &total);
 	if (n < 0)
 		return n;
+	int nsge = n;
+	if (rx_spill_.length)
+		sge[nsge++] = rx_spill_;
 	std::lock_guard<std::mutex> lock(rx_mutex_);
 	if (!enabled_) {
 		FI_WARN(&prov, FI_LOG_EP_DATA, "recv on an endpoint that is not enabled\n");
@@ -94,10 +97,12 @@ ssize_t ep::post_recv(const struct iovec *iov, void **desc, size_t count, void *
 	slot.flags = FI_RECV | FI_MSG;
 	slot.len = total;
 	slot.report = !rx_selective_ || (flags & FI_COMPLETION);
+	slot.buf =
+	    n ? reinterpret_cast<const void *>(static_cast<uintptr_t>(sge[0].addr)) : nullptr;
 	struct ibv_recv_wr wr = {};
 	wr.wr_id = reinterpret_cast<uintptr_t>(&slot);
 	wr.sg_list = sge;
-	wr.num_sge = n;
+	wr.num_sge = nsge;
 	struct ibv_recv_wr *bad = nullptr;
 	if (int ret = ibv_post_recv(qp_, &wr, &bad)) {
 		if (ret == ENOMEM)
@@ -110,26 +115,23 @@ ssize_t ep::post_recv(const struct iovec *iov, void **desc, size_t count, void *
 	return FI_SUCCESS;
 }
 
-namespace
-{
-
-/* fi_ops_msg */
-ssize_t msg_recv(struct fid_ep *fid, void *buf, size_t len, void *desc, fi_addr_t,
-                 void *context) noexcept
+/* fi_ops_msg receives: the same for every endpoint kind (ep_dgram.cpp uses them too) */
+ssize_t ep_recv(struct fid_ep *fid, void *buf, size_t len, void *desc, fi_addr_t,
+                void *context) noexcept
 {
 	struct iovec iov = {buf, len};
 	ep *e = ep_of(fid);
 	return e->post_recv(&iov, &desc, 1, context, e->rx_op_flags());
 }
 
-ssize_t msg_recvv(struct fid_ep *fid, const struct iovec *iov, void **desc, size_t count, fi_addr_t,
-                  void *context) noexcept
+ssize_t ep_recvv(struct fid_ep *fid, const struct iovec *iov, void **desc, size_t count, fi_addr_t,
+                 void *context) noexcept
 {
 	ep *e = ep_of(fid);
 	return e->post_recv(iov, desc, count, context, e->rx_op_flags());
 }
 
-ssize_t msg_recvmsg(struct fid_ep *fid, const struct fi_msg *msg, uint64_t flags) noexcept
+ssize_t ep_recvmsg(struct fid_ep *fid, const struct fi_msg *msg, uint64_t flags) noexcept
 {
 	if (!msg) {
 		FI_WARN(&prov, FI_LOG_EP_DATA, "fi_recvmsg: msg is NULL\n");
@@ -138,6 +140,10 @@ ssize_t msg_recvmsg(struct fid_ep *fid, const struct fi_msg *msg, uint64_t flags
 	return ep_of(fid)->post_recv(msg->msg_iov, msg->desc, msg->iov_count, msg->context, flags);
 }
 
+namespace
+{
+
+/* fi_ops_msg */
 ssize_t msg_send(struct fid_ep *fid, const void *buf, size_t len, void *desc, fi_addr_t,
                  void *context) noexcept
 {
@@ -188,9 +194,9 @@ ssize_t msg_injectdata(struct fid_ep *fid, const void *buf, size_t len, uint64_t
 
 struct fi_ops_msg ep_msg_ops = {
     .size = sizeof(struct fi_ops_msg),
-    .recv = msg_recv,
-    .recvv = msg_recvv,
-    .recvmsg = msg_recvmsg,
+    .recv = ep_recv,
+    .recvv = ep_recvv,
+    .recvmsg = ep_recvmsg,
     .send = msg_send,
     .sendv = msg_sendv,
     .sendmsg = msg_sendmsg,

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# test/integration/dgram-fabtests.sh - upstream fabtests over FI_EP_DGRAM, vwait beside upstream
+# verbs, in ONE VM boot: fi_dgram_pingpong, fi_dgram, fi_dgram_waitset (each -p PROV, names
+# exchanged out of band with -E: vwait, like verbs without its name server, resolves no node
+# to a UD name), and fi_rdm_pingpong over "vwait;ofi_rxd" (RDM layered on vwait's DGRAM).
+# PASS/FAIL per test and provider; exit 1 if a vwait run fails (a verbs failure is reported,
+# not counted: it is the yardstick).
+#
+#   test/integration/dgram-fabtests.sh [BUILDDIR]   (on the host: boots the VM and runs itself)
+#   FABTESTS_BIN: where fabtests 1.17 is installed (default /opt/fabtests/bin; build it out of
+#   tree as /work/shared/third_party/README.md says). Skips (77) without it.
+# Cost: about 2 minutes.
+set -u -o pipefail
+export LC_ALL=C
+here=$(cd "$(dirname "$0")" && pwd -P)
+srcdir=$(cd "$here/../.." && pwd -P)
+bin=${FABTESTS_BIN:-/opt/fabtests/bin}
+
+if [ -z "${RXE_ADDR:-}" ]; then
+	builddir=$(cd "${1:-${VWAIT_BUILDDIR:-$PWD}}" && pwd -P) || exit 2
+	[ -x "$bin/fi_dgram_pingpong" ] || {
+		echo "SKIP: no fabtests in $bin (set FABTESTS_BIN)"
+		exit 77
+	}
+	export VWAIT_BUILDDIR=$builddir FABTESTS_BIN=$bin
+	exec env VM_TIMEOUT="${VM_TIMEOUT:-1500}" "$srcdir/contrib/vm/run-in-vm.sh" "$0" "$builddir"
+fi
+
+builddir=${1:-${VWAIT_BUILDDIR:-$PWD}}
+export FI_PROVIDER_PATH=$builddir/.libs
+. "$srcdir/test/integration/common.sh"
+tmp=$(mktemp -d)
+port=9300
+vwait_failures=0
+
+# run PROV TEST [ARGS...]: server and client of one fabtest, out-of-band name exchange
+run() {
+	local prov=$1 t=$2 spid rc src
+	shift 2
+	port=$((port + 1))
+	timeout 120 "$bin/$t" -p "$prov" -E="$port" "$@" >"$tmp/srv" 2>&1 &
+	spid=$!
+	sleep 0.5
+	timeout 120 "$bin/$t" -p "$prov" -E="$port" "$@" "$RXE_ADDR" >"$tmp/cli" 2>&1
+	rc=$?
+	wait "$spid"
+	src=$?
+	if [ "$rc" -eq 0 ] && [ "$src" -eq 0 ]; then
+		echo "PASS $t -p '$prov' $*"
+		grep -E '^ *[0-9]+[kmg]?  ' "$tmp/cli" | head -n 3 | sed 's/^/    /'
+	else
+		echo "FAIL $t -p '$prov' $* (client $rc, server $src)"
+		tail -n 5 "$tmp/cli" "$tmp/srv" | sed 's/^/    /'
+		case $prov in vwait*) vwait_failures=$((vwait_failures + 1)) ;; esac
+	fi
+}
+
+echo "dgram-fabtests: ${RXE_DEV:-rxe0} ($RXE_ADDR), fabtests in $bin"
+for prov in vwait verbs; do
+	run "$prov" fi_dgram_pingpong -S 64 -I 100
+	run "$prov" fi_dgram
+	run "$prov" fi_dgram_waitset
+done
+run "vwait;ofi_rxd" fi_rdm_pingpong -S 64 -I 100
+run "verbs;ofi_rxd" fi_rdm_pingpong -S 64 -I 100
+rm -rf "$tmp"
+[ "$vwait_failures" -eq 0 ]
