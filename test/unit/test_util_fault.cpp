@@ -130,10 +130,17 @@ struct fi_cq_attr cq_attr(int wait_obj, size_t size = 0)
 	return a;
 }
 
+/* What a test runs over: a wait-object kind and the wait policy of the waiters it opens. */
+struct variant {
+	int kind;
+	util::wait_policy policy;
+};
+
 /* An hw_cq installed behind a fid_cq with its channel attached. */
-hw_cq *open_hw_cq(int wait_obj, struct fid_cq **out, size_t size = 0)
+hw_cq *open_hw_cq(const variant &v, struct fid_cq **out, size_t size = 0)
 {
-	auto obj = std::make_unique<hw_cq>(cq_attr(wait_obj, size));
+	auto obj = std::make_unique<hw_cq>(cq_attr(v.kind, size));
+	obj->set_wait_policy(v.policy);
 	hw_cq *q = obj.get();
 	assert_int_equal(util::cq_install(std::move(obj), out, nullptr), 0);
 	assert_int_equal(q->attach_channel(), 0);
@@ -162,18 +169,17 @@ struct blocked {
 	void join() { t.join(); }
 };
 
-int kind_of(void **st)
+const variant &variant_of(void **st)
 {
-	return *static_cast<int *>(*st);
+	return *static_cast<const variant *>(*st);
 }
 
 /* ------------------------------------------------------------------ waiter and closer */
 
 void test_cq_waiters(void **st)
 {
-	const int kind = kind_of(st);
 	struct fid_cq *cq = nullptr;
-	hw_cq *q = open_hw_cq(kind, &cq);
+	hw_cq *q = open_hw_cq(variant_of(st), &cq);
 	struct fi_cq_entry e[4];
 
 	/* several readers blocked forever: one fi_cq_signal ends every one of them */
@@ -231,16 +237,20 @@ void test_cq_waiters(void **st)
 
 void test_eq_cntr_waiters(void **st)
 {
-	const int kind = kind_of(st);
+	const int kind = variant_of(st).kind;
 	struct fi_eq_attr ea = {};
 	ea.wait_obj = static_cast<enum fi_wait_obj>(kind);
 	struct fid_eq *eq = nullptr;
-	assert_int_equal(util::eq_open(&test_prov, &ea, &eq, nullptr), 0);
+	auto eq_obj = std::make_unique<util::eq>(&test_prov, ea, FI_VERSION(1, 17));
+	eq_obj->set_wait_policy(variant_of(st).policy);
+	assert_int_equal(util::eq_install(std::move(eq_obj), &eq, nullptr), 0);
 	struct fi_cntr_attr ca = {};
 	ca.events = FI_CNTR_EVENTS_COMP;
 	ca.wait_obj = static_cast<enum fi_wait_obj>(kind);
 	struct fid_cntr *cntr = nullptr;
-	assert_int_equal(util::cntr_open(&test_prov, &ca, &cntr, nullptr), 0);
+	auto cntr_obj = std::make_unique<util::cntr>(&test_prov, ca);
+	cntr_obj->set_wait_policy(variant_of(st).policy);
+	assert_int_equal(util::cntr_install(std::move(cntr_obj), &cntr, nullptr), 0);
 
 	/* two threads in fi_eq_sread forever, two fi_eq_write: each gets one entry */
 	{
@@ -296,10 +306,10 @@ void test_eq_cntr_waiters(void **st)
 
 void test_set_waiters(void **st)
 {
-	const int kind = kind_of(st);
+	const int kind = variant_of(st).kind;
 	struct fi_wait_attr wa = {static_cast<enum fi_wait_obj>(kind), 0};
 	struct fid_wait *set = nullptr;
-	assert_int_equal(util::wait_open(&test_prov, &wa, &set), 0);
+	assert_int_equal(util::wait_open(&test_prov, &wa, &set, {}, variant_of(st).policy), 0);
 	struct fi_cq_attr a = cq_attr(FI_WAIT_SET);
 	a.wait_set = set;
 	struct fid_cq *m1 = nullptr, *m2 = nullptr;
@@ -372,11 +382,14 @@ long race_rounds()
 
 void test_race(void **st)
 {
-	const int kind = kind_of(st);
-	/* the kinds beside FD share its code paths after the wait object: a tenth each */
-	const long rounds = std::max(1L, race_rounds() / (kind == FI_WAIT_FD ? 1 : 10));
+	const int kind = variant_of(st).kind;
+	const util::wait_policy policy = variant_of(st).policy;
+	/* the kinds beside FD, and the policies beside adaptive (the default), share its code
+	 * paths after the wait object and the budget: a tenth each */
+	const bool first = kind == FI_WAIT_FD && policy.kind == util::wait_policy_kind::adaptive;
+	const long rounds = std::max(1L, race_rounds() / (first ? 1 : 10));
 	struct fid_cq *cq = nullptr;
-	hw_cq *q = open_hw_cq(kind, &cq, 256);
+	hw_cq *q = open_hw_cq(variant_of(st), &cq, 256);
 	int fd = -1;
 	if (kind == FI_WAIT_FD)
 		assert_int_equal(fi_control(&cq->fid, FI_GETWAIT, &fd), 0);
@@ -484,13 +497,15 @@ void test_race(void **st)
 	long missing = 0;
 	for (auto &s : seen)
 		missing += s.load() == 0;
-	print_message("race, wait_obj %d: %ld rounds in %.2f s: %ld read, %ld missing, %ld twice, "
-	              "%ld stalls, %ld bad; %llu channel events, %llu arms, %ld fi_cq_signal, "
-	              "%ld sreads (%ld ended by a signal), %ld trywaits (%ld blocked in poll)\n",
-	              kind, rounds, dt, consumed.load(), missing, dups.load(), stalls.load(),
-	              bad.load(), static_cast<unsigned long long>(q->events_.load()),
-	              static_cast<unsigned long long>(q->arms_.load()), signals.load(),
-	              sreads.load(), signal_ends.load(), trywaits.load(), blocks.load());
+	print_message(
+	    "race, wait_obj %d, policy %s: %ld rounds in %.2f s: %ld read, %ld missing, %ld twice, "
+	    "%ld stalls, %ld bad; %llu channel events, %llu arms, %ld fi_cq_signal, "
+	    "%ld sreads (%ld ended by a signal), %ld trywaits (%ld blocked in poll)\n",
+	    kind, util::wait_policy_name(policy.kind), rounds, dt, consumed.load(), missing,
+	    dups.load(), stalls.load(), bad.load(),
+	    static_cast<unsigned long long>(q->events_.load()),
+	    static_cast<unsigned long long>(q->arms_.load()), signals.load(), sreads.load(),
+	    signal_ends.load(), trywaits.load(), blocks.load());
 	assert_int_equal(consumed.load(), rounds);
 	assert_int_equal(missing, 0);
 	assert_int_equal(dups.load(), 0);
@@ -500,14 +515,23 @@ void test_race(void **st)
 	assert_int_equal(fi_close(&cq->fid), 0);
 }
 
-int k_fd = FI_WAIT_FD, k_pollfd = FI_WAIT_POLLFD, k_mc = FI_WAIT_MUTEX_COND,
-    k_yield = FI_WAIT_YIELD;
+constexpr util::wait_policy adaptive{util::wait_policy_kind::adaptive, util::default_spin_us};
+constexpr util::wait_policy block{util::wait_policy_kind::block, util::default_spin_us};
+constexpr util::wait_policy fixed{util::wait_policy_kind::fixed, util::default_spin_us};
+variant k_fd{FI_WAIT_FD, adaptive}, k_pollfd{FI_WAIT_POLLFD, adaptive},
+    k_mc{FI_WAIT_MUTEX_COND, adaptive}, k_yield{FI_WAIT_YIELD, adaptive};
+variant b_fd{FI_WAIT_FD, block}, b_pollfd{FI_WAIT_POLLFD, block}, b_mc{FI_WAIT_MUTEX_COND, block},
+    b_yield{FI_WAIT_YIELD, block};
+variant f_fd{FI_WAIT_FD, fixed}, f_mc{FI_WAIT_MUTEX_COND, fixed}, f_yield{FI_WAIT_YIELD, fixed};
 
 } // namespace
 
 #define PER_KIND(f)                                                                                \
 	cmocka_unit_test_prestate(f, &k_fd), cmocka_unit_test_prestate(f, &k_pollfd),              \
 	    cmocka_unit_test_prestate(f, &k_mc), cmocka_unit_test_prestate(f, &k_yield)
+#define PER_KIND_BLOCK(f)                                                                          \
+	cmocka_unit_test_prestate(f, &b_fd), cmocka_unit_test_prestate(f, &b_pollfd),              \
+	    cmocka_unit_test_prestate(f, &b_mc), cmocka_unit_test_prestate(f, &b_yield)
 
 int main(void)
 {
@@ -516,8 +540,17 @@ int main(void)
 	    PER_KIND(test_cq_waiters),
 	    PER_KIND(test_eq_cntr_waiters),
 	    PER_KIND(test_set_waiters),
+	    PER_KIND_BLOCK(test_cq_waiters),
+	    PER_KIND_BLOCK(test_eq_cntr_waiters),
+	    PER_KIND_BLOCK(test_set_waiters),
+	    cmocka_unit_test_prestate(test_cq_waiters, &f_fd),
+	    cmocka_unit_test_prestate(test_cq_waiters, &f_yield),
 	    cmocka_unit_test_prestate(test_race, &k_fd),
 	    cmocka_unit_test_prestate(test_race, &k_mc),
+	    cmocka_unit_test_prestate(test_race, &b_fd),
+	    cmocka_unit_test_prestate(test_race, &b_mc),
+	    cmocka_unit_test_prestate(test_race, &f_fd),
+	    cmocka_unit_test_prestate(test_race, &f_mc),
 	};
 	return cmocka_run_group_tests_name("util_fault", tests, nullptr, nullptr);
 }

@@ -20,8 +20,18 @@ using vwait::util::waiter;
 namespace
 {
 
+using vwait::util::wait_policy;
+using vwait::util::wait_policy_kind;
+
+/* what a test runs over: a wait-object kind and a wait policy */
+struct variant {
+	enum fi_wait_obj kind;
+	wait_policy policy;
+};
+
 struct state {
 	enum fi_wait_obj kind = FI_WAIT_FD;
+	wait_policy policy;
 	std::unique_ptr<fake_object> a, b;
 	struct fid_wait *set = nullptr;
 	fake_channel ch;
@@ -32,10 +42,14 @@ struct state {
 int setup(void **st)
 {
 	auto *s = new state();
-	if (*st)
-		s->kind = *static_cast<enum fi_wait_obj *>(*st);
+	if (*st) {
+		s->kind = static_cast<variant *>(*st)->kind;
+		s->policy = static_cast<variant *>(*st)->policy;
+	}
 	s->a = std::make_unique<fake_object>(FI_CLASS_CQ);
 	s->b = std::make_unique<fake_object>(FI_CLASS_CNTR);
+	s->a->set_wait_policy(s->policy);
+	s->b->set_wait_policy(s->policy);
 	*st = s;
 	return 0;
 }
@@ -62,7 +76,7 @@ state &S(void **st)
 void open_set(state &s)
 {
 	struct fi_wait_attr attr = {s.kind, 0};
-	assert_int_equal(vwait::util::wait_open(&test_prov, &attr, &s.set), 0);
+	assert_int_equal(vwait::util::wait_open(&test_prov, &attr, &s.set, {}, s.policy), 0);
 	assert_non_null(s.set);
 }
 
@@ -546,6 +560,224 @@ void test_getwait_yield(void **st)
 	assert_int_equal(obj, FI_WAIT_YIELD);
 }
 
+/* ------------------------------------------------------------------ wait policy */
+
+void test_policy_names(void **)
+{
+	for (wait_policy_kind k :
+	     {wait_policy_kind::adaptive, wait_policy_kind::block, wait_policy_kind::fixed}) {
+		wait_policy_kind got = wait_policy_kind::adaptive;
+		assert_true(vwait::util::parse_wait_policy(vwait::util::wait_policy_name(k), &got));
+		assert_true(got == k);
+	}
+	wait_policy_kind got = wait_policy_kind::fixed;
+	assert_true(vwait::util::parse_wait_policy("BLOCK", &got));
+	assert_true(got == wait_policy_kind::block);
+	assert_false(vwait::util::parse_wait_policy("spin", &got));
+	assert_false(vwait::util::parse_wait_policy("", &got));
+	assert_false(vwait::util::parse_wait_policy(nullptr, &got));
+	assert_true(got == wait_policy_kind::block); /* untouched */
+}
+
+/* The learner on its own, fed waits of known length: no clock involved. */
+void test_learner(void **)
+{
+	using vwait::util::spin_learner;
+	using us = std::chrono::microseconds;
+	const auto cap = std::chrono::duration_cast<vwait::util::clock::duration>(us(100));
+
+	spin_learner block({wait_policy_kind::block, 100});
+	spin_learner fixed({wait_policy_kind::fixed, 100});
+	spin_learner none({wait_policy_kind::adaptive, 0});
+	for (int i = 0; i < 10; i++) {
+		assert_true(block.budget() == vwait::util::clock::duration::zero());
+		assert_true(fixed.budget() == cap);
+		assert_true(none.budget() == vwait::util::clock::duration::zero());
+		fixed.record(us(5000), true); /* fixed learns nothing */
+	}
+
+	spin_learner a({wait_policy_kind::adaptive, 100});
+	/* a new waiter spins, and keeps spinning while waits are short */
+	for (int i = 0; i < 20; i++) {
+		assert_true(a.budget() == cap);
+		a.record(us(30), true);
+	}
+	assert_int_equal(a.score(), spin_learner::score_one);
+	assert_true(a.mean_short_ns() > 25000 && a.mean_short_ns() < 35000);
+	/* one long wait does not stop it */
+	a.record(us(400), true);
+	assert_true(a.budget() == cap);
+	/* short timeouts teach nothing */
+	for (int i = 0; i < 20; i++)
+		a.record(us(10), false);
+	assert_true(a.score() >= spin_learner::score_one / 2);
+	/* long waits in a row: it stops spinning but probes, one wait in a growing gap */
+	for (int i = 0; i < 12; i++) {
+		(void)a.budget();
+		a.record(us(5000), true);
+	}
+	assert_true(a.score() < spin_learner::score_one / 2);
+	assert_int_equal(a.probe_gap(), spin_learner::max_probe_gap);
+	int spins = 0;
+	for (int i = 0; i < 1000; i++) {
+		if (a.budget() == cap)
+			spins++;
+		a.record(us(5000), true);
+	}
+	print_message("adaptive, waits of 5 ms against a 100 us cap: %d of 1000 waits spun\n",
+	              spins);
+	assert_true(spins >= 1 && spins <= 1000 / 128);
+	/* a timeout after the budget counts as long */
+	a.record(us(5000), false);
+	assert_true(a.score() < spin_learner::score_one / 2);
+	/* short waits again: the next wait probes, and a few short ones bring spinning back */
+	a.record(us(20), true);
+	assert_int_equal(a.probe_gap(), 1);
+	assert_true(a.budget() == cap);
+	a.record(us(20), true);
+	a.record(us(20), true);
+	a.record(us(20), true);
+	assert_true(a.score() >= spin_learner::score_one / 2);
+	for (int i = 0; i < 5; i++)
+		assert_true(a.budget() == cap);
+}
+
+/* A wait that finds its work in the poll phase never reaches the prepare phase (never
+ * arms): fixed policy with a budget far above the time the work takes to come. */
+void test_poll_phase_never_arms(void **st)
+{
+	state &s = S(st);
+	s.a->set_wait_policy({wait_policy_kind::fixed, 10000000});
+	assert_int_equal(s.a->open_wait(&test_prov, s.kind, nullptr), 0);
+	std::atomic<bool> flag{false};
+	std::atomic<long> polls{0}, prepares{0};
+	s.threads.emplace_back([&flag] {
+		std::this_thread::sleep_for(std::chrono::milliseconds(20));
+		flag = true; /* no notify: only polling can see it */
+	});
+	auto t0 = std::chrono::steady_clock::now();
+	int ret = s.a->wait_object()->wait_until(
+	    vwait::util::deadline_after(5000),
+	    [&] {
+		    polls++;
+		    return flag.load();
+	    },
+	    [&] {
+		    prepares++;
+		    return flag.load();
+	    });
+	double dt = seconds_since(t0);
+	print_message("kind %d: fixed spin found the work after %.4f s, %ld polls, %ld prepares\n",
+	              s.kind, dt, polls.load(), prepares.load());
+	assert_int_equal(ret, 0);
+	assert_int_equal(prepares.load(), 0);
+	assert_true(polls.load() > 1);
+	assert_true(dt < 2.0);
+}
+
+/* block: one look, then prepare and sleep; the thread does not spin while it waits. */
+void test_block_prepares_at_once(void **st)
+{
+	state &s = S(st);
+	s.a->set_wait_policy({wait_policy_kind::block, 50});
+	assert_int_equal(s.a->open_wait(&test_prov, s.kind, nullptr), 0);
+	fake_object *a = s.a.get();
+	std::atomic<long> polls{0}, prepares{0};
+	s.threads.emplace_back([a] {
+		std::this_thread::sleep_for(std::chrono::milliseconds(100));
+		a->write();
+	});
+	int ret = a->wait_object()->wait_until(
+	    vwait::util::deadline_after(5000),
+	    [&] {
+		    polls++;
+		    return a->read();
+	    },
+	    [&] {
+		    prepares++;
+		    return a->read();
+	    });
+	print_message("kind %d: block: %ld polls, %ld prepares\n", s.kind, polls.load(),
+	              prepares.load());
+	assert_int_equal(ret, 0);
+	if (s.kind == FI_WAIT_YIELD) {
+		assert_int_equal(prepares.load(), 0); /* nothing sleeps on fds: never arms */
+	} else {
+		assert_true(prepares.load() >= 1);
+		assert_true(polls.load() <= 8); /* slept: no spinning */
+	}
+}
+
+/* adaptive: waits much longer than the budget make it stop spinning (a few polls per wait),
+ * and short ones bring spinning back. */
+void test_adaptive_learns(void **st)
+{
+	state &s = S(st);
+	s.a->set_wait_policy({wait_policy_kind::adaptive, 2000});
+	assert_int_equal(s.a->open_wait(&test_prov, s.kind, nullptr), 0);
+	fake_object *a = s.a.get();
+	waiter *w = a->wait_object();
+	auto long_wait = [&] {
+		long polls = 0;
+		std::thread t([a] {
+			std::this_thread::sleep_for(std::chrono::milliseconds(10));
+			a->write();
+		});
+		int ret = w->wait_until(vwait::util::deadline_after(5000), [&] {
+			polls++;
+			return a->read();
+		});
+		t.join();
+		assert_int_equal(ret, 0);
+		return polls;
+	};
+	long first = long_wait();
+	for (int i = 0; i < 7; i++)
+		long_wait();
+	assert_true(w->learner().score() < vwait::util::spin_learner::score_one / 2);
+	long later = 0;
+	for (int i = 0; i < 4; i++)
+		later += long_wait();
+	print_message("kind %d: adaptive, 10 ms waits: %ld polls in the first, %ld in 4 later "
+	              "ones\n",
+	              s.kind, first, later);
+	if (s.kind != FI_WAIT_YIELD) { /* YIELD polls between yields */
+		assert_true(first > 20);
+		assert_true(later <= 4 * 8);
+	}
+	/* work that is there at once: short waits, spinning again */
+	for (int i = 0; i < 4; i++) {
+		a->write();
+		assert_int_equal(
+		    w->wait_until(vwait::util::deadline_after(1000), [a] { return a->read(); }), 0);
+	}
+	assert_true(w->learner().score() >= vwait::util::spin_learner::score_one / 2);
+}
+
+/* A waiter with no traffic costs next to no CPU: one long wait, then a loop of short
+ * timeouts (an application polling its CQ with fi_cq_sread(timeout 10 ms)), 2 s in all. */
+void test_idle_cpu(void **st)
+{
+	state &s = S(st);
+	assert_int_equal(s.a->open_wait(&test_prov, s.kind, nullptr), 0);
+	fake_object *a = s.a.get();
+	waiter *w = a->wait_object();
+	struct timespec c0, c1;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+	assert_int_equal(
+	    w->wait_until(vwait::util::deadline_after(1000), [a] { return a->read(); }),
+	    -FI_ETIMEDOUT);
+	for (int i = 0; i < 100; i++)
+		assert_int_equal(
+		    w->wait_until(vwait::util::deadline_after(10), [a] { return a->read(); }),
+		    -FI_ETIMEDOUT);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+	double cpu_ms = (c1.tv_sec - c0.tv_sec) * 1e3 + (c1.tv_nsec - c0.tv_nsec) / 1e6;
+	print_message("kind %d, policy %s: 2 s without traffic took %.2f ms of CPU\n", s.kind,
+	              vwait::util::wait_policy_name(s.policy.kind), cpu_ms);
+	assert_true(cpu_ms < 10.0);
+}
+
 /* ------------------------------------------------------------------ stress */
 
 /* Pairs of threads ping-pong through two waiters (a CQ-like object each way): every round
@@ -556,7 +788,9 @@ void test_stress_pingpong(void **st)
 {
 	state &s = S(st);
 	const int pairs = 2;
-	const int rounds = s.kind == FI_WAIT_YIELD ? 5000 : 50000;
+	/* block and fixed share adaptive's code paths but for the budget: a fifth each */
+	const int per_policy = s.policy.kind == wait_policy_kind::adaptive ? 1 : 5;
+	const int rounds = (s.kind == FI_WAIT_YIELD ? 5000 : 50000) / per_policy;
 	assert_int_equal(s.a->open_wait(&test_prov, s.kind, nullptr), 0);
 	assert_int_equal(s.b->open_wait(&test_prov, s.kind, nullptr), 0);
 	fake_object *ping = s.a.get(), *pong = s.b.get();
@@ -601,17 +835,25 @@ void test_stress_pingpong(void **st)
 		t.join();
 	s.threads.clear();
 	double dt = seconds_since(t0);
-	print_message("kind %d: %d pairs x %d round trips: %ld waits, %d stalls, %.2f s "
-	              "(%.1f us per round trip)\n",
-	              s.kind, pairs, rounds, waits.load(), stalls.load(), dt, dt * 1e6 / rounds);
+	print_message("kind %d, policy %s: %d pairs x %d round trips: %ld waits, %d stalls, "
+	              "%.2f s (%.1f us per round trip)\n",
+	              s.kind, vwait::util::wait_policy_name(s.policy.kind), pairs, rounds,
+	              waits.load(), stalls.load(), dt, dt * 1e6 / rounds);
 	assert_int_equal(stalls.load(), 0);
 	assert_int_equal(waits.load(), 2L * pairs * rounds);
 	for (auto &x : c)
 		assert_int_equal(x.acked.load(), static_cast<uint64_t>(rounds));
 }
 
-enum fi_wait_obj k_fd = FI_WAIT_FD, k_pollfd = FI_WAIT_POLLFD, k_mc = FI_WAIT_MUTEX_COND,
-                 k_yield = FI_WAIT_YIELD;
+constexpr wait_policy adaptive{wait_policy_kind::adaptive, vwait::util::default_spin_us};
+constexpr wait_policy block{wait_policy_kind::block, vwait::util::default_spin_us};
+constexpr wait_policy fixed{wait_policy_kind::fixed, vwait::util::default_spin_us};
+variant k_fd{FI_WAIT_FD, adaptive}, k_pollfd{FI_WAIT_POLLFD, adaptive},
+    k_mc{FI_WAIT_MUTEX_COND, adaptive}, k_yield{FI_WAIT_YIELD, adaptive};
+variant b_fd{FI_WAIT_FD, block}, b_pollfd{FI_WAIT_POLLFD, block}, b_mc{FI_WAIT_MUTEX_COND, block},
+    b_yield{FI_WAIT_YIELD, block};
+variant f_fd{FI_WAIT_FD, fixed}, f_pollfd{FI_WAIT_POLLFD, fixed}, f_mc{FI_WAIT_MUTEX_COND, fixed},
+    f_yield{FI_WAIT_YIELD, fixed};
 
 } // namespace
 
@@ -620,6 +862,16 @@ enum fi_wait_obj k_fd = FI_WAIT_FD, k_pollfd = FI_WAIT_POLLFD, k_mc = FI_WAIT_MU
 	    cmocka_unit_test_prestate_setup_teardown(f, setup, teardown, &k_pollfd),               \
 	    cmocka_unit_test_prestate_setup_teardown(f, setup, teardown, &k_mc),                   \
 	    cmocka_unit_test_prestate_setup_teardown(f, setup, teardown, &k_yield)
+/* every kind under the block and fixed policies too (PER_KIND runs adaptive, the default) */
+#define PER_OTHER_POLICY(f)                                                                        \
+	cmocka_unit_test_prestate_setup_teardown(f, setup, teardown, &b_fd),                       \
+	    cmocka_unit_test_prestate_setup_teardown(f, setup, teardown, &b_pollfd),               \
+	    cmocka_unit_test_prestate_setup_teardown(f, setup, teardown, &b_mc),                   \
+	    cmocka_unit_test_prestate_setup_teardown(f, setup, teardown, &b_yield),                \
+	    cmocka_unit_test_prestate_setup_teardown(f, setup, teardown, &f_fd),                   \
+	    cmocka_unit_test_prestate_setup_teardown(f, setup, teardown, &f_pollfd),               \
+	    cmocka_unit_test_prestate_setup_teardown(f, setup, teardown, &f_mc),                   \
+	    cmocka_unit_test_prestate_setup_teardown(f, setup, teardown, &f_yield)
 
 int main(void)
 {
@@ -639,7 +891,17 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_getwait_pollfd, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_getwait_mutex_cond, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_getwait_yield, setup, teardown),
+	    cmocka_unit_test(test_policy_names),
+	    cmocka_unit_test(test_learner),
+	    PER_KIND(test_poll_phase_never_arms),
+	    PER_KIND(test_block_prepares_at_once),
+	    PER_KIND(test_adaptive_learns),
+	    cmocka_unit_test_prestate_setup_teardown(test_idle_cpu, setup, teardown, &k_fd),
+	    cmocka_unit_test_prestate_setup_teardown(test_idle_cpu, setup, teardown, &k_mc),
+	    PER_OTHER_POLICY(test_signal_ends_wait),
+	    PER_OTHER_POLICY(test_source_wakes),
 	    PER_KIND(test_stress_pingpong),
+	    PER_OTHER_POLICY(test_stress_pingpong),
 	};
 	return cmocka_run_group_tests_name("util_wait", tests, nullptr, nullptr);
 }

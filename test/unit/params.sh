@@ -1,0 +1,31 @@
+#!/bin/sh
+# The wait-policy parameters through a stock libfabric: fi_info -e lists FI_VWAIT_WAIT_POLICY
+# and FI_VWAIT_SPIN_US; a bad value gets exactly one warning line naming it and the value
+# kept (the default, or the clamp). No device needed: the plugin reads its parameters at load.
+lib="${VWAIT_BUILDDIR:?run through make check}/.libs"
+command -v fi_info >/dev/null || { echo "fi_info not found: skipped"; exit 77; }
+export FI_PROVIDER_PATH="$lib"
+unset FI_PROVIDER FI_VWAIT_WAIT_POLICY FI_VWAIT_SPIN_US
+fail=0
+listed=$(fi_info -e 2>/dev/null | grep -c -E '^# FI_VWAIT_(WAIT_POLICY|SPIN_US):')
+echo "fi_info -e lists $listed of the 2 wait-policy parameters"
+[ "$listed" = 2 ] || fail=1
+# VAR VALUE EXPECTED-TEXT: one warning line with the text
+warns() {
+	out=$(env "$1=$2" FI_LOG_LEVEL=warn FI_LOG_PROV=vwait fi_info -p vwait 2>&1 >/dev/null |
+		grep -F "$1=$2")
+	n=$(printf '%s' "$out" | grep -c .)
+	echo "$1=$2: $n warning line(s): $out"
+	[ "$n" = 1 ] && printf '%s' "$out" | grep -qF "$3" || fail=1
+}
+warns FI_VWAIT_WAIT_POLICY bogus "using adaptive"
+warns FI_VWAIT_SPIN_US -5 "using 50"
+warns FI_VWAIT_SPIN_US 99999 "using 10000"
+# good values: no warning
+for v in "FI_VWAIT_WAIT_POLICY=block" "FI_VWAIT_WAIT_POLICY=Fixed" "FI_VWAIT_SPIN_US=0"; do
+	n=$(env "$v" FI_LOG_LEVEL=warn FI_LOG_PROV=vwait fi_info -p vwait 2>&1 >/dev/null |
+		grep -c "${v%%=*}")
+	echo "$v: $n warning line(s)"
+	[ "$n" = 0 ] || fail=1
+done
+exit $fail
