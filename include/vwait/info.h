@@ -40,10 +40,10 @@ std::vector<port_desc> info_ports();
 int64_t info_mr_mode(uint32_t version, const struct fi_info *hints, uint64_t *mode);
 
 /* The domain, fabric and nic attributes of an info for port (any endpoint type): from the
- * device, the hints' threading and progress, and mr_mode (info_mr_mode's). Throws
- * std::bad_alloc. */
-void port_attrs(struct fi_info *info, const port_desc &port, const struct fi_info *hints,
-                int64_t mr_mode);
+ * device, the hints' threading and progress, mr_mode (info_mr_mode's) and the API version the
+ * application asked for. Throws std::bad_alloc. */
+void port_attrs(uint32_t version, struct fi_info *info, const port_desc &port,
+                const struct fi_info *hints, int64_t mr_mode);
 
 /* FI_EP_DGRAM (info_dgram.cpp): hints that ask for DGRAM and nothing else, and the DGRAM
  * infos for node / service / hints (0 or -FI_ENODATA). */

@@ -21,8 +21,22 @@ namespace vwait
 extern struct fi_provider prov;
 
 constexpr const char *prov_name = "vwait";
-/* The API version vwait is written for: the one in the headers it is built against. */
-constexpr uint32_t api_version = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
+/* The API version of the headers vwait is built against: the lowest fi_version it reports. */
+constexpr uint32_t build_api_version = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
+/* The newest API level vwait is tested against (Debian 13's libfabric 2.1, contrib/debian13):
+ * the highest fi_version it reports, unless its headers are newer still. */
+constexpr uint32_t max_api_version = FI_VERSION(2, 1);
+/* The fi_version vwait reports to a running libfabric of API level running (fi_version()).
+ * libfabric skips a provider whose fi_version is below what the application asks for, so a
+ * build that is older than the running library follows it, up to max_api_version; every field
+ * vwait fills is valid at each of these levels (fields added later stay as libfabric's
+ * fi_allocinfo made them: zero), and fi_getinfo fills them for the version the application
+ * asked for (api_version in fabric_attr, comp_order, mr_mode). */
+constexpr uint32_t pick_api_version(uint32_t running)
+{
+	const uint32_t capped = running < max_api_version ? running : max_api_version;
+	return capped > build_api_version ? capped : build_api_version;
+}
 /* The oldest API version an application may ask for (Open MPI 4.1 asks for 1.5). */
 constexpr uint32_t min_api_version = FI_VERSION(1, 5);
 

@@ -1,12 +1,15 @@
 /* The vwait fabric object, opened through the provider's own fabric() entry (no device needed):
- * bad arguments, fi_open_ops for the wait-support query, close. */
+ * bad arguments, fi_open_ops for the wait-support query, close; the fi_version vwait reports. */
 #include "vwait_cmocka.h"
 
 #include "vwait/fabric.h"
+#include "vwait/vwait.h"
 
 #include <rdma/fabric.h>
 #include <rdma/fi_ext_vwait.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 namespace
@@ -59,6 +62,27 @@ void wait_ops(void **)
 	assert_int_equal(fi_close(&fabric->fid), 0);
 }
 
+/* fi_version follows the running libfabric: never below the headers vwait was built with,
+ * never above the newest API level it is tested against (2.1). */
+void api_version_follows_library(void **)
+{
+	using vwait::build_api_version;
+	using vwait::pick_api_version;
+	assert_int_equal(vwait::max_api_version, FI_VERSION(2, 1));
+	assert_int_equal(pick_api_version(build_api_version), build_api_version);
+	assert_int_equal(pick_api_version(FI_VERSION(1, 5)), build_api_version);
+	assert_int_equal(pick_api_version(FI_VERSION(2, 1)),
+	                 std::max<uint32_t>(FI_VERSION(2, 1), build_api_version));
+	assert_int_equal(pick_api_version(FI_VERSION(2, 0)),
+	                 std::max<uint32_t>(FI_VERSION(2, 0), build_api_version));
+	assert_int_equal(pick_api_version(FI_VERSION(2, 9)),
+	                 std::max<uint32_t>(FI_VERSION(2, 1), build_api_version));
+	assert_int_equal(pick_api_version(FI_VERSION(3, 0)),
+	                 std::max<uint32_t>(FI_VERSION(2, 1), build_api_version));
+	if (build_api_version == FI_VERSION(1, 17)) /* Debian 12's headers, read by Debian 13 */
+		assert_int_equal(pick_api_version(FI_VERSION(2, 1)), FI_VERSION(2, 1));
+}
+
 } // namespace
 
 int main()
@@ -67,6 +91,7 @@ int main()
 	    cmocka_unit_test(open_close),
 	    cmocka_unit_test(bad_arguments),
 	    cmocka_unit_test(wait_ops),
+	    cmocka_unit_test(api_version_follows_library),
 	};
 	return cmocka_run_group_tests_name("fabric", tests, nullptr, nullptr) == 0 ? 0 : 1;
 }

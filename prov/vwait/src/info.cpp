@@ -327,9 +327,10 @@ int64_t pick_mr_mode(uint32_t version, const struct fi_info *hints, uint64_t *mo
 		*mode |= local_mr_mode;
 		return fi_v1::mr_basic;
 	}
+	/* From 1.5 on, FI_LOCAL_MR in mode means nothing beside an mr_mode of bits
+	 * (fi_getinfo(3)): only the bits the application set count, and the answer has no
+	 * other (fabtests getinfo mr_mode: never a bit the hints did not ask for). */
 	uint64_t have = static_cast<uint64_t>(user);
-	if (hints->mode & local_mr_mode)
-		have |= FI_MR_LOCAL;
 	if ((have & required_mr_mode) != required_mr_mode)
 		return -1;
 	return static_cast<int64_t>(required_mr_mode);
@@ -371,6 +372,8 @@ const char *unmet(const port_desc &port, const struct fi_info *hints, uint64_t c
 			return "tx_attr->inject_size";
 		if (hints->tx_attr->caps & ~all_caps)
 			return "tx_attr->caps";
+		if (hints->tx_attr->msg_order & ~rc_msg_order)
+			return "tx_attr->msg_order";
 	}
 	if (hints->rx_attr) {
 		if (hints->rx_attr->size > max_wr)
@@ -379,6 +382,8 @@ const char *unmet(const port_desc &port, const struct fi_info *hints, uint64_t c
 			return "rx_attr->iov_limit";
 		if (hints->rx_attr->caps & ~all_caps)
 			return "rx_attr->caps";
+		if (hints->rx_attr->msg_order & ~rc_msg_order)
+			return "rx_attr->msg_order";
 	}
 	switch (hints->addr_format) {
 	case FI_FORMAT_UNSPEC:
@@ -390,6 +395,12 @@ const char *unmet(const port_desc &port, const struct fi_info *hints, uint64_t c
 		return "addr_format";
 	}
 	if (hints->domain_attr) {
+		if (hints->domain_attr->caps & ~secondary_caps)
+			return "domain_attr->caps";
+#if FI_MAJOR_VERSION >= 2
+		if (hints->domain_attr->max_group_id) /* no peer groups (fi_av(3)) */
+			return "domain_attr->max_group_id";
+#endif
 		int threading = util::raw_enum(hints->domain_attr->threading);
 		if (threading < FI_THREAD_UNSPEC || threading > FI_THREAD_ENDPOINT)
 			return "domain_attr->threading";
@@ -425,6 +436,9 @@ info_ptr msg_info(uint32_t version, const port_desc &port, const struct fi_info 
 	}
 	uint64_t mode = 0;
 	int64_t mr_mode = pick_mr_mode(version, hints, &mode);
+	/* RC completes in order; API 2.0 retired comp_order ("set to 0", fi_endpoint(3)) */
+	const uint64_t comp_order =
+	    FI_VERSION_LT(version, FI_VERSION(2, 0)) ? fi_v1::order_strict : 0;
 	if (mr_mode < 0) {
 		FI_INFO(&prov, FI_LOG_CORE,
 		        "%s: hints mr_mode 0x%x lacks FI_MR_LOCAL | "
@@ -459,7 +473,7 @@ info_ptr msg_info(uint32_t version, const port_desc &port, const struct fi_info 
 	info->tx_attr->mode = mode;
 	info->tx_attr->op_flags = htx ? htx->op_flags : 0;
 	info->tx_attr->msg_order = rc_msg_order;
-	info->tx_attr->comp_order = fi_v1::order_strict;
+	info->tx_attr->comp_order = comp_order;
 	info->tx_attr->inject_size =
 	    std::max<size_t>(default_inject_size, htx ? htx->inject_size : 0);
 	info->tx_attr->size = htx && htx->size ? htx->size : std::min(default_size, max_wr);
@@ -471,7 +485,7 @@ info_ptr msg_info(uint32_t version, const port_desc &port, const struct fi_info 
 	info->rx_attr->mode = mode | rx_mode;
 	info->rx_attr->op_flags = hrx ? hrx->op_flags : 0;
 	info->rx_attr->msg_order = rc_msg_order;
-	info->rx_attr->comp_order = fi_v1::order_strict;
+	info->rx_attr->comp_order = comp_order;
 	info->rx_attr->size = hrx && hrx->size ? hrx->size : std::min(default_size, max_wr);
 	info->rx_attr->iov_limit =
 	    hrx && hrx->iov_limit ? hrx->iov_limit : std::min(default_iov_limit, max_sge);
@@ -486,7 +500,7 @@ info_ptr msg_info(uint32_t version, const port_desc &port, const struct fi_info 
 	info->ep_attr->tx_ctx_cnt = 1;
 	info->ep_attr->rx_ctx_cnt = 1;
 
-	port_attrs(info.get(), port, hints, mr_mode);
+	port_attrs(version, info.get(), port, hints, mr_mode);
 	return info;
 }
 
@@ -528,8 +542,8 @@ struct fi_info *port_info(uint32_t version, const port_desc &port, const struct 
 	return msg_info(version, port, hints, s, d).release();
 }
 
-void port_attrs(struct fi_info *info, const port_desc &port, const struct fi_info *hints,
-                int64_t mr_mode)
+void port_attrs(uint32_t version, struct fi_info *info, const port_desc &port,
+                const struct fi_info *hints, int64_t mr_mode)
 {
 	const struct fi_domain_attr *hdom = hints ? hints->domain_attr : nullptr;
 	info->domain_attr->name = dup(port.device);
@@ -555,7 +569,7 @@ void port_attrs(struct fi_info *info, const port_desc &port, const struct fi_inf
 
 	info->fabric_attr->name = dup(port.fabric);
 	info->fabric_attr->prov_version = prov.version;
-	info->fabric_attr->api_version = api_version;
+	info->fabric_attr->api_version = version; /* as the application asked (fi_fabric(3)) */
 
 	nic_desc nd;
 	nd.device = port.device;

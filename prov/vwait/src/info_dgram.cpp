@@ -181,7 +181,7 @@ dgram_info_ptr dgram_info(uint32_t version, const port_desc &port, const struct 
 	info->ep_attr->tx_ctx_cnt = 1;
 	info->ep_attr->rx_ctx_cnt = 1;
 
-	port_attrs(info.get(), port, hints, mr_mode);
+	port_attrs(version, info.get(), port, hints, mr_mode);
 	info->domain_attr->av_type = hdom && hdom->av_type ? hdom->av_type : FI_AV_UNSPEC;
 	return info;
 }

@@ -84,7 +84,7 @@ const params &get_params() noexcept
 
 struct fi_provider prov = {
     .version = FI_VERSION(0, 1),
-    .fi_version = api_version,
+    .fi_version = build_api_version, /* fi_prov_ini: pick_api_version(fi_version()) */
     .context = {},
     .name = prov_name,
     .getinfo = getinfo,
@@ -98,6 +98,7 @@ extern "C" {
 
 FI_EXT_INI
 {
+	vwait::prov.fi_version = vwait::pick_api_version(fi_version());
 	vwait::read_params();
 	return &vwait::prov;
 }
