@@ -672,7 +672,6 @@ void test_poll_phase_never_arms(void **st)
 	assert_int_equal(ret, 0);
 	assert_int_equal(prepares.load(), 0);
 	assert_true(polls.load() > 1);
-	assert_true(dt < 2.0);
 }
 
 /* block: one look, then prepare and sleep; the thread does not spin while it waits. */

@@ -156,6 +156,8 @@ bool waiter::impl::block(uint64_t s, clock::time_point deadline) noexcept
 
 namespace
 {
+constexpr unsigned clock_every = 8;
+
 /* A hint to the core that this thread spins (lets a sibling hyperthread run). */
 inline void cpu_relax() noexcept
 {
@@ -175,6 +177,8 @@ int waiter::impl::wait_until(clock::time_point deadline, phase_fn poll, phase_fn
 	const clock::duration budget = learner.budget();
 	const clock::time_point spin_end = deadline - start > budget ? start + budget : deadline;
 	bool readable = false;
+	bool spinning = spin_end > start;
+	unsigned polls = 0;
 	for (;;) {
 		/* FD / POLLFD: what the leader's poll() found readable is drained after the
 		 * poll phase had a look (a verbs CQ polls its hardware queue itself: the
@@ -191,6 +195,12 @@ int waiter::impl::wait_until(clock::time_point deadline, phase_fn poll, phase_fn
 			drain_polled();
 			continue;
 		}
+		/* spinning: the clock is read once per clock_every polls, so that a poll, not
+		 * a clock read, is what each pass mostly costs */
+		if (spinning && ++polls % clock_every != 0) {
+			cpu_relax();
+			continue;
+		}
 		const clock::time_point now = clock::now();
 		if (now >= deadline) {
 			learner.record(now - start, false);
@@ -200,6 +210,7 @@ int waiter::impl::wait_until(clock::time_point deadline, phase_fn poll, phase_fn
 			cpu_relax();
 			continue;
 		}
+		spinning = false;
 		if (kind == FI_WAIT_YIELD) {
 			/* nothing sleeps on fds: no arming; the sources (an EQ's rdma_cm fd) are
 			 * read on every pass instead */
@@ -250,52 +261,21 @@ bool waiter::impl::peek_ready() noexcept
 	return found;
 }
 
-/* fi_wait's predicate: a wake not yet consumed, or a member on the ready list that is ready. */
-bool waiter::impl::any_ready() noexcept
+/* The members that may hold something (the ready list, then the polled ones), trywait()ed
+ * until one answers non-zero: that answer (-FI_EAGAIN: it has something), or 0 when every
+ * one is empty and armed. trywait, not ready(): a member found empty is armed before the
+ * caller blocks (a verbs CQ asks for its next completion event), so it may leave the ready
+ * list: its next event puts it back. */
+int waiter::impl::trywait_members() noexcept
 {
-	if (pending.exchange(false))
-		return true;
 	thread_local std::vector<waitable *> batch;
 	std::shared_lock<std::shared_mutex> lock(members_mu);
 	batch.clear();
 	try {
 		ready.take(batch);
 	} catch (const std::bad_alloc &) {
-		return true; /* cannot tell: a spurious wakeup is allowed, a lost one is not */
-	}
-	bool found = false;
-	for (waitable *w : batch) {
-		if (found) {
-			ready.push(w);
-			continue;
-		}
-		/* trywait, not ready(): a member found empty is armed before the caller
-		 * blocks (a verbs CQ asks for its next completion event), so it may leave
-		 * the ready list: its next event puts it back */
-		if (w->trywait() != 0) {
-			found = true;
-			ready.push(w);
-		}
-	}
-	for (size_t i = 0; !found && i < polled.size(); ++i)
-		found = polled[i]->trywait() != 0;
-	return found;
-}
-
-int waiter::impl::trywait() noexcept
-{
-	if (kind == FI_WAIT_FD || kind == FI_WAIT_POLLFD)
-		pub.reset();
-	drain_ready();
-	if (pending.exchange(false))
-		return -FI_EAGAIN;
-	thread_local std::vector<waitable *> batch;
-	std::shared_lock<std::shared_mutex> lock(members_mu);
-	batch.clear();
-	try {
-		ready.take(batch);
-	} catch (const std::bad_alloc &) {
-		return -FI_EAGAIN;
+		return -FI_EAGAIN; /* cannot tell: a spurious wakeup is allowed, a lost one is not
+		                    */
 	}
 	int ret = 0;
 	for (waitable *w : batch) {
@@ -312,6 +292,23 @@ int waiter::impl::trywait() noexcept
 	for (size_t i = 0; !ret && i < polled.size(); ++i)
 		ret = polled[i]->trywait();
 	return ret;
+}
+
+/* fi_wait's prepare phase: a wake not yet consumed, or a member that is not empty (the empty
+ * ones are armed). */
+bool waiter::impl::any_ready() noexcept
+{
+	return pending.exchange(false) || trywait_members() != 0;
+}
+
+int waiter::impl::trywait() noexcept
+{
+	if (kind == FI_WAIT_FD || kind == FI_WAIT_POLLFD)
+		pub.reset();
+	drain_ready();
+	if (pending.exchange(false))
+		return -FI_EAGAIN;
+	return trywait_members();
 }
 
 int waiter::impl::start_helper() noexcept

@@ -70,6 +70,7 @@ public:
 	 * trywaits the members (arms them) */
 	bool peek_ready() noexcept;
 	bool any_ready() noexcept;
+	int trywait_members() noexcept;
 	int trywait() noexcept;
 	int control(int command, void *arg) noexcept;
 
