@@ -33,6 +33,11 @@ public:
 	 * (valid until the event is acknowledged, even while the target is closing). May run
 	 * on any thread that drains the EQ. */
 	virtual void disconnected(struct rdma_cm_id *id) noexcept = 0;
+	/* Keepalive (FI_VWAIT_KEEPALIVE_MS), from the EQ's progress thread: posts one probe to
+	 * the peer; false once the connection is broken (the QP is in the error state). */
+	virtual bool probe() noexcept { return true; }
+	/* The probe found the connection broken: the peer is told (if it can still hear). */
+	virtual void probe_failed() noexcept {}
 };
 
 /* The private data of connect, accept and reject goes behind a one-byte length, because

@@ -182,6 +182,8 @@ public:
 	bool active_side() const noexcept override { return !passive_; }
 	struct fi_info *connreq_info(struct rdma_cm_id *) noexcept override { return nullptr; }
 	void disconnected(struct rdma_cm_id *id) noexcept override;
+	bool probe() noexcept override;
+	void probe_failed() noexcept override;
 
 	int connect(const void *addr, const void *param, size_t paramlen) noexcept;
 	int accept(const void *param, size_t paramlen) noexcept;
@@ -205,6 +207,9 @@ private:
 	bool route_resolved_ = false;
 	std::mutex qp_mutex_; /* the QP's creation and destruction against disconnected() */
 	bool qp_gone_ = false;
+	/* keepalive: when the port was first seen down (0: up), in steady_clock ns */
+	int64_t port_down_since_ = 0;
+	int64_t last_probe_ = 0; /* when the last probe went out, steady_clock ns */
 };
 
 /* The ops tables of an endpoint fid (ep.cpp, msg.cpp, rma.cpp, cm.cpp). */

@@ -13,7 +13,9 @@
 
 #include <cstdint>
 #include <mutex>
+#include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -26,7 +28,16 @@ namespace vwait
  * waiter: whoever waits on it (fi_eq_sread, fi_wait on a wait set, the MUTEX_COND helper
  * thread) or tries (fi_trywait) drains it through progress(), which turns each rdma_cm event
  * into an entry (FI_CONNREQ, FI_CONNECTED, FI_SHUTDOWN, or an error entry) and acknowledges
- * it at once. Reads drain it too, so FI_WAIT_NONE EQs work by polling. */
+ * it at once. Reads drain it too, so FI_WAIT_NONE EQs work by polling.
+ * Control progress is FI_PROGRESS_AUTO: a provider thread per EQ (started with the EQ, ended
+ * by fi_close) sleeps in poll() on the channel and drains it as soon as an event arrives, so
+ * a disconnect moves the endpoint's QP to the error state (its posted work flushes into its
+ * CQs and counters, whose waiters wake) even when nobody reads or waits on the EQ; the entries
+ * wait in the EQ for the application. While the EQ is full, the thread waits for room.
+ * Keepalive (FI_VWAIT_KEEPALIVE_MS > 0): the same thread wakes every period and probes each
+ * connected endpoint of this EQ (cm_target::probe); one whose QP went to the error state (the
+ * RC retry budget of a probe or of the application's own work ran out) gets FI_SHUTDOWN at
+ * once and is disconnected (the DISCONNECTED that follows adds no second FI_SHUTDOWN). */
 class eq final : public util::eq
 {
 public:
@@ -39,13 +50,18 @@ public:
 
 	struct rdma_event_channel *channel() const noexcept { return channel_.get(); }
 	fabric *parent() const noexcept { return fabric_; }
+	/* An endpoint that closes leaves the keepalive's list (before its QP goes). */
+	void unprobe(cm_target *t) noexcept;
 
 protected:
 	void progress() noexcept override;
 	std::string describe_error(int prov_errno, const void *err_data) const override;
 	void discard(uint32_t event, const void *entry, size_t len) noexcept override;
+	void closing() noexcept override;
 
 private:
+	/* The AUTO progress thread's loop (see the class comment). */
+	void auto_progress() noexcept;
 	/* One rdma_cm event into at most one entry (under progress_mutex_): true when it
 	 * queued one. Throws when it could not (the event is then lost, with a warning). */
 	bool convert(struct rdma_cm_event *ev);
@@ -57,6 +73,12 @@ private:
 	fabric *fabric_;
 	verbs::event_channel channel_;
 	std::mutex progress_mutex_; /* keeps events in order across draining threads */
+	int stop_fd_ = -1;          /* eventfd: readable when the thread must end */
+	/* keepalive: endpoints connected through this EQ; those already given FI_SHUTDOWN */
+	void probe_all() noexcept;
+	std::mutex probe_mutex_;
+	std::set<cm_target *> probed_, shut_;
+	std::thread thread_;
 };
 
 /* The vwait EQ behind a fid handed to fi_ep_bind / fi_pep_bind: nullptr for anything else (an

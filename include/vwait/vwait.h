@@ -45,6 +45,7 @@ struct params {
 	std::string device;       /* only this verbs device; empty: all */
 	int cm_timeout_ms = 2000; /* rdma_resolve_addr / rdma_resolve_route */
 	util::wait_policy wait;   /* FI_VWAIT_WAIT_POLICY, FI_VWAIT_SPIN_US */
+	int keepalive_ms = 0;     /* probe period of connected endpoints; 0: off (eq.cpp) */
 };
 const params &get_params() noexcept;
 

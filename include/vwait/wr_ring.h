@@ -18,6 +18,11 @@ class cntr;
 
 struct wr_ring;
 
+/* wr_id of a keepalive probe (eq.cpp, ep_rc.cpp): an unsignalled zero-byte RDMA write outside
+ * the rings (the QP has one send slot more for it); it completes only when it fails, and
+ * translate() drops that completion (the QP is in error then: what is posted flushes). */
+constexpr uint64_t probe_wr_id = 0;
+
 /* What vwait remembers of one posted work request; wr_id points at it. */
 struct wr_slot {
 	void *context = nullptr;

@@ -65,10 +65,12 @@ public:
 	const char *strerror(int prov_errno, const void *err_data, char *buf, size_t len) noexcept;
 	int control(int command, void *arg) noexcept;
 	int close_check() noexcept;
-	/* fi_close, after close_check(): stops watching the source fd (unwatch()), then, once
-	 * the EQ left its waiters, hands unread entries to discard(). */
+	/* fi_close, after close_check(): closing() (the subclass's own progress stops), stops
+	 * watching the source fd (unwatch()), then, once the EQ left its waiters, hands unread
+	 * entries to discard(). */
 	void discard_unread() noexcept;
 	void unwatch() noexcept;
+	void close_progress() noexcept { closing(); }
 	void hold() noexcept;
 	void release() noexcept;
 
@@ -110,6 +112,9 @@ protected:
 	int watch(int fd) noexcept;
 	/* Arms the source below for fi_trywait; 0, -FI_EAGAIN, or -FI_E*. */
 	virtual int arm() noexcept { return FI_SUCCESS; }
+	/* fi_close, once close_check() passed, before anything else: what drains the source on
+	 * its own (a provider thread) stops here. */
+	virtual void closing() noexcept {}
 	virtual std::string describe_error(int prov_errno, const void *err_data) const;
 	/* fi_close with entries unread: called for each entry push()ed (not for error entries,
 	 * nor for what fi_eq_write queued: the application owns what those point at), before

@@ -405,6 +405,7 @@ int eq_close(struct fid *f) noexcept
 	int ret = box->obj->close_check();
 	if (ret)
 		return ret;
+	box->obj->close_progress();
 	box->obj->unwatch(); /* before leaving the waiter: a wait set outlives the EQ */
 	box->obj->close_wait();
 	box->obj->discard_unread();

@@ -100,6 +100,8 @@ util::cntr *counter_of(const wr_ring &ring, uint64_t flags, const struct ibv_wc 
 
 bool translate(const struct ibv_wc &wc, completion *out) noexcept
 {
+	if (wc.wr_id == probe_wr_id)
+		return false;
 	auto *slot = reinterpret_cast<wr_slot *>(static_cast<uintptr_t>(wc.wr_id));
 	wr_ring *ring = slot->ring;
 	completion c = {};

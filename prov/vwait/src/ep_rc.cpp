@@ -5,7 +5,11 @@
 #include "vwait/ep.h"
 #include "vwait/vwait.h"
 
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 
 namespace vwait
@@ -19,6 +23,8 @@ rc_ep::rc_ep(domain *dom, info_ptr info, verbs::cm_id id, bool from_connreq)
 
 rc_ep::~rc_ep()
 {
+	if (eq_)
+		eq_->unprobe(this); /* before the QP goes: the keepalive may be probing it */
 	close_rings();
 	{
 		/* the QP first (a thread draining the EQ may be in disconnected()), then the id,
@@ -55,6 +61,8 @@ int rc_ep::create_qp(struct ibv_qp_init_attr &attr, struct ibv_qp **qp) noexcept
 {
 	std::lock_guard<std::mutex> qp_lock(qp_mutex_);
 	attr.qp_type = IBV_QPT_RC;
+	if (get_params().keepalive_ms > 0)
+		attr.cap.max_send_wr++; /* the keepalive probe's slot */
 	if (rdma_create_qp(id_.get(), domain_->pd(), &attr) != 0) {
 		int ret = verbs::errno_code();
 		FI_WARN(&prov, FI_LOG_EP_CTRL,
@@ -65,6 +73,64 @@ int rc_ep::create_qp(struct ibv_qp_init_attr &attr, struct ibv_qp **qp) noexcept
 	}
 	*qp = id_->qp;
 	return FI_SUCCESS;
+}
+
+bool rc_ep::probe() noexcept
+{
+	std::lock_guard<std::mutex> lock(qp_mutex_);
+	if (qp_gone_ || !id_->qp)
+		return true;
+	struct ibv_qp_attr attr = {};
+	struct ibv_qp_init_attr init = {};
+	if (ibv_query_qp(id_->qp, &attr, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT, &init) !=
+	    0)
+		return true;
+	if (attr.qp_state == IBV_QPS_ERR)
+		return false;
+	if (attr.qp_state != IBV_QPS_RTS)
+		return true;
+	/* The RC retry budget: retry_cnt + 1 local ACK timeouts of 4.096 us << timeout. */
+	const int64_t budget =
+	    (int64_t{4096} << std::min<int>(attr.timeout, 31)) * (attr.retry_cnt + 1);
+	const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+	                        std::chrono::steady_clock::now().time_since_epoch())
+	                        .count();
+	/* A port that is down holds the QP's packets without counting retries (rxe): down for
+	 * longer than the budget counts as a broken connection, as retries running out would. */
+	struct ibv_port_attr port = {};
+	if (ibv_query_port(id_->verbs, id_->port_num, &port) == 0 &&
+	    port.state != IBV_PORT_ACTIVE) {
+		if (!port_down_since_)
+			port_down_since_ = now;
+		FI_DBG(&prov, FI_LOG_EP_CTRL, "keepalive: QP %u: port down for %lld ms\n",
+		       id_->qp->qp_num, static_cast<long long>((now - port_down_since_) / 1000000));
+		return !(attr.timeout && now - port_down_since_ > budget);
+	}
+	port_down_since_ = 0;
+	/* Every packet sent restarts the QP's retransmission timer: a probe each period shorter
+	 * than one ACK timeout would keep a dead peer's retries from ever running out. So one
+	 * probe per budget at most: a dead peer is found within max(period, budget) + budget. */
+	if (last_probe_ && now - last_probe_ < budget)
+		return true;
+	last_probe_ = now;
+	/* zero bytes need no remote buffer; unsignalled: a completion only if it fails. While
+	 * an earlier probe still holds the slot (a NIC that frees it only when the CQ is
+	 * polled), the post fails and this period is skipped. */
+	struct ibv_send_wr wr = {};
+	wr.wr_id = probe_wr_id;
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	struct ibv_send_wr *bad = nullptr;
+	int ret = ibv_post_send(id_->qp, &wr, &bad);
+	if (ret && ret != ENOMEM)
+		FI_DBG(&prov, FI_LOG_EP_CTRL, "keepalive probe: %s\n", strerror(ret));
+	return true;
+}
+
+void rc_ep::probe_failed() noexcept
+{
+	std::lock_guard<std::mutex> lock(qp_mutex_);
+	if (!qp_gone_)
+		rdma_disconnect(id_.get());
 }
 
 int rc_ep_open(domain *dom, struct fi_info *info, struct fid_ep **out, void *context)

@@ -7,9 +7,13 @@
 #include "vwait/vwait.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -29,6 +33,7 @@ eq::eq(fabric *fab, const struct fi_eq_attr &attr, verbs::event_channel ch)
 
 eq::~eq()
 {
+	closing();
 	unwatch(); /* the channel's fd leaves the waiter before it closes */
 	channel_.reset();
 	fabric_->release();
@@ -36,7 +41,95 @@ eq::~eq()
 
 int eq::start() noexcept
 {
-	return watch(channel_->fd);
+	if (int ret = watch(channel_->fd))
+		return ret;
+	stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (stop_fd_ < 0) {
+		int ret = verbs::errno_code();
+		FI_WARN(&prov, FI_LOG_EQ, "eventfd: %s\n", fi_strerror(-ret));
+		return ret;
+	}
+	return guard([&] {
+		thread_ = std::thread([this] { auto_progress(); });
+		return FI_SUCCESS;
+	});
+}
+
+void eq::closing() noexcept
+{
+	if (thread_.joinable()) {
+		uint64_t one = 1;
+		if (::write(stop_fd_, &one, sizeof(one)) != sizeof(one))
+			FI_WARN(&prov, FI_LOG_EQ, "EQ progress thread: cannot stop it: %s\n",
+			        ::strerror(errno));
+		thread_.join();
+	}
+	if (stop_fd_ >= 0)
+		::close(std::exchange(stop_fd_, -1));
+}
+
+void eq::unprobe(cm_target *t) noexcept
+{
+	std::lock_guard<std::mutex> lock(probe_mutex_);
+	probed_.erase(t);
+	shut_.erase(t);
+}
+
+void eq::probe_all() noexcept
+{
+	std::lock_guard<std::mutex> lock(probe_mutex_);
+	for (auto it = probed_.begin(); it != probed_.end();) {
+		cm_target *t = *it;
+		if (t->probe()) {
+			++it;
+			continue;
+		}
+		FI_WARN(&prov, FI_LOG_EP_CTRL, "keepalive: connection broken; FI_SHUTDOWN\n");
+		it = probed_.erase(it);
+		try {
+			push_cm(FI_SHUTDOWN, t->cm_fid(), nullptr, nullptr, 0);
+			shut_.insert(t);
+		} catch (...) {
+			FI_WARN(&prov, FI_LOG_EQ, "keepalive: FI_SHUTDOWN lost: no memory\n");
+		}
+		t->probe_failed();
+	}
+}
+
+void eq::auto_progress() noexcept
+{
+	struct pollfd p[2] = {{channel_->fd, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+	const int period = get_params().keepalive_ms; /* 0: no keepalive, no timeout */
+	auto next = std::chrono::steady_clock::now() + std::chrono::milliseconds(period);
+	for (;;) {
+		/* a full EQ: the channel stays readable; look again for room every 10 ms */
+		bool full = room() == 0;
+		int timeout = full ? 10 : -1;
+		if (period > 0) {
+			auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+			    next - std::chrono::steady_clock::now());
+			if (left.count() <= 0) {
+				probe_all();
+				next = std::chrono::steady_clock::now() +
+				       std::chrono::milliseconds(period);
+				left = std::chrono::milliseconds(period);
+			}
+			timeout = full ? std::min(10, static_cast<int>(left.count()))
+			               : static_cast<int>(left.count());
+		}
+		int n = ::poll(full ? p + 1 : p, full ? 1 : 2, timeout);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			FI_WARN(&prov, FI_LOG_EQ, "EQ progress thread: poll: %s\n",
+			        ::strerror(errno));
+			return;
+		}
+		if (p[1].revents & POLLIN)
+			return;
+		if (!full && (p[0].revents & POLLIN))
+			progress();
+	}
 }
 
 /* Unread at fi_close: a connection request nobody read is refused, and its id must go
@@ -104,6 +197,10 @@ bool eq::convert(struct rdma_cm_event *ev)
 	case RDMA_CM_EVENT_ESTABLISHED: {
 		if (!target)
 			return false;
+		if (get_params().keepalive_ms > 0) {
+			std::lock_guard<std::mutex> lock(probe_mutex_);
+			probed_.insert(target);
+		}
 		std::pair<const uint8_t *, size_t> data{nullptr, 0};
 		if (target->active_side())
 			data =
@@ -111,12 +208,21 @@ bool eq::convert(struct rdma_cm_event *ev)
 		push_cm(FI_CONNECTED, target->cm_fid(), nullptr, data.first, data.second);
 		return true;
 	}
-	case RDMA_CM_EVENT_DISCONNECTED:
+	case RDMA_CM_EVENT_DISCONNECTED: {
 		if (!target)
 			return false;
 		target->disconnected(ev->id);
+		bool told = false;
+		{
+			std::lock_guard<std::mutex> lock(probe_mutex_);
+			probed_.erase(target);
+			told = shut_.erase(target) != 0; /* the keepalive gave it FI_SHUTDOWN */
+		}
+		if (told)
+			return false;
 		push_cm(FI_SHUTDOWN, target->cm_fid(), nullptr, nullptr, 0);
 		return true;
+	}
 	case RDMA_CM_EVENT_REJECTED: {
 		if (!target)
 			return false;

@@ -24,6 +24,12 @@ void read_params() noexcept
 	                "Milliseconds rdma_cm may take to resolve an address or a route "
 	                "(default: %d).",
 	                the_params.cm_timeout_ms);
+	fi_param_define(
+	    &prov, "keepalive_ms", FI_PARAM_INT,
+	    "Dead-peer detection: every this many milliseconds, a zero-byte RDMA "
+	    "write probes each connected endpoint, so that a peer that went silent "
+	    "(node down, link cut) turns into error completions of what is posted "
+	    "and FI_SHUTDOWN within max(period, RC retry budget) + budget; 0 (default): off.");
 
 	fi_param_define(&prov, "wait_policy", FI_PARAM_STRING,
 	                "How blocking calls (fi_cq_sread, fi_cntr_wait, fi_eq_sread, fi_wait) "
@@ -38,6 +44,15 @@ void read_params() noexcept
 	char *device = nullptr;
 	if (fi_param_get_str(&prov, "device", &device) == FI_SUCCESS && device)
 		the_params.device = device;
+	int keepalive = 0;
+	if (fi_param_get_int(&prov, "keepalive_ms", &keepalive) == FI_SUCCESS) {
+		if (keepalive >= 0)
+			the_params.keepalive_ms = keepalive;
+		else
+			FI_WARN(&prov, FI_LOG_CORE,
+			        "FI_VWAIT_KEEPALIVE_MS=%d is negative; keepalive stays off\n",
+			        keepalive);
+	}
 	int timeout = 0;
 	if (fi_param_get_int(&prov, "cm_timeout", &timeout) == FI_SUCCESS) {
 		if (timeout > 0)
