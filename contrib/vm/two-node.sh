@@ -25,6 +25,10 @@
 #   two-node.sh kill NODE               SIGKILL the node's qemu (a node that dies silently)
 #   two-node.sh boot NODE               boot a killed node again (same address, same link)
 #   two-node.sh alive NODE              exit 0 when the node's qemu runs
+#   two-node.sh rsh HOST CMD...         (on a node too) CMD (a shell command line, as ssh
+#                                       takes it) on the node whose address or name is HOST:
+#                                       a remote shell for launchers, e.g. Open MPI's
+#                                       --mca plm_rsh_agent "two-node.sh rsh"
 #
 # On the nodes, commands see RXE_DEV=rxe0, RXE_ADDR (their own address), RXE_PEER_ADDR
 # (the other node's), TWO_NODE=a|b, and the usual run-in-vm.sh environment; host name
@@ -46,8 +50,9 @@ die() {
 
 node_ok() { case $1 in a | b) ;; *) die "node must be a or b, not '$1'" ;; esac }
 need_dir() { [ -n "${TWO_NODE_DIR:-}" ] && [ -d "$TWO_NODE_DIR" ] || die "$1: only inside 'two-node.sh run'"; }
-alive() { # NODE: the node's qemu runs
+alive() { # NODE: the node's qemu runs (on a node, where qemu cannot be seen: assumed)
 	local p
+	[ -n "${TWO_NODE:-}" ] && return 0
 	p=$(cat "$TWO_NODE_DIR/qemu.$1.pid" 2>/dev/null) && [ -n "$p" ] && kill -0 "$p" 2>/dev/null
 }
 
@@ -297,6 +302,19 @@ boot)
 	while [ -n "$wait_runner" ] && kill -0 "$wait_runner" 2>/dev/null; do sleep 0.1; done
 	boot "$2"
 	up "$2"
+	;;
+rsh)
+	[ $# -ge 3 ] || die "usage: $0 rsh HOST CMD..."
+	need_dir rsh
+	load_conf rsh
+	case $2 in
+	"$addr_a" | node-a | a) node=a ;;
+	"$addr_b" | node-b | b) node=b ;;
+	*) die "rsh: unknown host $2" ;;
+	esac
+	name=$(next_id)
+	submit "$node" "$name" bash -c "${*:3}"
+	job_wait "$name"
 	;;
 alive)
 	need_dir alive

@@ -84,5 +84,12 @@ tn_pair() {
 	[ "$crc" = 0 ] && [ "$src" = 0 ]
 }
 
+# tn_link_ready: the link is up (qemu) and rxe0's port is ACTIVE on both nodes (up to 30 s)
+tn_link_ready() {
+	"$TN" link up >/dev/null 2>&1
+	"$TN" both 'for i in $(seq 300); do grep -q ACTIVE /sys/class/infiniband/rxe0/ports/1/state && exit 0; sleep 0.1; done; exit 1' \
+		'for i in $(seq 300); do grep -q ACTIVE /sys/class/infiniband/rxe0/ports/1/state && exit 0; sleep 0.1; done; exit 1' >/dev/null
+}
+
 # gidx: (a shell snippet for a node's command) prints rxe0's IPv4 RoCE v2 GID index
 gidx='$(for g in /sys/class/infiniband/rxe0/ports/1/gids/*; do case $(cat $g) in 0000:0000:0000:0000:0000:ffff:*) case $(cat /sys/class/infiniband/rxe0/ports/1/gid_attrs/types/${g##*/} 2>/dev/null) in *v2*) echo ${g##*/}; break ;; esac ;; esac; done)'
