@@ -18,7 +18,9 @@
  * -m empty-read: no peer; fi_cq_read on an empty CQ, -I times (callgrind's instruction count
  * per call; every CQ read of the benchmark goes through vwait_bench_cq_read, a function
  * callgrind can be told to count alone with --toggle-collect=vwait_bench_cq_read). The RESULT
- * line counts the empty and the full reads (reads_empty, reads_full), all of the run's.
+ * line counts the empty and the full reads (reads_empty, reads_full), all of the run's. -D: the
+ * client looks for its CQ's completions only once the answer's last byte is in its buffer, so
+ * that nearly every read finds one (the cost of a completion read, counted apart).
  *
  * -N members (waitset, pollset): the wait set / poll set holds members CQs, the one in use and
  * members - 1 idle ones added around it, so that the cost of a set that mostly sleeps shows.
@@ -87,6 +89,7 @@ struct options {
 	int members = 1;         /* -N: CQs in the wait set / poll set */
 	std::vector<int> thinks; /* -T: think times (us) of a think-time run; empty: none */
 	long budget_us = 300000; /* -B: think time per phase at most */
+	bool data_first = false; /* -D: the client reads its CQ once the answer's bytes came */
 	std::string port = "7471";
 	std::string server; /* empty: be the server */
 };
@@ -155,7 +158,7 @@ void think(int us)
 void usage()
 {
 	fprintf(stderr, "usage: fi_vwait_bench [-p provider] [-m mode] [-S size] [-I iterations] "
-	                "[-W warmup] [-N set members] [-T think,... [-B us]] [-P port] "
+	                "[-W warmup] [-N set members] [-T think,... [-B us]] [-D] [-P port] "
 	                "[server address]\nmodes:\n");
 	for (const mode_desc &m : modes)
 		fprintf(stderr, "  %-13s %s\n", m.name, m.what);
@@ -538,6 +541,10 @@ private:
 		if (client) {
 			memset(buf_.data(), i & 0xff, opt_.size);
 			FI_CALL(post_send());
+			if (opt_.data_first && opt_.size)
+				while (__atomic_load_n(&rbuf_[opt_.size - 1], __ATOMIC_ACQUIRE) !=
+				       static_cast<char>(i & 0xff)) {
+				}
 			FI_CALL(finish_round());
 			if (opt_.size && rbuf_[opt_.size - 1] != static_cast<char>(i & 0xff)) {
 				fprintf(stderr, "round %d: wrong data\n", i);
@@ -746,7 +753,7 @@ private:
 bool parse(int argc, char **argv, options *o)
 {
 	int c;
-	while ((c = getopt(argc, argv, "p:m:S:I:P:W:N:T:B:h")) != -1) {
+	while ((c = getopt(argc, argv, "p:m:S:I:P:W:N:T:B:Dh")) != -1) {
 		switch (c) {
 		case 'p':
 			o->prov = optarg;
@@ -795,6 +802,9 @@ bool parse(int argc, char **argv, options *o)
 		}
 		case 'B':
 			o->budget_us = atol(optarg);
+			break;
+		case 'D':
+			o->data_first = true;
 			break;
 		default:
 			return false;

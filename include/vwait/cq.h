@@ -6,6 +6,7 @@
 
 #include "vwait/channel.h"
 #include "vwait/util/cq.h"
+#include "vwait/util/fast_mutex.h"
 #include "vwait/util/fid.h"
 #include "vwait/verbs.h"
 #include "vwait/wr_ring.h"
@@ -79,7 +80,7 @@ public:
 	int arm_events() noexcept { return arm(); }
 	/* Returns once no thread is inside progress() (translate()) any more: an endpoint that
 	 * marked its rings closed calls it before its counters may go. */
-	void sync() noexcept { std::lock_guard<std::mutex> lock(progress_mutex_); }
+	void sync() noexcept { std::lock_guard<util::fast_mutex> lock(progress_mutex_); }
 	/* The device reported IBV_EVENT_CQ_ERR for this CQ; true the first time. */
 	bool set_overrun() noexcept { return !overrun_.exchange(true, std::memory_order_acq_rel); }
 
@@ -117,12 +118,14 @@ protected:
 private:
 	void report_overrun() noexcept;
 	void queue(const completion *c, size_t n) noexcept;
-	int poll_hw(completion *c, size_t max, int *polled) noexcept;
+	int poll_wc(struct ibv_wc *wc, size_t max) noexcept;
+	ssize_t hand_over(struct ibv_wc *wc, int polled, void *buf, size_t count,
+	                  fi_addr_t *src) noexcept;
 
 	domain *domain_;
 	std::shared_ptr<comp_channel> channel_; /* before hw_: the CQ goes first */
 	verbs::cq hw_;
-	std::mutex progress_mutex_; /* keeps completions in order across threads */
+	util::fast_mutex progress_mutex_; /* keeps completions in order across threads */
 	std::mutex orphans_mutex_;
 	std::vector<std::shared_ptr<wr_ring>> orphans_;
 	std::atomic<bool> overrun_{false};

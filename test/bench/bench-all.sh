@@ -2,8 +2,9 @@
 # test/bench/bench-all.sh - issue 11's benchmarks, side by side, in ONE VM boot (make bench):
 #
 #   cost     instructions per fi_cq_read (callgrind, vwait_bench_cq_read counted alone): on an
-#            empty CQ, and per completion read in a spinning 64 B ping-pong (the empty reads of
-#            that run taken out at the empty-CQ rate); vwait beside upstream verbs
+#            empty CQ, and per completion read in a 64 B ping-pong whose client reads its CQ
+#            once the answer's bytes arrived (-D; the few empty reads of that run taken out at
+#            the empty-CQ rate); vwait beside upstream verbs
 #   spin     ping-pong 64 B and 4 KiB, both sides spinning: vwait, upstream verbs, raw
 #            ibv_rc_pingpong
 #   sread    ping-pong 64 B, both sides in fi_cq_sread on FI_WAIT_UNSPEC CQs: vwait (default
@@ -127,7 +128,7 @@ section_cost() {
 		port=$((port + 1))
 		pair "cost-$p-$port" "env FI_PROVIDER=$p $bench -p $p -m spin -I $iters -P $port" \
 			"env FI_PROVIDER=$p valgrind -q --tool=callgrind --toggle-collect=vwait_bench_cq_read \
-				--callgrind-out-file=$out/callgrind.$p.pingpong $bench -p $p -m spin -I $iters -P $port $RXE_ADDR" ||
+				--callgrind-out-file=$out/callgrind.$p.pingpong $bench -p $p -m spin -D -I $iters -P $port $RXE_ADDR" ||
 			continue
 		irp=$(ir_of "$out/callgrind.$p.pingpong")
 		empty=$(sed -nE 's/^RESULT .*reads_empty=([0-9]+).*/\1/p' "$tmp/cost-$p-$port.cli")

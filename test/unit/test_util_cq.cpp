@@ -5,6 +5,7 @@
 #include "vwait/util/cntr.h"
 #include "vwait/util/cq.h"
 #include "vwait/util/eq.h"
+#include "vwait/util/fast_mutex.h"
 #include "vwait/util/poll.h"
 #include "vwait/util/trywait.h"
 #include "vwait/util/wait.h"
@@ -1166,6 +1167,38 @@ void bad_input_warnings(void **st)
 	expect_warning([&] { return fi_control(&s.cq->fid, 12345, nullptr); }, -FI_ENOSYS, "12345");
 }
 
+/* The verbs CQ's polling lock: threads that fight over it (sleeping on the futex, woken by
+ * unlock) never both hold it, and none is left asleep. */
+void fast_mutex_exclusion(void **)
+{
+	vwait::util::fast_mutex m;
+	long counter = 0; /* not atomic: only the lock protects it */
+	int inside = 0;
+	bool overlap = false;
+	constexpr int threads = 4, rounds = 50000;
+	std::vector<std::thread> t;
+	for (int i = 0; i < threads; i++)
+		t.emplace_back([&] {
+			for (int k = 0; k < rounds; k++) {
+				std::lock_guard<vwait::util::fast_mutex> g(m);
+				if (++inside != 1)
+					overlap = true;
+				counter++;
+				if (k % 1000 == 0)
+					std::this_thread::yield(); /* let the others find it taken
+					                            */
+				--inside;
+			}
+		});
+	for (std::thread &th : t)
+		th.join();
+	assert_false(overlap);
+	assert_int_equal(counter, long{threads} * rounds);
+	assert_true(m.try_lock());
+	assert_false(m.try_lock());
+	m.unlock();
+}
+
 } // namespace
 
 int main()
@@ -1204,6 +1237,7 @@ int main()
 	    cmocka_unit_test_setup_teardown(mixed_wait_set, setup, teardown),
 	    cmocka_unit_test_setup_teardown(mixed_poll_set, setup, teardown),
 	    cmocka_unit_test_setup_teardown(pingpong_latency, setup, teardown),
+	    cmocka_unit_test(fast_mutex_exclusion),
 	};
 	return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

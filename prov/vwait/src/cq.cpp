@@ -98,7 +98,11 @@ util::cntr *counter_of(const wr_ring &ring, uint64_t flags, const struct ibv_wc 
 
 } // namespace
 
-bool translate(const struct ibv_wc &wc, completion *out) noexcept
+namespace
+{
+/* translate(), inline in the poll loops */
+__attribute__((always_inline)) inline bool translate_wc(const struct ibv_wc &wc,
+                                                        completion *out) noexcept
 {
 	if (wc.wr_id == probe_wr_id)
 		return false;
@@ -114,8 +118,8 @@ bool translate(const struct ibv_wc &wc, completion *out) noexcept
 	 * reused from here on */
 	const size_t n = ring->slots.size();
 	const size_t idx = static_cast<size_t>(slot - ring->slots.data());
-	const size_t freed = (idx + n - ring->tail) % n + 1;
-	ring->tail = (idx + 1) % n;
+	const size_t freed = (idx >= ring->tail ? idx - ring->tail : idx + n - ring->tail) + 1;
+	ring->tail = idx + 1 == n ? 0 : idx + 1;
 	ring->credits.fetch_add(freed, std::memory_order_acq_rel);
 	if (ring->closed.load(std::memory_order_acquire))
 		return false;
@@ -167,6 +171,12 @@ bool translate(const struct ibv_wc &wc, completion *out) noexcept
 	*out = c;
 	return true;
 }
+} // namespace
+
+bool translate(const struct ibv_wc &wc, completion *out) noexcept
+{
+	return translate_wc(wc, out);
+}
 
 cq::cq(domain *dom, const struct fi_cq_attr &attr, size_t size)
     : util::cq(
@@ -217,7 +227,7 @@ int cq::create_hw() noexcept
  * the channel must leave a private waiter while that waiter still exists. */
 void cq::close_hook() noexcept
 {
-	std::lock_guard<std::mutex> lock(progress_mutex_);
+	std::lock_guard<util::fast_mutex> lock(progress_mutex_);
 	if (!hw_)
 		return;
 	begin_close();
@@ -289,33 +299,41 @@ void cq::queue(const completion *c, size_t n) noexcept
 	push_n(ok, nok);
 }
 
-/* Under progress_mutex_: up to max (<= poll_batch) work completions, translated into c;
- * returns how many are to be reported (ones not to report are dropped), or -1 when
- * ibv_poll_cq failed. *polled: how many the device gave. */
-int cq::poll_hw(completion *c, size_t max, int *polled) noexcept
+/* Under progress_mutex_: up to max (<= poll_batch) work completions from the ibv_cq into wc;
+ * how many, or -1 when ibv_poll_cq failed. */
+inline int cq::poll_wc(struct ibv_wc *wc, size_t max) noexcept
 {
-	struct ibv_wc wc[poll_batch];
 	int n = ibv_poll_cq(hw_.get(), static_cast<int>(max), wc);
-	*polled = n;
+	if (__builtin_expect(n > 0, 1))
+		return n;
 	if (n < 0) {
 		FI_WARN_SPARSE(&prov, FI_LOG_CQ, "ibv_poll_cq: %d\n", n);
 		return -1;
 	}
-	if (n == 0 && ++idle_polls_ >= idle_polls_per_async_check) {
+	if (++idle_polls_ >= idle_polls_per_async_check) {
 		/* nothing: now and then, look for an overrun on the async fd */
 		idle_polls_ = 0;
 		domain_->poll_async_events();
 	}
+	return 0;
+}
+
+namespace
+{
+/* n work completions translated into c; how many are to be reported (the others are dropped) */
+int translate_all(const struct ibv_wc *wc, int n, completion *c) noexcept
+{
 	int kept = 0;
 	for (int i = 0; i < n; i++)
-		if (translate(wc[i], &c[kept]))
+		if (translate_wc(wc[i], &c[kept]))
 			kept++;
 	return kept;
 }
+} // namespace
 
 void cq::progress() noexcept
 {
-	std::lock_guard<std::mutex> lock(progress_mutex_);
+	std::lock_guard<util::fast_mutex> lock(progress_mutex_);
 	if (!hw_)
 		return;
 	report_overrun();
@@ -323,11 +341,12 @@ void cq::progress() noexcept
 		size_t room = size() - queued();
 		if (room == 0)
 			return; /* the rest waits in the hardware CQ */
-		completion c[poll_batch];
-		int polled = 0;
-		int kept = poll_hw(c, std::min(room, poll_batch), &polled);
-		if (kept < 0)
+		struct ibv_wc wc[poll_batch];
+		int polled = poll_wc(wc, std::min(room, poll_batch));
+		if (polled <= 0)
 			return;
+		completion c[poll_batch];
+		int kept = translate_all(wc, polled, c);
 		if (!sink_) /* an internal CQ: translate() counted, nothing to queue */
 			queue(c, static_cast<size_t>(kept));
 		if (static_cast<size_t>(polled) < poll_batch)
@@ -337,26 +356,36 @@ void cq::progress() noexcept
 
 /* fi_cq_read with nothing queued: the completions go from the ibv_cq straight into the
  * caller's buffer (no copy through the ring, no wakeup); the first error and what follows it
- * go to the ring, in order. Anything queued already: the ring path, which keeps the order. */
+ * go to the ring, in order. Anything queued already: the ring path, which keeps the order.
+ * Kept short for the empty poll of a spinning reader (one ibv_poll_cq under the lock);
+ * hand_over() does the rest. */
 cq::direct_read cq::read_direct(void *buf, size_t count, fi_addr_t *src) noexcept
 {
-	std::lock_guard<std::mutex> lock(progress_mutex_);
+	std::lock_guard<util::fast_mutex> lock(progress_mutex_);
 	if (!hw_ || overrun_.load(std::memory_order_acquire) || queued() != 0)
 		return direct_read::via_ring();
+	struct ibv_wc wc[poll_batch];
+	int polled = poll_wc(wc, std::min(count, poll_batch));
+	if (polled > 0)
+		return direct_read::took(hand_over(wc, polled, buf, count, src));
+	return direct_read::took(queued() != 0 ? -FI_EAVAIL : -FI_EAGAIN);
+}
+
+/* Under progress_mutex_, for read_direct: polled work completions in wc, then more while the
+ * device gives full batches and the caller has room; what fi_cq_read returns. */
+ssize_t cq::hand_over(struct ibv_wc *wc, int polled, void *buf, size_t count,
+                      fi_addr_t *src) noexcept
+{
 	auto *out = static_cast<uint8_t *>(buf);
 	size_t done = 0;
-	while (done < count) {
+	for (;;) {
 		completion c[poll_batch];
-		int polled = 0;
-		int kept = poll_hw(c, std::min(count - done, poll_batch), &polled);
-		if (kept < 0)
-			break;
+		int kept = translate_all(wc, polled, c);
 		int i = 0;
 		for (; i < kept && c[i].err == 0; i++, done++) {
 			if (src)
 				src[done] = c[i].src;
-			if (format() ==
-			    FI_CQ_FORMAT_CONTEXT) { /* the common case, without a copy */
+			if (format() == FI_CQ_FORMAT_CONTEXT) { /* the common case, no copy */
 				std::memcpy(out + done * sizeof(struct fi_cq_entry), &c[i].context,
 				            sizeof(c[i].context));
 				continue;
@@ -373,12 +402,15 @@ cq::direct_read cq::read_direct(void *buf, size_t count, fi_addr_t *src) noexcep
 			queue(c + i, static_cast<size_t>(kept - i));
 			break;
 		}
-		if (static_cast<size_t>(polled) < poll_batch)
+		if (static_cast<size_t>(polled) < poll_batch || done >= count)
+			break;
+		polled = poll_wc(wc, std::min(count - done, poll_batch));
+		if (polled <= 0)
 			break;
 	}
 	if (done)
-		return direct_read::took(static_cast<ssize_t>(done));
-	return direct_read::took(queued() != 0 ? -FI_EAVAIL : -FI_EAGAIN);
+		return static_cast<ssize_t>(done);
+	return queued() != 0 ? -FI_EAVAIL : -FI_EAGAIN;
 }
 
 void cq::on_event() noexcept
