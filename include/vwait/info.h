@@ -5,6 +5,8 @@
 #include <infiniband/verbs.h>
 #include <rdma/fabric.h>
 
+#include "vwait/nic.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -44,6 +46,13 @@ int64_t info_mr_mode(uint32_t version, const struct fi_info *hints, uint64_t *mo
  * application asked for. Throws std::bad_alloc. */
 void port_attrs(uint32_t version, struct fi_info *info, const port_desc &port,
                 const struct fi_info *hints, int64_t mr_mode);
+
+/* fi_info->nic's device and link attributes of port (fi_verbs(7)): ids, firmware, the active MTU
+ * in bytes, the speed in bits per second, the state, the kernel driver (from sysfs, rooted at
+ * sysfs: "/sys" but in tests). */
+nic_desc port_nic_desc(const port_desc &port, const std::string &sysfs);
+size_t link_mtu_bytes(enum ibv_mtu mtu) noexcept;                             /* 0: unknown */
+uint64_t link_speed_bps(uint8_t active_speed, uint8_t active_width) noexcept; /* 0: unknown */
 
 /* FI_EP_DGRAM (info_dgram.cpp): hints that ask for DGRAM and nothing else, and the DGRAM
  * infos for node / service / hints (0 or -FI_ENODATA). */

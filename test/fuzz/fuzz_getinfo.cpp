@@ -204,6 +204,16 @@ void check_info(const struct fi_info *info, const struct fi_info *hints)
 	    (info->caps & ~(hints->caps | FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SEND | FI_RECV |
 	                    FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)))
 		abort();
+	/* what fabtests' fi_getinfo_test asks: every ordering and domain cap the hints want */
+	if (hints && hints->tx_attr &&
+	    (info->tx_attr->msg_order & hints->tx_attr->msg_order) != hints->tx_attr->msg_order)
+		abort();
+	if (hints && hints->rx_attr &&
+	    (info->rx_attr->msg_order & hints->rx_attr->msg_order) != hints->rx_attr->msg_order)
+		abort();
+	if (hints && hints->domain_attr &&
+	    (info->domain_attr->caps & hints->domain_attr->caps) != hints->domain_attr->caps)
+		abort();
 	for (auto [addr, len] : {std::pair{info->src_addr, info->src_addrlen},
 	                         std::pair{info->dest_addr, info->dest_addrlen}}) {
 		if (addr && vwait::check_sockaddr(addr, len, info->addr_format, "info") != 0)

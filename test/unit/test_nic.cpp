@@ -3,6 +3,7 @@
  * (fi_info -v), and copies with a NULL prov_attr as ofi_rxm makes. */
 #include "vwait_cmocka.h"
 
+#include "vwait/info.h"
 #include "vwait/nic.h"
 
 #include <rdma/fabric.h>
@@ -11,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <unistd.h>
 
 namespace
 {
@@ -148,11 +150,82 @@ void query_ops(void **)
 	assert_int_equal(vwait::wait_ops.query(nullptr, nullptr), -FI_EINVAL);
 }
 
+/* fi_info -v's link attributes, from the port as ibv_devinfo shows it */
+void link_mtu_and_speed(void **)
+{
+	assert_int_equal(vwait::link_mtu_bytes(IBV_MTU_256), 256);
+	assert_int_equal(vwait::link_mtu_bytes(IBV_MTU_1024), 1024);
+	assert_int_equal(vwait::link_mtu_bytes(IBV_MTU_4096), 4096);
+	assert_int_equal(vwait::link_mtu_bytes(static_cast<enum ibv_mtu>(0)), 0);
+	assert_int_equal(vwait::link_mtu_bytes(static_cast<enum ibv_mtu>(9)), 0);
+	assert_int_equal(vwait::link_speed_bps(1, 1), 2500000000ULL);      /* SDR 1X */
+	assert_int_equal(vwait::link_speed_bps(32, 2), 100000000000ULL);   /* EDR 4X (rxe) */
+	assert_int_equal(vwait::link_speed_bps(64, 2), 200000000000ULL);   /* HDR 4X */
+	assert_int_equal(vwait::link_speed_bps(128, 8), 1200000000000ULL); /* NDR 12X */
+	assert_int_equal(vwait::link_speed_bps(0, 2), 0);
+	assert_int_equal(vwait::link_speed_bps(32, 3), 0);
+}
+
+/* every device and link field of the nic, for a device bound to a bus driver and for a
+ * software device (rxe: a "parent" netdev, no bus device), from a fake sysfs */
+void nic_desc_from_port(void **)
+{
+	char dir[] = "/tmp/vwait-sysfs-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	std::string root = dir;
+	std::string hw = root + "/class/infiniband/mlx5_0";
+	assert_int_equal(
+	    system(("mkdir -p " + hw + "/device " + root + "/bus/pci/drivers/mlx5_core " + root +
+	            "/class/infiniband/rxe0 && touch " + root + "/class/infiniband/rxe0/parent")
+	               .c_str()),
+	    0);
+	assert_int_equal(
+	    symlink((root + "/bus/pci/drivers/mlx5_core").c_str(), (hw + "/device/driver").c_str()),
+	    0);
+	vwait::port_desc p{};
+	p.device = "mlx5_0";
+	strcpy(p.dev_attr.fw_ver, "16.35.2000");
+	p.dev_attr.vendor_id = 0x02c9;
+	p.dev_attr.vendor_part_id = 4119;
+	p.dev_attr.hw_ver = 0;
+	p.port_attr.state = IBV_PORT_ACTIVE;
+	p.port_attr.link_layer = IBV_LINK_LAYER_INFINIBAND;
+	p.port_attr.active_mtu = IBV_MTU_4096;
+	p.port_attr.active_speed = 32;
+	p.port_attr.active_width = 2;
+	vwait::nic_desc d = vwait::port_nic_desc(p, root);
+	assert_string_equal(d.device.c_str(), "mlx5_0");
+	assert_string_equal(d.driver.c_str(), "mlx5_core");
+	assert_string_equal(d.firmware.c_str(), "16.35.2000");
+	assert_int_equal(d.vendor_id, 0x02c9);
+	assert_int_equal(d.vendor_part, 4119);
+	assert_int_equal(d.mtu, 4096);
+	assert_int_equal(d.speed, 100000000000ULL);
+	assert_true(d.up);
+	assert_string_equal(d.network_type.c_str(), "InfiniBand");
+
+	p.device = "rxe0";
+	p.port_attr.state = IBV_PORT_DOWN;
+	p.port_attr.link_layer = IBV_LINK_LAYER_ETHERNET;
+	p.port_attr.active_mtu = IBV_MTU_1024;
+	d = vwait::port_nic_desc(p, root);
+	assert_string_equal(d.driver.c_str(), "rdma_rxe");
+	assert_int_equal(d.mtu, 1024);
+	assert_false(d.up);
+	assert_string_equal(d.network_type.c_str(), "Ethernet");
+
+	p.device = "nodev0"; /* nothing in sysfs: no driver, no crash */
+	assert_true(vwait::port_nic_desc(p, root).driver.empty());
+	assert_int_equal(system(("rm -rf " + root).c_str()), 0);
+}
+
 } // namespace
 
 int main()
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(link_mtu_and_speed),
+	    cmocka_unit_test(nic_desc_from_port),
 	    cmocka_unit_test(tostr_lists_wait_objects),
 	    cmocka_unit_test(tostr_short_buffer),
 	    cmocka_unit_test(dupinfo_deep_copies),

@@ -16,9 +16,11 @@
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cinttypes>
+#include <climits>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
@@ -565,12 +567,70 @@ void port_attrs(uint32_t version, struct fi_info *info, const port_desc &port,
 	info->domain_attr->max_ep_rx_ctx = 1;
 	info->domain_attr->mr_iov_limit = 1;
 	info->domain_attr->mr_cnt = static_cast<size_t>(port.dev_attr.max_mr);
+	/* counters are vwait's own (util::cntr), one per fi_cntr_open, not a device resource: no
+	 * device bound; as many as CQs, the resource they count */
+	info->domain_attr->cntr_cnt = static_cast<size_t>(port.dev_attr.max_cq);
 	info->domain_attr->caps = secondary_caps;
 
 	info->fabric_attr->name = dup(port.fabric);
 	info->fabric_attr->prov_version = prov.version;
 	info->fabric_attr->api_version = version; /* as the application asked (fi_fabric(3)) */
 
+	info->nic = nic_create(port_nic_desc(port, "/sys"));
+}
+
+size_t link_mtu_bytes(enum ibv_mtu mtu) noexcept
+{
+	return mtu >= IBV_MTU_256 && mtu <= IBV_MTU_4096 ? size_t{128} << mtu : 0;
+}
+
+uint64_t link_speed_bps(uint8_t active_speed, uint8_t active_width) noexcept
+{
+	uint64_t lane; /* per lane, bits per second, as ibv_devinfo names the speeds */
+	switch (active_speed) {
+	case 1:
+		lane = 2500000000ULL;
+		break; /* SDR */
+	case 2:
+		lane = 5000000000ULL;
+		break; /* DDR */
+	case 4:        /* QDR */
+	case 8:
+		lane = 10000000000ULL;
+		break; /* FDR10 */
+	case 16:
+		lane = 14000000000ULL;
+		break; /* FDR */
+	case 32:
+		lane = 25000000000ULL;
+		break; /* EDR */
+	case 64:
+		lane = 50000000000ULL;
+		break; /* HDR */
+	case 128:
+		lane = 100000000000ULL;
+		break; /* NDR */
+	default:
+		return 0;
+	}
+	switch (active_width) {
+	case 1:
+		return lane; /* 1X */
+	case 2:
+		return lane * 4; /* 4X */
+	case 4:
+		return lane * 8; /* 8X */
+	case 8:
+		return lane * 12; /* 12X */
+	case 16:
+		return lane * 2; /* 2X */
+	default:
+		return 0;
+	}
+}
+
+nic_desc port_nic_desc(const port_desc &port, const std::string &sysfs)
+{
 	nic_desc nd;
 	nd.device = port.device;
 	nd.firmware = port.dev_attr.fw_ver;
@@ -580,7 +640,23 @@ void port_attrs(uint32_t version, struct fi_info *info, const port_desc &port,
 	nd.up = port.port_attr.state == IBV_PORT_ACTIVE;
 	nd.network_type =
 	    port.port_attr.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand";
-	info->nic = nic_create(nd);
+	nd.mtu = link_mtu_bytes(port.port_attr.active_mtu);
+	nd.speed = link_speed_bps(port.port_attr.active_speed, port.port_attr.active_width);
+	/* the kernel driver bound to the device (mlx5_core, ...); a software device with no bus
+	 * device (rxe, siw) has none: its ib_device's driver is the rdma link type */
+	char link[PATH_MAX];
+	std::string base = sysfs + "/class/infiniband/" + port.device;
+	ssize_t n = readlink((base + "/device/driver").c_str(), link, sizeof(link) - 1);
+	if (n > 0) {
+		link[n] = '\0';
+		const char *slash = strrchr(link, '/');
+		nd.driver = slash ? slash + 1 : link;
+	} else if (access((base + "/parent").c_str(), F_OK) == 0) {
+		nd.driver = port.device.compare(0, 3, "rxe") == 0   ? "rdma_rxe"
+		            : port.device.compare(0, 3, "siw") == 0 ? "siw"
+		                                                    : "";
+	}
+	return nd;
 }
 
 std::vector<port_desc> info_ports()
