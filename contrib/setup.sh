@@ -207,14 +207,93 @@ stage_fuzz() {
 		make -C "$fuzz_dir" fuzz-run FUZZ_SECONDS="${SETUP_FUZZ_SECONDS:-10}"
 }
 
+# ------------------------------------------------------------------ Debian 13
+# The tree on Debian 13 (libfabric 2.1, rdma-core 56, Open MPI 5), contrib/debian13/README.md:
+# debian13-root   the root, debootstrap from Debian's archive, cached (/var/cache/vwait/debian13)
+# debian13-build  built there (chroot) with warnings as errors, make check there
+# debian13-vm     ONE VM boot on that root: its integration tier (Open MPI 5 over vwait;ofi_rxm
+#                 included), and this host's Debian 12 plugin ($builddir) under libfabric 2.1:
+#                 fi_info offers it, Open MPI 5 runs over it
+# debian13-deb    the .deb built there from make dist, installed, checked, removed
+# Root only (debootstrap, chroot, dpkg); skipped (77) otherwise.
+d13_build=$top/_build/ci-debian13
+d13_root=${VWAIT_DEBIAN13_ROOT:-/var/cache/vwait/debian13}
+d13_chroot() { "$top/contrib/debian13/chroot.sh" "$@"; }
+d13_can() {
+	if [ "$(id -u)" != 0 ]; then
+		echo "SKIP: not root: the Debian 13 root needs debootstrap and chroot"
+		return 77
+	fi
+	command -v debootstrap >/dev/null || {
+		echo "SKIP: debootstrap not found (contrib/deps.sh debian13)"
+		return 77
+	}
+}
+stage_debian13-root() { d13_can && "$top/contrib/debian13/mkroot.sh"; }
+stage_debian13-build() {
+	d13_can || return
+	# the root has another automake: regenerate here, on the host, if the build files changed
+	if find "$top" -maxdepth 3 \( -name Makefile.am -o -name '*.include' -o -name configure.ac \) \
+		-newer "$top/Makefile.in" | grep -q .; then
+		./autogen.sh || return
+	fi
+	d13_chroot bash -c "mkdir -p '$d13_build' && cd '$d13_build' && '$top/configure' --enable-werror &&
+		make -j$jobs && make -j$jobs check || { cat test-suite.log; exit 1; }"
+}
+stage_debian13-vm() {
+	d13_can || return
+	local d12=
+	[ -f "$builddir/.libs/libvwait-fi.so" ] && d12=$builddir
+	VM_ROOT=$d13_root "$top/contrib/vm/run-in-vm.sh" "$top/contrib/debian13/vm-tests.sh" "$d13_build" $d12
+}
+stage_debian13-deb() {
+	d13_can || return
+	d13_chroot bash -c "cd '$d13_build' && make dist && tarball=\$(ls -t *.tar.gz | head -n 1) &&
+		VWAIT_PKG_FORMATS=deb VWAIT_JOBS=$jobs '$top/contrib/packaging/check-packaging.sh' \"\$PWD/\$tarball\""
+}
+
+# ------------------------------------------------------------------ fabtests
+# Upstream fabtests (unit, functional, short: runfabtests.sh -t quick) in the VM on vwait and
+# vwait;ofi_rxm, upstream verbs and verbs;ofi_rxm beside them: fabtests 1.17.1 built on this host,
+# 2.1.0 in the Debian 13 root (contrib/fabtests/fabtests.sh; the exclude files there give every
+# test vwait does not run, with its reason). The sources come from FABTESTS_SRC, by default
+# ../shared/third_party when it holds them; without them the stages skip.
+fabtests_src() {
+	if [ -z "${FABTESTS_SRC:-}" ] && [ -d "$top/../shared/third_party" ]; then
+		FABTESTS_SRC=$(cd "$top/../shared/third_party" && pwd -P)
+	fi
+	export FABTESTS_SRC=${FABTESTS_SRC:-}
+}
+fabtests_vm() { # OUTDIR [VM env...]: build, then run in one VM boot
+	local out=$1
+	shift
+	# CI runs the unit and functional sets, 30 s a test at most; the full quick set (short
+	# too): FABTESTS_SETS=unit,functional,short contrib/fabtests/fabtests.sh run, in the VM
+	mkdir -p "$out" && env "$@" FI_PROVIDER_PATH="$FI_PROVIDER_PATH" FABTESTS_OUT="$out" \
+		FABTESTS_SETS="${FABTESTS_SETS:-unit,functional}" FABTESTS_TIMEOUT="${FABTESTS_TIMEOUT:-30}" \
+		"$top/contrib/vm/run-in-vm.sh" "$top/contrib/fabtests/fabtests.sh" run
+}
+stage_fabtests() {
+	fabtests_src
+	"$top/contrib/fabtests/fabtests.sh" build || return
+	FI_PROVIDER_PATH=$builddir/.libs fabtests_vm "$builddir/fabtests"
+}
+stage_debian13-fabtests() {
+	d13_can || return
+	fabtests_src
+	d13_chroot "$top/contrib/fabtests/fabtests.sh" build || return
+	FI_PROVIDER_PATH=$d13_build/.libs fabtests_vm "$d13_build/fabtests" VM_ROOT="$d13_root"
+}
+
 # The test suite, in order.  Each name is a stage_<name> function above, run
 # from $top with $builddir set.  gate stages stop the run when they fail (what
 # follows needs them); the others all run and report.  Later stages slot in
 # here, e.g. an ASan+UBSan unit tier (configure_in _build/asan --enable-asan
 # --enable-ubsan; make check) and a TSan stress tier.
-test_stages=(deps autogen configure build unit asan tsan fuzz distcheck packaging integration two-node)
+test_stages=(deps autogen configure build unit asan tsan fuzz distcheck packaging integration two-node
+	fabtests debian13-root debian13-build debian13-vm debian13-deb debian13-fabtests)
 gate_stages=" deps autogen configure build "
-loud_stages=" unit integration two-node "
+loud_stages=" unit integration two-node debian13-vm "
 
 cmd_test() {
 	builddir=$top/_build/ci

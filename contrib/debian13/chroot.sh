@@ -35,9 +35,13 @@ fi
 share=$(cd "$share" && pwd -P) || die "share not a directory"
 [ "$share" != / ] || die "sharing / is not supported"
 
+# the environment the command gets: a clean one, plus these knobs when set
+pass=()
+for v in $(compgen -e); do
+	case $v in FABTESTS_* | SETUP_* | VWAIT_* | FI_* | MAKEFLAGS) pass+=("$v=${!v}") ;; esac
+done
 export ROOT share
 # shellcheck disable=SC2016 # expanded by the inner bash
-
 exec unshare --mount --propagation private -- bash -c '
 	set -e
 	mount -t proc proc "$ROOT/proc"
@@ -47,9 +51,11 @@ exec unshare --mount --propagation private -- bash -c '
 	mkdir -p "$ROOT$share"
 	mount --bind "$share" "$ROOT$share"
 	cp /etc/resolv.conf "$ROOT/etc/resolv.conf" 2>/dev/null || true
-	wd=$PWD
-	shift 0
+	n=$1
+	shift
+	envs=("${@:1:n}")
+	shift "$n"
 	exec chroot "$ROOT" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-		LANG=C.UTF-8 ${TERM:+TERM=$TERM} ${SETUP_JOBS:+SETUP_JOBS=$SETUP_JOBS} \
-		bash -c "cd \"\$1\" && shift && exec \"\$@\"" chroot-cd "$wd" "$@"
-' chroot.sh "$@"
+		LANG=C.UTF-8 "${envs[@]}" \
+		bash -c "cd \"\$1\" && shift && exec \"\$@\"" chroot-cd "$PWD" "$@"
+' chroot.sh "${#pass[@]}" "${pass[@]}" "$@"

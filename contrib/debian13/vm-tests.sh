@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# contrib/debian13/vm-tests.sh D13_BUILDDIR [D12_BUILDDIR] - what the debian13 stage of
+# contrib/setup.sh test runs in ONE boot of the VM on the Debian 13 root (VM_ROOT):
+#   1. the integration tier of the tree built in that root (D13_BUILDDIR), Open MPI 5 over
+#      vwait;ofi_rxm included (mpi-pingpong.test);
+#   2. when D12_BUILDDIR (a build made on Debian 12, libfabric 1.17 headers) is given: that
+#      plugin loaded by Debian 13's libfabric 2.1: fi_info -p vwait and -p "vwait;ofi_rxm" offer
+#      it, and Open MPI 5 runs its ping-pong over it (mpi-pingpong.test with FI_PROVIDER_PATH
+#      pointing at the Debian 12 plugin).
+set -u -o pipefail
+src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
+d13=${1:?usage: $0 D13_BUILDDIR [D12_BUILDDIR]}
+d12=${2:-}
+[ -n "${RXE_ADDR:-}" ] || {
+	echo "SKIP: RXE_ADDR not set: run inside contrib/vm/run-in-vm.sh"
+	exit 77
+}
+echo "== $(cat /etc/debian_version 2>/dev/null) libfabric $(fi_info --version | sed -n 's/^libfabric: //p')"
+rc=0
+echo "== integration tier of $d13"
+VWAIT_BUILDDIR=$d13 VWAIT_SRCDIR=$src "$src/test/integration/run.sh" || rc=1
+if [ -n "$d12" ]; then
+	[ -f "$d12/.libs/libvwait-fi.so" ] || {
+		echo "FAIL: no Debian 12 plugin in $d12/.libs"
+		exit 1
+	}
+	t=$(mktemp -d)
+	cd "$t" || exit 1
+	echo "== the Debian 12 plugin ($d12/.libs) under libfabric $(fi_info --version | sed -n 's/^libfabric: //p')"
+	export FI_PROVIDER_PATH=$d12/.libs
+	if fi_info -p vwait >fi_info.out 2>&1 && grep -q 'provider: vwait' fi_info.out; then
+		echo "PASS: fi_info -p vwait offers the Debian 12 plugin ($(grep -c 'provider: vwait' fi_info.out) infos)"
+	else
+		cat fi_info.out
+		echo "FAIL: fi_info -p vwait does not offer the Debian 12 plugin"
+		rc=1
+	fi
+	if fi_info -p "vwait;ofi_rxm" -t FI_EP_RDM >rdm.out 2>&1 && grep -q 'vwait;ofi_rxm' rdm.out; then
+		echo "PASS: fi_info -p 'vwait;ofi_rxm' -t FI_EP_RDM offers it"
+	else
+		cat rdm.out
+		echo "FAIL: fi_info -p 'vwait;ofi_rxm' -t FI_EP_RDM does not offer it"
+		rc=1
+	fi
+	# Open MPI 5 (its mtl/ofi asks for API 1.18) over the Debian 12 plugin; the program is
+	# the Debian 13 build's
+	VWAIT_BUILDDIR=$d13 VWAIT_SRCDIR=$src bash "$src/test/integration/mpi-pingpong.test" >mpi.log 2>&1
+	r=$?
+	case $r in
+	0) echo "PASS: Open MPI 5 ping-pong over the Debian 12 plugin ($(grep -m1 'all data verified' mpi.log))" ;;
+	77) echo "SKIP: $(grep '^SKIP' mpi.log | tail -n 1)" ;;
+	*)
+		tail -n 40 mpi.log
+		echo "FAIL: Open MPI 5 over the Debian 12 plugin (exit $r)"
+		rc=1
+		;;
+	esac
+	cd / && rm -rf "$t"
+fi
+exit $rc

@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# contrib/fabtests/fabtests.sh - upstream fabtests against vwait, with upstream verbs beside it as
+# the yardstick. The project never copies fabtests into its tree: it builds them from
+# FABTESTS_SRC, and skips (exit 77, "SKIP: why") when none is given.
+#
+#   contrib/fabtests/fabtests.sh build          build + install the fabtests that match the
+#                                               libfabric here (1.17.x: fabtests-1.17.1, 2.1.x:
+#                                               fabtests-2.1.0), unless already installed
+#   contrib/fabtests/fabtests.sh run [PROV...]  (in the soft-RoCE VM: RXE_ADDR set) runfabtests.sh
+#                                               for each PROV (default: vwait "vwait;ofi_rxm"
+#                                               verbs "verbs;ofi_rxm"), then one table
+#   contrib/fabtests/fabtests.sh prefix         print the install prefix
+#
+# FABTESTS_SRC: a fabtests source tree, a fabtests-<ver>.tar.xz, or a folder holding such
+#   tarballs (this machine: ../shared/third_party, see its README).
+# FABTESTS_PREFIX: where to install (default /var/cache/vwait/fabtests-<ver>; inside the Debian 13
+#   root of contrib/debian13 that is the root's own /var/cache).
+# FABTESTS_SETS: runfabtests.sh -t sets (default "unit,functional,short" = quick).
+# FABTESTS_TIMEOUT: runfabtests.sh -T per test, seconds (default 120).
+# Excludes: vwait gets contrib/fabtests/vwait.exclude, "vwait;ofi_rxm" gets upstream's
+# ofi_rxm.exclude plus contrib/fabtests/vwait-rxm.exclude (every line with its reason); verbs and
+# "verbs;ofi_rxm" get upstream's own (runfabtests.sh's auto exclude), as upstream runs them.
+# Output: FABTESTS_OUT (default ./fabtests-out): one log per provider and summary.txt.
+set -u -o pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+skip() {
+	echo "SKIP: $*"
+	exit 77
+}
+die() {
+	echo "fabtests: $*" >&2
+	exit 1
+}
+
+lib_version() { # the libfabric this fabtests build is for: 1.17 / 2.1
+	local v
+	v=$(pkg-config --modversion libfabric 2>/dev/null) || v=$(fi_info --version 2>/dev/null | sed -n 's/^libfabric: //p')
+	[ -n "$v" ] || return 1
+	echo "$v" | cut -d. -f1,2
+}
+fabtests_ver() {
+	case $1 in
+	1.17) echo 1.17.1 ;;
+	2.1) echo 2.1.0 ;;
+	*) return 1 ;;
+	esac
+}
+
+libver=$(lib_version) || skip "no libfabric found (pkg-config libfabric / fi_info)"
+ver=$(fabtests_ver "$libver") || skip "no fabtests version known for libfabric $libver (1.17 and 2.1 are)"
+PREFIX=${FABTESTS_PREFIX:-/var/cache/vwait/fabtests-$ver}
+
+find_src() {
+	local s=${FABTESTS_SRC:-}
+	[ -n "$s" ] || return 1
+	if [ -d "$s" ] && [ -f "$s/fabtests-$ver.tar.xz" ]; then
+		echo "$s/fabtests-$ver.tar.xz"
+	elif [ -f "$s" ] || [ -f "$s/configure.ac" ]; then
+		echo "$s"
+	else
+		return 1
+	fi
+}
+
+build() {
+	local src stamp t
+	src=$(find_src) || skip "FABTESTS_SRC not given or holds no fabtests-$ver (a tree, a tarball or a folder of fabtests-<ver>.tar.xz)"
+	stamp="$ver $(if [ -f "$src" ]; then md5sum <"$src" | cut -c1-12; else echo "$src"; fi)"
+	if [ -x "$PREFIX/bin/runfabtests.sh" ] && [ "$(cat "$PREFIX/.vwait-stamp" 2>/dev/null)" = "$stamp" ]; then
+		echo "fabtests $ver already installed in $PREFIX"
+		return 0
+	fi
+	t=$(mktemp -d) || die "mktemp"
+	if [ -f "$src" ]; then
+		tar -xJf "$src" -C "$t" || die "cannot unpack $src"
+		src=$(echo "$t"/fabtests-*)
+	else
+		cp -a "$src" "$t/src" && src=$t/src
+	fi
+	echo "building fabtests $ver (libfabric $libver) into $PREFIX"
+	(cd "$src" && ./autogen.sh && ./configure -q --with-libfabric=/usr --prefix="$PREFIX" &&
+		make -j"${SETUP_JOBS:-2}" -s && rm -rf "$PREFIX" && make -s install) >"$t/build.log" 2>&1 ||
+		{
+			tail -n 40 "$t/build.log"
+			die "fabtests build failed"
+		}
+	echo "$stamp" >"$PREFIX/.vwait-stamp"
+	rm -rf "$t"
+	echo "fabtests $ver installed in $PREFIX"
+}
+
+run() {
+	[ -n "${RXE_ADDR:-}" ] || skip "RXE_ADDR not set: run inside contrib/vm/run-in-vm.sh"
+	[ -x "$PREFIX/bin/runfabtests.sh" ] || skip "fabtests $ver not built in $PREFIX (fabtests.sh build)"
+	local out=${FABTESTS_OUT:-$PWD/fabtests-out} sets=${FABTESTS_SETS:-unit,functional,short}
+	mkdir -p "$out" || die "cannot create $out"
+	[ $# -gt 0 ] || set -- vwait "vwait;ofi_rxm" verbs "verbs;ofi_rxm"
+	local prov name rc=0 args
+	: >"$out/summary.txt"
+	for prov in "$@"; do
+		name=${prov//;/+}
+		args=(-p "$PREFIX/bin" -t "$sets" -T "${FABTESTS_TIMEOUT:-120}" -s "$RXE_ADDR" -c "$RXE_ADDR" -v)
+		case $prov in
+		vwait) args+=(-f "$here/vwait.exclude") ;;
+		"vwait;ofi_rxm") args+=(-f "$PREFIX/share/fabtests/test_configs/ofi_rxm/ofi_rxm.exclude"
+			-f "$here/vwait-rxm.exclude") ;;
+		esac
+		echo "== runfabtests.sh ${args[*]} \"$prov\""
+		# rxe's max_cqe is 32767: rxm sizes its core CQs by FI_UNIVERSE_SIZE
+		(cd "$PREFIX/share/fabtests" && FI_UNIVERSE_SIZE=32 "$PREFIX/bin/runfabtests.sh" "${args[@]}" "$prov") \
+			>"$out/$name.log" 2>&1
+		local r=$?
+		# the verbs runs are the yardstick: only vwait's own failures fail the run
+		case $prov in vwait*) [ $r = 0 ] || rc=1 ;; esac
+		{
+			echo "$prov (exit $r): $(grep -E '^# Total' "$out/$name.log" | tr -s ' ' | tr '\n' ' ')"
+		} | tee -a "$out/summary.txt"
+	done
+	table "$out" "$@" | tee "$out/table.txt"
+	return $rc
+}
+
+# one row per test name, one column per provider: pass / fail / notrun / excluded
+table() {
+	local out=$1
+	shift
+	local p
+	printf '%-44s' test
+	for p in "$@"; do printf ' %-14s' "$p"; done
+	echo
+	for p in "$@"; do
+		sed -n 's/^- name:\s*\(.*\S\)\s*$/N|\1/p; s/^  result:\s*\(\S*\)$/R|\1/p' "$out/${p//;/+}.log" |
+			awk -F'|' -v p="$p" '$1=="N"{n=$2;next} $1=="R"{print n "\t" p "\t" $2}'
+	done | awk -F'\t' -v provs="$*" '
+		BEGIN { np = split(provs, P, " ") }
+		{ key = $1; if (!(key in seen)) { seen[key] = 1; order[++n] = key } r[key, $2] = $3 }
+		END { for (i = 1; i <= n; i++) { printf "%-44s", order[i]; for (j = 1; j <= np; j++) printf " %-14s", ((order[i], P[j]) in r ? r[order[i], P[j]] : "-"); printf "\n" } }'
+}
+
+case ${1:-} in
+build) build ;;
+run)
+	shift
+	run "$@"
+	;;
+prefix) echo "$PREFIX" ;;
+*)
+	sed -n '2,26p' "$0"
+	exit 2
+	;;
+esac
