@@ -12,7 +12,11 @@
  * trusting spin). While the score says most waits end within the budget, every wait may spin
  * up to spin_us; otherwise it spins only on a probe, one wait in `gap`, the gap doubling after
  * every wait that missed (up to max_probe_gap) and back to 1 after one that hit, so that a
- * return of short waits is noticed while long think times cost nearly nothing. A wait that
+ * return of short waits is noticed while long think times cost nearly nothing. Two peers
+ * that both sleep see each other's wakeup in every wait and could keep each other asleep (a
+ * probe of one finds the other asleep), so waits that start in the first millisecond of every
+ * probe_period_ms of wall-clock time (CLOCK_REALTIME: the same on one host and, through NTP,
+ * about the same on peers) probe too: peers probe together and find each other fast. A wait that
  * ends by its deadline counts as a long one only when it lasted at least spin_us (a loop of
  * short timeouts teaches nothing). The state is a few relaxed atomics: several threads may
  * wait on one waiter; their samples mix, which is what "recent waits of this waiter" means. */
@@ -54,13 +58,17 @@ public:
 	/* the score is a share of 256; waits spin while it is at least half */
 	static constexpr unsigned score_one = 256;
 	static constexpr unsigned max_probe_gap = 256;
+	static constexpr uint64_t probe_period_ms = 256;
 
 	explicit spin_learner(wait_policy p) noexcept : policy_(p) {}
 
 	const wait_policy &policy() const noexcept { return policy_; }
 
-	/* How long the wait that starts now may poll without arming (zero: arm at once). */
-	clock::duration budget() noexcept;
+	/* How long the wait that starts now may poll without arming (zero: arm at once).
+	 * wall_ms: the wall clock now, in milliseconds (aligns the probes of peers). */
+	clock::duration budget(uint64_t wall_ms) noexcept;
+	/* The wall clock in milliseconds, as budget() wants it. */
+	static uint64_t wall_ms_now() noexcept;
 	/* A wait ended after `waited`: found what it waited for (or was signalled) when found is
 	 * true, reached its deadline otherwise. */
 	void record(clock::duration waited, bool found) noexcept;

@@ -35,7 +35,14 @@ bool parse_wait_policy(const char *name, wait_policy_kind *out) noexcept
 	return false;
 }
 
-clock::duration spin_learner::budget() noexcept
+uint64_t spin_learner::wall_ms_now() noexcept
+{
+	return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+	                                 std::chrono::system_clock::now().time_since_epoch())
+	                                 .count());
+}
+
+clock::duration spin_learner::budget(uint64_t wall_ms) noexcept
 {
 	if (policy_.spin_us == 0)
 		return clock::duration::zero();
@@ -49,7 +56,9 @@ clock::duration spin_learner::budget() noexcept
 	}
 	if (score_.load(std::memory_order_relaxed) >= score_one / 2)
 		return cap();
-	/* long waits lately: spin only on a probe */
+	/* long waits lately: spin only on a probe, in the shared window or by the gap */
+	if (wall_ms % probe_period_ms == 0)
+		return cap();
 	unsigned left = until_probe_.load(std::memory_order_relaxed);
 	while (left > 0) {
 		if (until_probe_.compare_exchange_weak(left, left - 1, std::memory_order_relaxed))
