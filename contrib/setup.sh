@@ -267,10 +267,10 @@ fabtests_src() {
 fabtests_vm() { # OUTDIR [VM env...]: build, then run in one VM boot
 	local out=$1
 	shift
-	# CI runs the unit and functional sets, 30 s a test at most; the full quick set (short
+	# CI runs the unit and functional sets, 120 s a test at most; the full quick set (short
 	# too): FABTESTS_SETS=unit,functional,short contrib/fabtests/fabtests.sh run, in the VM
 	mkdir -p "$out" && env "$@" FI_PROVIDER_PATH="$FI_PROVIDER_PATH" FABTESTS_OUT="$out" \
-		FABTESTS_SETS="${FABTESTS_SETS:-unit,functional}" FABTESTS_TIMEOUT="${FABTESTS_TIMEOUT:-30}" \
+		FABTESTS_SETS="${FABTESTS_SETS:-unit,functional}" FABTESTS_TIMEOUT="${FABTESTS_TIMEOUT:-120}" \
 		"$top/contrib/vm/run-in-vm.sh" "$top/contrib/fabtests/fabtests.sh" run
 }
 stage_fabtests() {

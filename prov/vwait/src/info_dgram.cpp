@@ -69,18 +69,21 @@ const char *dgram_unmet(const port_desc &port, size_t mtu, const struct fi_info 
 	if (hints->tx_attr) {
 		if (hints->tx_attr->size > max_wr || hints->tx_attr->iov_limit > max_sge ||
 		    hints->tx_attr->inject_size > port.max_inline ||
-		    (hints->tx_attr->caps & ~dgram_caps))
+		    (hints->tx_attr->caps & ~dgram_caps) ||
+		    hints->tx_attr->msg_order) /* UD: none */
 			return "tx_attr";
 	}
 	if (hints->rx_attr) {
 		if (hints->rx_attr->size > max_wr || hints->rx_attr->iov_limit > max_sge ||
-		    (hints->rx_attr->caps & ~dgram_caps))
+		    (hints->rx_attr->caps & ~dgram_caps) || hints->rx_attr->msg_order)
 			return "rx_attr";
 	}
 	if (hints->addr_format != FI_FORMAT_UNSPEC && hints->addr_format != FI_ADDR_IB_UD)
 		return "addr_format";
 	if (hints->domain_attr) {
 		const struct fi_domain_attr *d = hints->domain_attr;
+		if (d->caps & ~(FI_LOCAL_COMM | FI_REMOTE_COMM))
+			return "domain_attr->caps";
 		int threading = util::raw_enum(d->threading);
 		if (threading < FI_THREAD_UNSPEC || threading > FI_THREAD_ENDPOINT)
 			return "domain_attr->threading";
