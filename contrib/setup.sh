@@ -253,7 +253,7 @@ stage_debian13-deb() {
 }
 
 # ------------------------------------------------------------------ fabtests
-# Upstream fabtests (unit, functional, short: runfabtests.sh -t quick) in the VM on vwait and
+# Upstream fabtests (CI: the unit set; by hand: unit, functional, short) in the VM on vwait and
 # vwait;ofi_rxm, upstream verbs and verbs;ofi_rxm beside them: fabtests 1.17.1 built on this host,
 # 2.1.0 in the Debian 13 root (contrib/fabtests/fabtests.sh; the exclude files there give every
 # test vwait does not run, with its reason). The sources come from FABTESTS_SRC, by default
@@ -267,10 +267,12 @@ fabtests_src() {
 fabtests_vm() { # OUTDIR [VM env...]: build, then run in one VM boot
 	local out=$1
 	shift
-	# CI runs the unit and functional sets, 120 s a test at most; the full quick set (short
-	# too): FABTESTS_SETS=unit,functional,short contrib/fabtests/fabtests.sh run, in the VM
+	# CI runs the unit set only, 120 s a test at most: in the TCG guest the functional set
+	# alone took over 10 min for vwait (48 tests, many cut at 30 s), four providers would not
+	# fit. The full quick set, documented, not in CI: FABTESTS_SETS=unit,functional,short
+	# contrib/fabtests/fabtests.sh run (in the VM; see that script's header)
 	mkdir -p "$out" && env "$@" FI_PROVIDER_PATH="$FI_PROVIDER_PATH" FABTESTS_OUT="$out" \
-		FABTESTS_SETS="${FABTESTS_SETS:-unit,functional}" FABTESTS_TIMEOUT="${FABTESTS_TIMEOUT:-120}" \
+		FABTESTS_SETS="${FABTESTS_SETS:-unit}" FABTESTS_TIMEOUT="${FABTESTS_TIMEOUT:-120}" \
 		"$top/contrib/vm/run-in-vm.sh" "$top/contrib/fabtests/fabtests.sh" run
 }
 stage_fabtests() {
