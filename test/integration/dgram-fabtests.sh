@@ -7,14 +7,15 @@
 # not counted: it is the yardstick).
 #
 #   test/integration/dgram-fabtests.sh [BUILDDIR]   (on the host: boots the VM and runs itself)
-#   FABTESTS_BIN: where fabtests 1.17 is installed (default /opt/fabtests/bin; build it out of
+#   FABTESTS_BIN: where fabtests 1.17 is installed (default /var/cache/vwait/fabtests-1.17.1/bin,
+#   contrib/fabtests.sh builds it there; or build it out of
 #   tree as /work/shared/third_party/README.md says). Skips (77) without it.
 # Cost: about 2 minutes.
 set -u -o pipefail
 export LC_ALL=C
 here=$(cd "$(dirname "$0")" && pwd -P)
 srcdir=$(cd "$here/../.." && pwd -P)
-bin=${FABTESTS_BIN:-/opt/fabtests/bin}
+bin=${FABTESTS_BIN:-/var/cache/vwait/fabtests-1.17.1/bin}
 
 if [ -z "${RXE_ADDR:-}" ]; then
 	builddir=$(cd "${1:-${VWAIT_BUILDDIR:-$PWD}}" && pwd -P) || exit 2

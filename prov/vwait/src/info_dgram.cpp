@@ -136,6 +136,9 @@ dgram_info_ptr dgram_info(uint32_t version, const port_desc &port, const struct 
 		        port.device.c_str());
 		return nullptr;
 	}
+	/* a QP completes in order; API 2.0 retired comp_order ("set to 0", fi_endpoint(3)) */
+	const uint64_t comp_order =
+	    FI_VERSION_LT(version, FI_VERSION(2, 0)) ? fi_v1::order_strict : 0;
 	dgram_info_ptr info(fi_allocinfo());
 	if (!info)
 		throw std::bad_alloc();
@@ -160,7 +163,7 @@ dgram_info_ptr dgram_info(uint32_t version, const port_desc &port, const struct 
 	info->tx_attr->mode = mode;
 	info->tx_attr->op_flags = htx ? htx->op_flags : 0;
 	info->tx_attr->msg_order = 0; /* UD: no ordering */
-	info->tx_attr->comp_order = fi_v1::order_strict;
+	info->tx_attr->comp_order = comp_order;
 	info->tx_attr->inject_size = std::min(port.max_inline, mtu);
 	info->tx_attr->size = htx && htx->size ? htx->size : std::min(default_size, max_wr);
 	info->tx_attr->iov_limit =
@@ -171,7 +174,7 @@ dgram_info_ptr dgram_info(uint32_t version, const port_desc &port, const struct 
 	info->rx_attr->mode = mode;
 	info->rx_attr->op_flags = hrx ? hrx->op_flags : 0;
 	info->rx_attr->msg_order = 0; /* UD: no ordering */
-	info->rx_attr->comp_order = fi_v1::order_strict;
+	info->rx_attr->comp_order = comp_order;
 	info->rx_attr->size = hrx && hrx->size ? hrx->size : std::min(default_size, max_wr);
 	info->rx_attr->iov_limit =
 	    hrx && hrx->iov_limit ? hrx->iov_limit : std::min(default_iov_limit, max_sge);
