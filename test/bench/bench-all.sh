@@ -24,7 +24,8 @@
 # against think time), log.txt (every run's output), records.txt (every measurement),
 # callgrind.* (callgrind_annotate shows where the instructions of a read go).
 #
-#   make bench                         (boots the VM; about 12 minutes on a 2-core host)
+#   make bench                         (boots the VM; about 12 minutes on a 2-core host, an
+#                                      estimate from one-repeat runs of the sections)
 #   test/bench/bench-all.sh [BUILDDIR] (the same, from the host)
 #   BENCH_SECTIONS="cost spin" BENCH_REPEATS=3 ... to run a part.
 set -u -o pipefail
