@@ -65,8 +65,10 @@ public:
 	const wait_policy &policy() const noexcept { return policy_; }
 
 	/* How long the wait that starts now may poll without arming (zero: arm at once).
-	 * wall_ms: the wall clock now, in milliseconds (aligns the probes of peers). */
-	clock::duration budget(uint64_t wall_ms) noexcept;
+	 * wall_ms() gives the wall clock in milliseconds (it aligns the probes of peers); it is
+	 * called only while waits are long. */
+	using wall_clock_fn = uint64_t (*)() noexcept;
+	clock::duration budget(wall_clock_fn wall_ms = wall_ms_now) noexcept;
 	/* The wall clock in milliseconds, as budget() wants it. */
 	static uint64_t wall_ms_now() noexcept;
 	/* A wait ended after `waited`: found what it waited for (or was signalled) when found is

@@ -174,7 +174,7 @@ int waiter::impl::wait_until(clock::time_point deadline, phase_fn poll, phase_fn
 {
 	const clock::time_point start = clock::now();
 	/* the poll phase lasts the policy's budget, never past the deadline */
-	const clock::duration budget = learner.budget(spin_learner::wall_ms_now());
+	const clock::duration budget = learner.budget();
 	const clock::time_point spin_end = deadline - start > budget ? start + budget : deadline;
 	bool readable = false;
 	bool spinning = spin_end > start;

@@ -42,7 +42,7 @@ uint64_t spin_learner::wall_ms_now() noexcept
 	                                 .count());
 }
 
-clock::duration spin_learner::budget(uint64_t wall_ms) noexcept
+clock::duration spin_learner::budget(wall_clock_fn wall_ms) noexcept
 {
 	if (policy_.spin_us == 0)
 		return clock::duration::zero();
@@ -57,7 +57,7 @@ clock::duration spin_learner::budget(uint64_t wall_ms) noexcept
 	if (score_.load(std::memory_order_relaxed) >= score_one / 2)
 		return cap();
 	/* long waits lately: spin only on a probe, in the shared window or by the gap */
-	if (wall_ms % probe_period_ms == 0)
+	if (wall_ms() % probe_period_ms == 0)
 		return cap();
 	unsigned left = until_probe_.load(std::memory_order_relaxed);
 	while (left > 0) {
