@@ -131,7 +131,9 @@ table() {
 	echo
 	for p in "$@"; do
 		sed -n 's/^- name:\s*\(.*\S\)\s*$/N|\1/p; s/^  result:\s*\(\S*\)$/R|\1/p' "$out/${p//;/+}.log" |
-			awk -F'|' -v p="$p" '$1=="N"{n=$2;next} $1=="R"{print n "\t" p "\t" $2}'
+			awk -F'|' -v p="$p" -v a="$RXE_ADDR" '$1=="N"{n=$2; sub(/ -p "[^"]*"/, "", n)
+				gsub("-[sg] " a, "", n); gsub(" " a, "", n); gsub(/  +/, " ", n); sub(/ +$/, "", n); next}
+				$1=="R"{print n "\t" p "\t" $2}'
 	done | awk -F'\t' -v provs="$*" '
 		BEGIN { np = split(provs, P, " ") }
 		{ key = $1; if (!(key in seen)) { seen[key] = 1; order[++n] = key } r[key, $2] = $3 }
@@ -140,6 +142,10 @@ table() {
 
 case ${1:-} in
 build) build ;;
+table) # OUTDIR PROV...: the table again, from the logs of a run
+	shift
+	table "$@"
+	;;
 run)
 	shift
 	run "$@"
