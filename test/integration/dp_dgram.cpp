@@ -3,6 +3,8 @@
  *
  *   dp_dgram TEST    (TEST: info sendrecv av bad-input trunc sread all)
  * Needs FI_PROVIDER_PATH (the built plugin) and RXE_ADDR. Exit 0 pass, 77 skip, 1 fail. */
+#include "vwait/fi_deprecated.h"
+
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -73,6 +75,7 @@ struct world {
 	struct fi_info *info = nullptr;
 	struct fid_fabric *fabric = nullptr;
 	struct fid_domain *domain = nullptr;
+	struct fid_wait *waitset = nullptr; /* b's CQs, when opened with FI_WAIT_SET */
 	side a, b;
 };
 
@@ -100,6 +103,7 @@ void close_world(world &w)
 {
 	close_side(w.a);
 	close_side(w.b);
+	close_fid(w.waitset ? &w.waitset->fid : nullptr);
 	close_fid(w.domain ? &w.domain->fid : nullptr);
 	close_fid(w.fabric ? &w.fabric->fid : nullptr);
 	fi_freeinfo(w.info);
@@ -125,6 +129,7 @@ int open_side(world &w, side &s, enum fi_wait_obj wait = FI_WAIT_NONE,
 	struct fi_cq_attr ca = {};
 	ca.format = FI_CQ_FORMAT_DATA;
 	ca.wait_obj = wait;
+	ca.wait_set = wait == FI_WAIT_SET ? w.waitset : nullptr;
 	int ret;
 	if ((ret = fi_cq_open(w.domain, &ca, &s.tx, nullptr)) ||
 	    (ret = fi_cq_open(w.domain, &ca, &s.rx, nullptr)))
@@ -167,6 +172,11 @@ int open_side(world &w, side &s, enum fi_wait_obj wait = FI_WAIT_NONE,
 bool open_pair(world &w, enum fi_wait_obj wait = FI_WAIT_NONE, enum fi_av_type type = FI_AV_MAP)
 {
 	int ret = open_world(w, type);
+	if (ret == 0 && wait == FI_WAIT_SET) {
+		struct fi_wait_attr wa = {};
+		wa.wait_obj = FI_WAIT_UNSPEC;
+		ret = fi_sets::wait_open(w.fabric, &wa, &w.waitset);
+	}
 	if (ret == 0)
 		ret = open_side(w, w.a, FI_WAIT_NONE, type);
 	if (ret == 0)
@@ -568,7 +578,26 @@ void sread_once(enum fi_wait_obj wait, const char *how)
 	struct fi_cq_data_entry e = {};
 	auto t0 = clock_type::now();
 	ssize_t n = -FI_EAGAIN;
-	if (strcmp(how, "fd") == 0) {
+	if (strcmp(how, "waitset") == 0) {
+		ret = fi_sets::wait(w.waitset, timeout_ms);
+		EXPECT(ret == 0, ret);
+		n = fi_cq_read(w.b.rx, &e, 1);
+	} else if (strcmp(how, "pollset") == 0) {
+		struct fid_poll *ps = nullptr;
+		struct fi_poll_attr pa = {};
+		ret = fi_sets::poll_open(w.domain, &pa, &ps);
+		EXPECT(ret == 0, ret);
+		ret = fi_sets::poll_add(ps, &w.b.rx->fid, 0);
+		EXPECT(ret == 0, ret);
+		void *ctx[2] = {};
+		int got = 0;
+		while (got == 0 && clock_type::now() - t0 < std::chrono::seconds(10))
+			got = fi_sets::poll(ps, ctx, 2);
+		EXPECT(got == 1, got);
+		n = fi_cq_read(w.b.rx, &e, 1);
+		fi_sets::poll_del(ps, &w.b.rx->fid, 0);
+		close_fid(&ps->fid);
+	} else if (strcmp(how, "fd") == 0) {
 		int fd = -1;
 		ret = fi_control(&w.b.rx->fid, FI_GETWAIT, &fd);
 		EXPECT(ret == 0 && fd >= 0, ret);
@@ -598,6 +627,8 @@ void test_sread()
 	sread_once(FI_WAIT_MUTEX_COND, "sread-mutex-cond");
 	sread_once(FI_WAIT_YIELD, "sread-yield");
 	sread_once(FI_WAIT_FD, "fd");
+	sread_once(FI_WAIT_SET, "waitset");
+	sread_once(FI_WAIT_NONE, "pollset");
 }
 
 struct test {
