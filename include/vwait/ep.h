@@ -118,6 +118,10 @@ protected:
 	 * buffers lands there and the receive completes with FI_ETRUNC (UD would otherwise fail
 	 * the receive and, on some devices, the QP). Before fi_enable. */
 	void set_rx_spill(const struct ibv_sge &sge) noexcept { rx_spill_ = sge; }
+	/* Every receive starts with stride bytes of base + slot * stride (lkey), which the
+	 * application does not see (a GRH kept by the provider). Before fi_enable. */
+	void set_rx_hidden(uintptr_t base, uint32_t stride, uint32_t lkey) noexcept;
+	size_t rx_depth() const noexcept { return rx_->slots.size(); }
 	int check_iov(const char *op, const struct iovec *iov, void **desc, size_t count,
 	              size_t limit, bool need_desc, struct ibv_sge *sge, size_t *total) noexcept;
 	ssize_t post_tx_wr(struct ibv_send_wr *wr, void *context, uint64_t cq_flags, size_t len,
@@ -163,6 +167,9 @@ private:
 	uint64_t tx_flags_ = 0;
 	uint64_t rx_flags_ = 0;
 	struct ibv_sge rx_spill_ = {};
+	uintptr_t rx_hidden_base_ = 0;
+	uint32_t rx_hidden_stride_ = 0;
+	uint32_t rx_hidden_lkey_ = 0;
 	size_t rx_iov_limit_ = 1;
 	size_t rma_iov_limit_ = 1;
 	std::shared_ptr<wr_ring> tx_;

@@ -38,11 +38,15 @@ private:
 	 * shared by every receive; freed after the QP */
 	std::vector<uint8_t> spill_;
 	verbs::mr spill_mr_;
+	/* without FI_MSG_PREFIX: the GRH of each receive slot, kept here (ep::set_rx_hidden) */
+	std::vector<uint8_t> grh_;
+	verbs::mr grh_mr_;
 	struct ibv_qp *qp_ = nullptr;
 	uint8_t port_;
 	ud_name name_ = {};
 	size_t mtu_;
 	bool source_; /* FI_SOURCE: receives report their sender */
+	bool prefix_; /* FI_MSG_PREFIX: the application's buffers hold the GRH */
 };
 
 } // namespace vwait

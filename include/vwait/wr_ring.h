@@ -64,6 +64,9 @@ struct wr_ring {
 	 * sender of a datagram, from the receive buffer and the source QPN. */
 	uint64_t (*source)(void *arg, const void *buf, uint32_t src_qp) = nullptr;
 	void *source_arg = nullptr;
+	/* bytes at the start of every receive that the application does not see (the GRH a DGRAM
+	 * endpoint without FI_MSG_PREFIX keeps in its own buffer) */
+	size_t hidden = 0;
 
 	size_t outstanding() const noexcept
 	{

@@ -42,7 +42,9 @@ bool check(bool ok, const char *what, long got, int line)
 #define EXPECT(cond, val) check((cond), #cond, static_cast<long>(val), __LINE__)
 
 const uint32_t version = FI_VERSION(1, 17);
-constexpr size_t prefix = 40;
+/* the prefix of this world's buffers: 40 with FI_MSG_PREFIX (the GRH), else 0 */
+size_t prefix = 40;
+bool use_prefix = true;
 constexpr int timeout_ms = 10000;
 using clock_type = std::chrono::steady_clock;
 
@@ -51,7 +53,7 @@ struct fi_info *dgram_hints()
 	struct fi_info *h = fi_allocinfo();
 	h->ep_attr->type = FI_EP_DGRAM;
 	h->caps = FI_MSG | FI_SOURCE;
-	h->mode = FI_MSG_PREFIX | FI_CONTEXT;
+	h->mode = (use_prefix ? FI_MSG_PREFIX : 0) | FI_CONTEXT;
 	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 	h->fabric_attr->prov_name = strdup("vwait");
 	return h;
@@ -118,6 +120,8 @@ int open_world(world &w, enum fi_av_type av_type = FI_AV_MAP)
 	fi_freeinfo(hints);
 	if (ret)
 		return ret;
+	prefix = w.info->ep_attr->msg_prefix_size;
+	EXPECT(prefix == (use_prefix ? 40u : 0u), prefix);
 	if ((ret = fi_fabric(w.info->fabric_attr, &w.fabric, nullptr)))
 		return ret;
 	return fi_domain(w.fabric, w.info, &w.domain, nullptr);
@@ -261,10 +265,12 @@ void test_info()
 	}
 	fi_freeinfo(info);
 	info = nullptr;
-	/* no FI_MSG_PREFIX in mode: UD cannot be offered */
+	/* no FI_MSG_PREFIX in mode: offered without it (vwait keeps the GRH) */
 	hints->mode = FI_CONTEXT;
 	ret = fi_getinfo(version, nullptr, nullptr, 0, hints, &info);
-	EXPECT(ret == -FI_ENODATA, ret);
+	if (EXPECT(ret == 0 && info, ret))
+		EXPECT(!(info->mode & FI_MSG_PREFIX) && info->ep_attr->msg_prefix_size == 0,
+		       info->ep_attr->msg_prefix_size);
 	fi_freeinfo(info);
 	info = nullptr;
 	hints->mode = FI_MSG_PREFIX;
@@ -394,6 +400,10 @@ void test_sendrecv()
 {
 	test_sendrecv_on(FI_AV_MAP);
 	test_sendrecv_on(FI_AV_TABLE);
+	/* without FI_MSG_PREFIX: the buffers hold the payload only */
+	use_prefix = false;
+	test_sendrecv_on(FI_AV_MAP);
+	use_prefix = true;
 }
 
 void test_av()
@@ -507,7 +517,7 @@ void test_bad_input()
 	close_world(w);
 }
 
-void test_trunc()
+void trunc_once()
 {
 	world w;
 	if (!open_pair(w))
@@ -550,6 +560,14 @@ void test_trunc()
 	n = wait_comp(w.b.rx, &e);
 	EXPECT(n == 1 && e.len == prefix + 48 && verify(rx + prefix, 48, 4), n);
 	close_world(w);
+}
+
+void test_trunc()
+{
+	trunc_once();
+	use_prefix = false;
+	trunc_once();
+	use_prefix = true;
 }
 
 /* A thread blocked in fi_cq_sread (or fi_wait on a wait set, or poll() on the CQ's fd after

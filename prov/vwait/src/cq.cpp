@@ -142,17 +142,18 @@ __attribute__((always_inline)) inline bool translate_wc(const struct ibv_wc &wc,
 	if (!report)
 		return false;
 	switch (wc.opcode) {
-	case IBV_WC_RECV:
-		if (wc.byte_len > c.len) {
+	case IBV_WC_RECV: {
+		size_t got = wc.byte_len > ring->hidden ? wc.byte_len - ring->hidden : 0;
+		if (got > c.len) {
 			/* a datagram longer than the buffers: the rest went to the endpoint's
 			 * spill buffer (ep::set_rx_spill), the receive is truncated */
 			c.err = FI_ETRUNC;
 			c.status = IBV_WC_LOC_LEN_ERR;
-			c.olen = wc.byte_len - c.len;
+			c.olen = got - c.len;
 			*out = c;
 			return true;
 		}
-		c.len = wc.byte_len;
+		c.len = got;
 		if (ring->source && (wc.wc_flags & IBV_WC_GRH) && slot->buf)
 			c.src = ring->source(ring->source_arg, slot->buf, wc.src_qp);
 		if (wc.wc_flags & IBV_WC_WITH_IMM) {
@@ -160,6 +161,7 @@ __attribute__((always_inline)) inline bool translate_wc(const struct ibv_wc &wc,
 			c.data = ntohl(wc.imm_data);
 		}
 		break;
+	}
 	case IBV_WC_RECV_RDMA_WITH_IMM:
 		c.flags = FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA;
 		c.len = wc.byte_len;

@@ -167,6 +167,14 @@ int ep::bind_kind(struct fid *bfid, uint64_t) noexcept
 	return -FI_EINVAL;
 }
 
+void ep::set_rx_hidden(uintptr_t base, uint32_t stride, uint32_t lkey) noexcept
+{
+	rx_hidden_base_ = base;
+	rx_hidden_stride_ = stride;
+	rx_hidden_lkey_ = lkey;
+	rx_->hidden = stride;
+}
+
 void ep::set_rx_source(uint64_t (*fn)(void *, const void *, uint32_t), void *arg) noexcept
 {
 	rx_->source = fn;

@@ -51,6 +51,7 @@ ud_ep::ud_ep(domain *dom, info_ptr info, uint8_t port, const union ibv_gid &gid,
 	max_msg_size_ = size_t{1} << 31;
 	uint64_t caps = info_->caps | (info_->rx_attr ? info_->rx_attr->caps : 0);
 	source_ = caps & FI_SOURCE;
+	prefix_ = (info_->mode | (info_->rx_attr ? info_->rx_attr->mode : 0)) & FI_MSG_PREFIX;
 }
 
 ud_ep::~ud_ep()
@@ -59,6 +60,7 @@ ud_ep::~ud_ep()
 	if (qp_)
 		ibv_destroy_qp(qp_);
 	spill_mr_.reset();
+	grh_mr_.reset();
 	if (av_)
 		av_->release();
 }
@@ -117,13 +119,28 @@ int ud_ep::check_enable() noexcept
 		sge.lkey = spill_mr_->lkey;
 		set_rx_spill(sge);
 	}
+	if (!prefix_ && !grh_mr_) {
+		int ret = guard([&] {
+			grh_.assign(ud_prefix_size * rx_depth(), 0);
+			grh_mr_.reset(ibv_reg_mr(domain_->pd(), grh_.data(), grh_.size(),
+			                         IBV_ACCESS_LOCAL_WRITE));
+			return grh_mr_ ? 0 : verbs::errno_code();
+		});
+		if (ret) {
+			FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_enable: ibv_reg_mr(GRH buffers): %s\n",
+			        fi_strerror(-ret));
+			return ret;
+		}
+		set_rx_hidden(reinterpret_cast<uintptr_t>(grh_.data()),
+		              static_cast<uint32_t>(ud_prefix_size), grh_mr_->lkey);
+	}
 	return FI_SUCCESS;
 }
 
 int ud_ep::create_qp(struct ibv_qp_init_attr &attr, struct ibv_qp **qp) noexcept
 {
 	attr.qp_type = IBV_QPT_UD;
-	attr.cap.max_recv_sge += 1; /* the spill entry */
+	attr.cap.max_recv_sge += prefix_ ? 1 : 2; /* the spill entry, the GRH kept here */
 	struct ibv_qp *q = ibv_create_qp(domain_->pd(), &attr);
 	if (!q) {
 		int ret = verbs::errno_code();
@@ -189,10 +206,12 @@ ssize_t ud_ep::send(const struct iovec *iov, void **desc, size_t count, fi_addr_
 		FI_WARN(&prov, FI_LOG_EP_DATA, "send: flags 0x%" PRIx64 " not supported\n", flags);
 		return -FI_EBADFLAGS;
 	}
-	if (!count || !iov || iov[0].iov_len < ud_prefix_size || count > max_sge_per_wr) {
-		FI_WARN(&prov, FI_LOG_EP_DATA,
-		        "send: iov[0] must hold the %zu-byte prefix (FI_MSG_PREFIX), count %zu\n",
-		        ud_prefix_size, count);
+	const size_t skip = prefix_ ? ud_prefix_size : 0;
+	if (count > max_sge_per_wr || (count && !iov) ||
+	    (skip && (!count || iov[0].iov_len < skip))) {
+		FI_WARN(&prov, FI_LOG_EP_DATA, "send: iov count %zu%s\n", count,
+		        skip ? ", or iov[0] without room for the 40-byte prefix (FI_MSG_PREFIX)"
+		             : "");
 		return -FI_EINVAL;
 	}
 	struct ibv_ah *ah = nullptr;
@@ -205,8 +224,10 @@ ssize_t ud_ep::send(const struct iovec *iov, void **desc, size_t count, fi_addr_
 	/* the prefix stays behind */
 	struct iovec v[max_sge_per_wr];
 	std::copy(iov, iov + count, v);
-	v[0].iov_base = static_cast<char *>(v[0].iov_base) + ud_prefix_size;
-	v[0].iov_len -= ud_prefix_size;
+	if (skip) {
+		v[0].iov_base = static_cast<char *>(v[0].iov_base) + skip;
+		v[0].iov_len -= skip;
+	}
 	size_t sum = 0;
 	for (size_t i = 0; i < count; i++)
 		sum += v[i].iov_len;

@@ -50,8 +50,6 @@ const char *dgram_unmet(const port_desc &port, size_t mtu, const struct fi_info 
 		return nullptr;
 	if (hints->caps & ~dgram_caps)
 		return "caps (DGRAM offers FI_MSG, FI_SEND, FI_RECV, FI_SOURCE)";
-	if (!(hints->mode & FI_MSG_PREFIX))
-		return "mode (DGRAM needs FI_MSG_PREFIX: the GRH)";
 	if (hints->ep_attr) {
 		const struct fi_ep_attr *e = hints->ep_attr;
 		int type = util::raw_enum(e->type);
@@ -129,7 +127,9 @@ dgram_info_ptr dgram_info(uint32_t version, const port_desc &port, const struct 
 		        port.device.c_str(), why);
 		return nullptr;
 	}
-	uint64_t mode = FI_MSG_PREFIX;
+	/* FI_MSG_PREFIX when the application takes it (the GRH lands in its buffers); otherwise
+	 * the endpoint keeps each receive's GRH itself */
+	uint64_t mode = !hints || (hints->mode & FI_MSG_PREFIX) ? FI_MSG_PREFIX : 0;
 	int64_t mr_mode = info_mr_mode(version, hints, &mode);
 	if (mr_mode < 0) {
 		FI_INFO(&prov, FI_LOG_CORE, "%s: DGRAM: hints mr_mode cannot be met\n",
@@ -183,7 +183,7 @@ dgram_info_ptr dgram_info(uint32_t version, const port_desc &port, const struct 
 	info->ep_attr->protocol = FI_PROTO_IB_UD;
 	info->ep_attr->protocol_version = 1;
 	info->ep_attr->max_msg_size = mtu;
-	info->ep_attr->msg_prefix_size = ud_prefix_size;
+	info->ep_attr->msg_prefix_size = (mode & FI_MSG_PREFIX) ? ud_prefix_size : 0;
 	info->ep_attr->tx_ctx_cnt = 1;
 	info->ep_attr->rx_ctx_cnt = 1;
 

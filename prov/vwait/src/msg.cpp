@@ -76,12 +76,13 @@ ssize_t ep::post_recv(const struct iovec *iov, void **desc, size_t count, void *
 		FI_WARN(&prov, FI_LOG_EP_DATA, "recv: flags 0x%" PRIx64 " not supported\n", flags);
 		return -FI_EBADFLAGS;
 	}
-	struct ibv_sge sge[max_sge_per_wr + 1];
+	struct ibv_sge sge[max_sge_per_wr + 2];
 	size_t total = 0;
-	int n = check_iov("recv", iov, desc, count, rx_iov_limit_, true, sge, &total);
+	const int first = rx_hidden_stride_ ? 1 : 0; /* sge[0]: the hidden part, if any */
+	int n = check_iov("recv", iov, desc, count, rx_iov_limit_, true, sge + first, &total);
 	if (n < 0)
 		return n;
-	int nsge = n;
+	int nsge = n + first;
 	if (rx_spill_.length)
 		sge[nsge++] = rx_spill_;
 	std::lock_guard<std::mutex> lock(rx_mutex_);
@@ -97,8 +98,13 @@ ssize_t ep::post_recv(const struct iovec *iov, void **desc, size_t count, void *
 	slot.flags = FI_RECV | FI_MSG;
 	slot.len = total;
 	slot.report = !rx_selective_ || (flags & FI_COMPLETION);
-	slot.buf =
-	    n ? reinterpret_cast<const void *>(static_cast<uintptr_t>(sge[0].addr)) : nullptr;
+	if (first) {
+		sge[0].addr = rx_hidden_base_ + (ring.head % ring.slots.size()) * rx_hidden_stride_;
+		sge[0].length = rx_hidden_stride_;
+		sge[0].lkey = rx_hidden_lkey_;
+	}
+	slot.buf = nsge > 0 ? reinterpret_cast<const void *>(static_cast<uintptr_t>(sge[0].addr))
+	                    : nullptr;
 	struct ibv_recv_wr wr = {};
 	wr.wr_id = reinterpret_cast<uintptr_t>(&slot);
 	wr.sg_list = sge;
