@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -88,7 +89,23 @@ private:
 		ud_name name;
 		struct ibv_ah *ah = nullptr;
 	};
-	static std::string key(const uint8_t *gid, uint32_t qpn);
+	/* (GID, QPN): who sent a datagram; no allocation to look one up */
+	struct peer {
+		uint64_t gid_hi, gid_lo;
+		uint32_t qpn;
+		bool operator==(const peer &o) const noexcept
+		{
+			return gid_hi == o.gid_hi && gid_lo == o.gid_lo && qpn == o.qpn;
+		}
+	};
+	struct peer_hash {
+		size_t operator()(const peer &p) const noexcept
+		{
+			return std::hash<uint64_t>()(p.gid_lo ^ (p.gid_hi * 0x9e3779b97f4a7c15ULL) ^
+			                             (uint64_t{p.qpn} << 32));
+		}
+	};
+	static peer key(const uint8_t *gid, uint32_t qpn) noexcept;
 	int insert_one(const ud_name &n, fi_addr_t *out) noexcept;
 
 	domain *domain_;
@@ -97,7 +114,7 @@ private:
 	int sgid_index_;
 	std::mutex mutex_;
 	std::vector<entry> table_; /* ah == nullptr: removed */
-	std::unordered_map<std::string, fi_addr_t> by_name_;
+	std::unordered_map<peer, fi_addr_t, peer_hash> by_name_;
 	std::atomic<int> refs_{0};
 };
 

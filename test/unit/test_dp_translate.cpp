@@ -323,6 +323,30 @@ void recv_truncated(void **state)
 	assert_int_equal(c.olen, 448);
 }
 
+/* A GRH the endpoint keeps (no FI_MSG_PREFIX): not counted in the length reported. */
+void recv_hidden_grh(void **state)
+{
+	auto *ring = static_cast<vwait::wr_ring *>(*state);
+	ring->hidden = 40;
+	for (uint32_t got : {40u + 64u, 40u + 100u}) {
+		vwait::wr_slot &s = ring->slots[got == 104 ? 0 : 1];
+		s.flags = FI_RECV | FI_MSG;
+		s.len = 64;
+		ring->credits.fetch_sub(1);
+		struct ibv_wc wc = wc_for(s, IBV_WC_RECV, IBV_WC_SUCCESS);
+		wc.byte_len = got;
+		vwait::completion c;
+		assert_true(vwait::translate(wc, &c));
+		if (got == 104) {
+			assert_int_equal(c.err, 0);
+			assert_int_equal(c.len, 64);
+		} else {
+			assert_int_equal(c.err, FI_ETRUNC);
+			assert_int_equal(c.olen, 36);
+		}
+	}
+}
+
 void ud_names(void **)
 {
 	vwait::ud_name n = {};
@@ -379,6 +403,7 @@ int main()
 	    cmocka_unit_test(cm_framing),
 	    cmocka_unit_test_setup_teardown(recv_with_source, setup, teardown),
 	    cmocka_unit_test_setup_teardown(recv_truncated, setup, teardown),
+	    cmocka_unit_test_setup_teardown(recv_hidden_grh, setup, teardown),
 	    cmocka_unit_test(ud_names),
 	    cmocka_unit_test(grh_gid),
 	};

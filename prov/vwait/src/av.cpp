@@ -151,11 +151,13 @@ av::~av()
 	domain_->release();
 }
 
-std::string av::key(const uint8_t *gid, uint32_t qpn)
+av::peer av::key(const uint8_t *gid, uint32_t qpn) noexcept
 {
-	std::string k(reinterpret_cast<const char *>(gid), 16);
-	k.append(reinterpret_cast<const char *>(&qpn), sizeof(qpn));
-	return k;
+	peer p;
+	memcpy(&p.gid_hi, gid, 8);
+	memcpy(&p.gid_lo, gid + 8, 8);
+	p.qpn = qpn;
+	return p;
 }
 
 int av::insert_one(const ud_name &n, fi_addr_t *out) noexcept
