@@ -32,7 +32,7 @@
 #
 # On the nodes, commands see RXE_DEV=rxe0, RXE_ADDR (their own address), RXE_PEER_ADDR
 # (the other node's), TWO_NODE=a|b, and the usual run-in-vm.sh environment; host name
-# node-a / node-b.  Addresses: TWO_NODE_ADDR_A (10.77.0.1), TWO_NODE_ADDR_B (10.77.0.2).
+# node-a / node-b.  Addresses: TWO_NODE_ADDR_A (169.254.78.1), TWO_NODE_ADDR_B (169.254.78.2).
 #
 # Knobs: VM_CPUS (default 1 per node), VM_MEM (default 1G per node), VM_TIMEOUT (whole
 # run, default 1800), VM_LOCK / VM_LOCK_WAIT (as run-in-vm.sh), TWO_NODE_PORT (UDP port
@@ -206,8 +206,8 @@ cmd_run() {
 	TWO_NODE_DIR=$(mktemp -d "$PWD/.two-node.XXXXXX") || die "mktemp in $PWD failed"
 	export TWO_NODE_DIR
 	port=${TWO_NODE_PORT:-$((20000 + RANDOM % 20000))}
-	addr_a=${TWO_NODE_ADDR_A:-10.77.0.1}
-	addr_b=${TWO_NODE_ADDR_B:-10.77.0.2}
+	addr_a=${TWO_NODE_ADDR_A:-169.254.78.1}
+	addr_b=${TWO_NODE_ADDR_B:-169.254.78.2}
 	# what boot needs again (two-node.sh boot, from CMD)
 	printf 'port=%q addr_a=%q addr_b=%q\n' "$port" "$addr_a" "$addr_b" >"$TWO_NODE_DIR/conf"
 	cleanup() {

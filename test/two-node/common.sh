@@ -10,8 +10,8 @@
 # shellcheck source=../integration/common.sh
 . "$VWAIT_SRCDIR/test/integration/common.sh"
 TN=$VWAIT_SRCDIR/contrib/vm/two-node.sh
-ADDR_A=${TWO_NODE_ADDR_A:-10.77.0.1}
-ADDR_B=${TWO_NODE_ADDR_B:-10.77.0.2}
+ADDR_A=${TWO_NODE_ADDR_A:-169.254.78.1}
+ADDR_B=${TWO_NODE_ADDR_B:-169.254.78.2}
 
 # need_two_node: skip unless inside a two-node run
 need_two_node() {
