@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test/integration/dgram-fabtests.sh - upstream fabtests over FI_EP_DGRAM, vwait beside upstream
-# verbs, in ONE VM boot: fi_dgram_pingpong, fi_dgram, fi_dgram_waitset (each -p PROV, names
+# verbs, in ONE VM boot: fi_dgram_pingpong and fi_dgram (each -p PROV, names
 # exchanged out of band with -E: vwait, like verbs without its name server, resolves no node
 # to a UD name), and fi_rdm_pingpong over "vwait;ofi_rxd" (RDM layered on vwait's DGRAM).
 # PASS/FAIL per test and provider; exit 1 if a vwait run fails (a verbs failure is reported,
@@ -11,6 +11,11 @@
 #   contrib/fabtests.sh builds it there; or build it out of
 #   tree as /work/shared/third_party/README.md says). Skips (77) without it.
 # Cost: about 2 minutes.
+# Not run: fi_dgram_waitset. It opens its fabric with its own init_fabric(), which never
+# sets up the out-of-band socket that -E needs, so its name exchange is sendto(-1, ...) =
+# EBADF and it exits 9 before any vwait call fails (seen under strace in the VM, 2026-11-23);
+# without -E it needs a node name resolved to a UD name, which neither vwait nor verbs does.
+# A wait set on a DGRAM CQ woken by a datagram is vwait-dgram-sread's job.
 set -u -o pipefail
 export LC_ALL=C
 here=$(cd "$(dirname "$0")" && pwd -P)
@@ -60,7 +65,6 @@ echo "dgram-fabtests: ${RXE_DEV:-rxe0} ($RXE_ADDR), fabtests in $bin"
 for prov in vwait verbs; do
 	run "$prov" fi_dgram_pingpong -S 64 -I 100
 	run "$prov" fi_dgram
-	run "$prov" fi_dgram_waitset
 done
 run "vwait;ofi_rxd" fi_rdm_pingpong -S 64 -I 100
 run "verbs;ofi_rxd" fi_rdm_pingpong -S 64 -I 100
