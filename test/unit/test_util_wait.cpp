@@ -788,7 +788,15 @@ void test_idle_cpu(void **st)
 	double cpu_ms = (c1.tv_sec - c0.tv_sec) * 1e3 + (c1.tv_nsec - c0.tv_nsec) / 1e6;
 	print_message("kind %d, policy %s: 2 s without traffic took %.2f ms of CPU\n", s.kind,
 	              vwait::util::wait_policy_name(s.policy.kind), cpu_ms);
-	assert_true(cpu_ms < 10.0);
+	/* The goal (fi_vwait(7)) is < 10 ms for 2 s idle. A sanitizer makes each of the 101 calls
+	 * several times dearer (TSan: 4.3 to 10.4 ms seen), so there the bound is 50 ms: still
+	 * 40 times below a waiter that spins while idle (about 2000 ms). */
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+	const double bound_ms = 50.0;
+#else
+	const double bound_ms = 10.0;
+#endif
+	assert_true(cpu_ms < bound_ms);
 }
 
 /* ------------------------------------------------------------------ stress */
