@@ -537,6 +537,48 @@ void subclass_hooks(void **st)
 	assert_int_equal(discarded.load(), 3);
 }
 
+/* An endpoint closing takes its queued entries with it (FI_SHUTDOWN queued by a progress
+ * thread before the endpoint was closed must not name a closed fid); other fids' entries,
+ * errors naming another fid and fi_eq_write's entries stay, in order. */
+void remove_fid_events(void **st)
+{
+	state &s = st_of(st);
+	util::eq *q = open_eq(s, FI_WAIT_FD);
+	struct fid closing = {}, other = {};
+	struct fi_eq_cm_entry a = {}, b = {};
+	a.fid = &closing;
+	b.fid = &other;
+	struct fi_eq_err_entry ea = error_entry(FI_ECONNRESET), eb = error_entry(FI_EIO);
+	ea.fid = &closing;
+	eb.fid = &other;
+	struct fi_eq_entry in = notify_entry(5);
+	in.fid = &closing; /* written by the application: its own, never removed */
+	assert_int_equal(q->push(FI_CONNECTED, &a, sizeof(a)), 0);
+	assert_int_equal(q->push(FI_CONNECTED, &b, sizeof(b)), 0);
+	assert_int_equal(q->push(FI_SHUTDOWN, &a, sizeof(a)), 0);
+	assert_int_equal(fi_eq_write(s.eq, FI_NOTIFY, &in, sizeof(in), 0), sizeof(in));
+	assert_int_equal(q->push_error(ea, nullptr, 0), 0);
+	assert_int_equal(q->push_error(eb, nullptr, 0), 0);
+	q->remove_fid_events(&closing);
+	q->remove_fid_events(nullptr);
+	assert_int_equal(q->queued(), 3);
+	uint32_t event;
+	union {
+		struct fi_eq_cm_entry cm;
+		struct fi_eq_entry e;
+	} out;
+	assert_int_equal(fi_eq_read(s.eq, &event, &out, sizeof(out), 0), sizeof(out.cm));
+	assert_int_equal(event, FI_CONNECTED);
+	assert_ptr_equal(out.cm.fid, &other);
+	assert_int_equal(fi_eq_read(s.eq, &event, &out, sizeof(out), 0), sizeof(out.e));
+	assert_int_equal(event, FI_NOTIFY);
+	assert_int_equal(fi_eq_read(s.eq, &event, &out, sizeof(out), 0), -FI_EAVAIL);
+	struct fi_eq_err_entry err = {};
+	assert_int_equal(fi_eq_readerr(s.eq, &err, 0), sizeof(err));
+	assert_ptr_equal(err.fid, &other);
+	assert_int_equal(fi_eq_read(s.eq, &event, &out, sizeof(out), 0), -FI_EAGAIN);
+}
+
 /* A full EQ refuses fi_eq_write and push(); push(over_size) still queues (an event already
  * taken from the source below), and room() says 0 until the reader makes some. */
 void over_size(void **st)
@@ -760,6 +802,7 @@ int main()
 	    cmocka_unit_test_setup_teardown(peek, setup, teardown),
 	    cmocka_unit_test_setup_teardown(too_small_and_cm, setup, teardown),
 	    cmocka_unit_test_setup_teardown(errors, setup, teardown),
+	    cmocka_unit_test_setup_teardown(remove_fid_events, setup, teardown),
 	    cmocka_unit_test_setup_teardown(bad_input, setup, teardown),
 	    cmocka_unit_test_setup_teardown(bad_input_warnings, setup, teardown),
 	    cmocka_unit_test_setup_teardown(each_wait_object, setup, teardown),

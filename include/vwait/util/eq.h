@@ -73,6 +73,11 @@ public:
 	void close_progress() noexcept { closing(); }
 	void hold() noexcept;
 	void release() noexcept;
+	/* An object that reports through this EQ (an endpoint) is closing: its queued entries
+	 * (FI_CONNECTED, FI_SHUTDOWN, errors: every entry but fi_eq_write's names its fid first)
+	 * go, through discard(), so that no read returns a closed fid. Call it once the object
+	 * produces no more events. */
+	void remove_fid_events(const struct fid *f) noexcept;
 
 	/* Producer side (the provider's objects, and subclasses from progress()): 0, or
 	 * -FI_EAGAIN when the queue is full, -FI_EINVAL when len is out of range.

@@ -388,6 +388,30 @@ void eq::discard_unread() noexcept
 			discard(rec.event, rec.bytes.data(), rec.bytes.size());
 }
 
+void eq::remove_fid_events(const struct fid *f) noexcept
+{
+	if (!f)
+		return;
+	std::deque<record> gone;
+	{
+		std::lock_guard<std::mutex> g(lock_);
+		for (auto it = queue_.begin(); it != queue_.end();) {
+			fid_t named = nullptr;
+			if (!it->written && it->bytes.size() >= sizeof(named))
+				memcpy(&named, it->bytes.data(), sizeof(named));
+			if (named == f) {
+				gone.push_back(std::move(*it));
+				it = queue_.erase(it);
+			} else {
+				++it;
+			}
+		}
+	}
+	for (const record &rec : gone)
+		if (!rec.is_error)
+			discard(rec.event, rec.bytes.data(), rec.bytes.size());
+}
+
 /* ------------------------------------------------------------------ the fid_eq shim */
 namespace
 {

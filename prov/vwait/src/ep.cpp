@@ -77,8 +77,11 @@ ep::~ep()
 		rx_cq_->adopt(tx_);
 		rx_cq_->release();
 	}
-	if (eq_)
+	if (eq_) {
+		/* the QP and its rdma_cm id are gone: no event for this endpoint comes any more */
+		eq_->remove_fid_events(fid_);
 		eq_->release();
+	}
 	domain_->release();
 }
 
