@@ -28,6 +28,8 @@
  *                                 -R FILE: created once the first messages went out.
  *
  * ADDR is the peer's IPv4 address; a listener binds RXE_ADDR. Exit 0 pass, 1 fail, 2 usage. */
+#include "vwait/fi_deprecated.h"
+
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -425,7 +427,7 @@ int waiter(const opts &o)
 	struct fid_wait *ws = nullptr;
 	struct fi_wait_attr wa = {};
 	wa.wait_obj = FI_WAIT_UNSPEC;
-	CHECK(fi_wait_open(b.fab, &wa, &ws));
+	CHECK(fi_sets::wait_open(b.fab, &wa, &ws));
 	conn c[2];
 	establish(b, c[0], nullptr, true, o.r + 1, o.r, "waiter");
 	establish(b, c[1], ws, false, o.r + 1, o.r, "waiter");
@@ -531,7 +533,7 @@ int waiter(const opts &o)
 				  }
 				  if (t[1].done(o.r))
 					  break;
-				  int ret = fi_wait(ws, -1);
+				  int ret = fi_sets::wait(ws, -1);
 				  if (ret && ret != -FI_EAGAIN && ret != -FI_ETIMEDOUT) {
 					  fprintf(stderr, "FAIL: fi_wait: %s\n", fi_strerror(-ret));
 					  failures++;
