@@ -292,11 +292,12 @@ stage_debian13-fabtests() {
 # follows needs them); the others all run and report.  Later stages slot in
 # here, e.g. an ASan+UBSan unit tier (configure_in _build/asan --enable-asan
 # --enable-ubsan; make check) and a TSan stress tier.
-# debian13-vm is not in the default list yet: in CI at 51d77ca its tier failed in the Debian 13
-# guest beyond the build (NPopenmpi missing from the root, fi_info -p verbs empty there though
-# the root's libfabric lists verbs); SETUP_STAGES=debian13-vm runs it.
+# debian13-vm and debian13-fabtests are not in the default list yet. In CI at 51d77ca the
+# Debian 13 guest's tier failed beyond the build (NPopenmpi missing from the root, fi_info -p
+# verbs empty there though the root's libfabric lists verbs), and runfabtests.sh 2.1.0 exited 1
+# with no output for every provider, upstream verbs included. SETUP_STAGES runs them.
 test_stages=(deps autogen configure build unit asan tsan fuzz distcheck packaging integration two-node
-	fabtests debian13-root debian13-build debian13-deb debian13-fabtests)
+	fabtests debian13-root debian13-build debian13-deb)
 gate_stages=" deps autogen configure build "
 loud_stages=" unit integration two-node debian13-vm "
 
