@@ -25,11 +25,12 @@ deps_build=(
 # test/integration/mpi-pingpong.test: configure builds its program if found; clang and
 # its libFuzzer runtime for the fuzz stage of setup.sh test, test/fuzz; valgrind for
 # test/integration/vwait-valgrind.test and make bench's instruction counts: the VM runs the
-# host's /usr; gnuplot-nox for make bench's plot)
+# host's /usr; gnuplot-nox for make bench's plot; python3-minimal: fabtests' runfabtests.sh
+# exits 1 without it)
 deps_test=(
 	libfabric1 libfabric-bin ibverbs-providers ibverbs-utils rdmacm-utils perftest
 	openmpi-bin libopenmpi-dev netpipe-openmpi
-	clang libclang-rt-14-dev valgrind gnuplot-nox
+	clang libclang-rt-14-dev valgrind gnuplot-nox python3-minimal
 )
 # vm: contrib/vm/run-in-vm.sh (qemu, a kernel with rdma_rxe, a static busybox
 # for the initramfs, modprobe, cpio, the rdma/ip tools)

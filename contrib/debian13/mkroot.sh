@@ -8,13 +8,16 @@
 #   contrib/debian13/mkroot.sh [--force] [--print]
 #
 # The root is cached at $VWAIT_DEBIAN13_ROOT (default /var/cache/vwait/debian13),
-# outside any checkout, and rebuilt only when it is missing or stale: its stamp
+# outside any checkout, and made again only when it is missing or stale: its stamp
 # (DIR/.vwait-root) records a hash of this recipe, and the kernel module trees it
-# copied must still match the host's.  --force rebuilds; --print only prints the
-# path and whether it is current (exit 0 current, 1 missing or stale).
-# A new root is made in DIR.new and renamed into place when complete, so an
-# interrupted run never leaves a half root behind.  Needs root, debootstrap and the
-# network path to Debian's archive (VWAIT_DEBIAN_MIRROR, default deb.debian.org).
+# copied must still match the host's.  A stale root whose suite and mirror are still
+# the recipe's is updated in place (apt-get install of the package list, the kernel
+# module trees synced: seconds, not a new debootstrap; a package dropped from the list
+# stays installed until --force); else a new root is made in DIR.new and renamed into
+# place when complete, so an interrupted run never leaves a half root behind.
+# --force makes a new one; --print only prints the path and whether it is current
+# (exit 0 current, 1 missing or stale).  Needs root, debootstrap and the network path
+# to Debian's archive (VWAIT_DEBIAN_MIRROR, default deb.debian.org).
 # Cost (2 cores, this project's CI host): see contrib/debian13/README.md.
 set -u -o pipefail
 
@@ -31,7 +34,9 @@ PACKAGES=(
 	libfabric-dev libibverbs-dev librdmacm-dev libcmocka-dev
 	# test
 	libfabric1 libfabric-bin ibverbs-providers ibverbs-utils rdmacm-utils
-	openmpi-bin libopenmpi-dev
+	openmpi-bin libopenmpi-dev netpipe-openmpi valgrind
+	# fabtests: runfabtests.sh asks python3 for errno values
+	python3-minimal
 	# pkg
 	dpkg-dev debhelper fakeroot build-essential man-db groff-base
 	# vm guest side
@@ -51,7 +56,7 @@ for a in "$@"; do
 	--force) force=1 ;;
 	--print) print=1 ;;
 	-h | --help)
-		sed -n '2,19p' "$0"
+		sed -n '2,22p' "$0"
 		exit 0
 		;;
 	*) die "unknown argument '$a'" ;;
@@ -71,6 +76,8 @@ recipe=$({
 	sed -n '/^SUITE=/p;/^PACKAGES=(/,/^)/p' "$0"
 	echo "$MIRROR"
 } | md5sum | cut -c1-12)
+# what an in-place update cannot change: the suite and the archive
+base=$(echo "$SUITE $MIRROR" | md5sum | cut -c1-12)
 kernels=$(host_kernels | tr '\n' ' ')
 want_stamp="recipe=$recipe kernels=$kernels"
 
@@ -116,7 +123,66 @@ umount_all() {
 	mounted=()
 }
 trap umount_all EXIT
+export DEBIAN_FRONTEND=noninteractive
+
+# install_packages DIR: the package list into the root at DIR (apt-get, in a chroot)
+install_packages() {
+	local dir=$1 m
+	cp /etc/resolv.conf "$dir/etc/resolv.conf" 2>/dev/null
+	for m in proc sys dev dev/pts; do
+		case $m in
+		proc) mount -t proc proc "$dir/proc" ;;
+		sys) mount -t sysfs sys "$dir/sys" ;;
+		*) mount --bind "/$m" "$dir/$m" ;;
+		esac && mounted+=("$dir/$m")
+	done
+	chroot "$dir" apt-get -q update >>"$ROOT.log" 2>&1 || die "apt-get update in the root failed (log $ROOT.log)"
+	chroot "$dir" apt-get -q install -y --no-install-recommends "${PACKAGES[@]}" >>"$ROOT.log" 2>&1 ||
+		{
+			tail -n 30 "$ROOT.log" >&2
+			die "apt-get install in the root failed (log $ROOT.log)"
+		}
+	chroot "$dir" apt-get clean
+	umount_all
+}
+
+# sync_kernels DIR: the host's kernel module trees (hard links when on the same file
+# system: no copy), and none other
+sync_kernels() {
+	local dir=$1 k d
+	mkdir -p "$dir/usr/lib/modules"
+	for d in "$dir"/usr/lib/modules/*/; do
+		[ -d "$d" ] || continue
+		case " $kernels " in *" $(basename "$d") "*) ;; *) rm -rf "$d" ;; esac
+	done
+	for k in $kernels; do
+		[ -f "$dir/usr/lib/modules/$k/modules.dep" ] && continue
+		rm -rf "$dir/usr/lib/modules/$k"
+		cp -al "/lib/modules/$k" "$dir/usr/lib/modules/$k" 2>/dev/null ||
+			cp -a "/lib/modules/$k" "$dir/usr/lib/modules/$k" || die "cannot copy /lib/modules/$k"
+	done
+}
+
+# write_stamp DIR T0 HOW
+write_stamp() {
+	# shellcheck disable=SC2016 # dpkg-query's format
+	{
+		echo "$want_stamp"
+		echo "$3 $(date -u +%FT%TZ) in $(($(date +%s) - $2)) s: $(chroot "$1" dpkg-query -W -f='${Package} ${Version}\n' libfabric1 openmpi-bin ibverbs-providers 2>/dev/null | tr '\n' ';')"
+		echo "base=$base"
+	} >"$1/.vwait-root"
+}
+
 t0=$(date +%s)
+if [ "$force" = 0 ] && [ -f "$ROOT/.vwait-root" ] && grep -qx "base=$base" "$ROOT/.vwait-root"; then
+	log "$ROOT is stale: updating it in place (packages, kernel modules)"
+	install_packages "$ROOT"
+	sync_kernels "$ROOT"
+	write_stamp "$ROOT" "$t0" updated
+	log "$ROOT ready: $(sed -n 2p "$ROOT/.vwait-root")"
+	exit 0
+fi
+
 rm -rf "$NEW"
 log "debootstrap --variant=minbase $SUITE $NEW $MIRROR"
 debootstrap --variant=minbase --include=ca-certificates "$SUITE" "$NEW" "$MIRROR" >"$ROOT.log" 2>&1 ||
@@ -140,40 +206,13 @@ path-exclude /usr/share/doc/*
 path-include /usr/share/doc/*/copyright
 path-exclude /usr/share/locale/*
 NODOC
-cp /etc/resolv.conf "$NEW/etc/resolv.conf" 2>/dev/null
-for m in proc sys dev dev/pts; do
-	case $m in
-	proc) mount -t proc proc "$NEW/proc" ;;
-	sys) mount -t sysfs sys "$NEW/sys" ;;
-	*) mount --bind "/$m" "$NEW/$m" ;;
-	esac && mounted+=("$NEW/$m")
-done
-export DEBIAN_FRONTEND=noninteractive
-chroot "$NEW" apt-get -q update >>"$ROOT.log" 2>&1 || die "apt-get update in the root failed (log $ROOT.log)"
-chroot "$NEW" apt-get -q install -y --no-install-recommends "${PACKAGES[@]}" >>"$ROOT.log" 2>&1 ||
-	{
-		tail -n 30 "$ROOT.log" >&2
-		die "apt-get install in the root failed (log $ROOT.log)"
-	}
-chroot "$NEW" apt-get clean
-umount_all
+install_packages "$NEW"
 t2=$(date +%s)
 log "packages took $((t2 - t1)) s"
 
-# the host's kernel modules (hard links when on the same file system: no copy)
-for k in $kernels; do
-	mkdir -p "$NEW/usr/lib/modules"
-	cp -al "/lib/modules/$k" "$NEW/usr/lib/modules/$k" 2>/dev/null ||
-		cp -a "/lib/modules/$k" "$NEW/usr/lib/modules/$k" || die "cannot copy /lib/modules/$k"
-done
+sync_kernels "$NEW"
 echo vm-rxe >"$NEW/etc/hostname"
-
-# shellcheck disable=SC2016 # dpkg-query's format
-
-{
-	echo "$want_stamp"
-	echo "made $(date -u +%FT%TZ) in $(($(date +%s) - t0)) s: $(chroot "$NEW" dpkg-query -W -f='${Package} ${Version}\n'  libfabric1 openmpi-bin ibverbs-providers 2>/dev/null | tr '\n' ';')"
-} >"$NEW/.vwait-root"
+write_stamp "$NEW" "$t0" made
 rm -rf "$ROOT.old"
 [ -e "$ROOT" ] && mv "$ROOT" "$ROOT.old"
 mv "$NEW" "$ROOT" || die "cannot move $NEW to $ROOT"

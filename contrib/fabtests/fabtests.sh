@@ -113,9 +113,10 @@ run() {
 		local r=$?
 		# the verbs runs are the yardstick: only vwait's own failures fail the run
 		case $prov in vwait*) [ $r = 0 ] || rc=1 ;; esac
-		{
-			echo "$prov (exit $r): $(grep -E '^# Total' "$out/$name.log" | tr -s ' ' | tr '\n' ' ')"
-		} | tee -a "$out/summary.txt"
+		echo "$prov (exit $r): $(grep -E '^# Total' "$out/$name.log" | tr -s ' ' | tr '\n' ' ')" |
+			tee -a "$out/summary.txt"
+		# no totals: runfabtests.sh stopped before any test (a missing tool, a bad option): say why
+		grep -qE '^# Total' "$out/$name.log" || tail -n 20 "$out/$name.log" | sed 's/^/   | /'
 	done
 	table "$out" "$@" | tee "$out/table.txt"
 	return $rc
