@@ -32,14 +32,8 @@ namespace
 {
 
 using namespace vwait;
+using vwait_test::set_raw;
 using vwait_test::test_prov;
-
-template <typename E>
-void set_raw(E &field, int v)
-{
-	static_assert(sizeof(E) == sizeof(int), "an enum of int size");
-	std::memcpy(&field, &v, sizeof(v));
-}
 
 constexpr long any_error = 1; /* any negative FI_E* code */
 

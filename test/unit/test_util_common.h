@@ -1,7 +1,7 @@
 /* Shared by the util-layer unit tests: a test provider to log through, a fake waitable that
  * stands in for a CQ / counter / EQ (with a real fid whose control slot answers
  * ctl_get_waitable), an eventfd standing in for a completion channel, stderr capture to check
- * warning lines, and a clock. */
+ * warning lines, a clock, and the cmocka fixture of the cq / cntr / eq tests. */
 #ifndef VWAIT_TEST_UTIL_COMMON_H
 #define VWAIT_TEST_UTIL_COMMON_H
 
@@ -10,17 +10,23 @@
 #include "vwait/util/waitable.h"
 
 #include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 #include <rdma/providers/fi_prov.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <sys/eventfd.h>
+#include <thread>
 #include <unistd.h>
+#include <vector>
 
 #include "vwait_cmocka.h"
 
@@ -195,6 +201,86 @@ inline bool contains(const std::string &s, const char *what)
 {
 	return s.find(what) != std::string::npos;
 }
+
+inline long ms_since(std::chrono::steady_clock::time_point t0)
+{
+	return static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+	                             std::chrono::steady_clock::now() - t0)
+	                             .count());
+}
+
+/* Puts a value outside its enum into an attr field, as a buggy application would (without
+ * an out-of-range enum conversion in the test itself). */
+template <typename E>
+void set_raw(E &field, int v)
+{
+	static_assert(sizeof(E) == sizeof(int), "an enum of int size");
+	std::memcpy(&field, &v, sizeof(v));
+}
+
+/* Runs fn with stderr captured: it must return want and write exactly one warning line, which
+ * names the bad argument (needle). */
+template <typename F>
+void expect_warning(F &&fn, long want, const char *needle)
+{
+	stderr_capture cap;
+	cap.start();
+	long ret = static_cast<long>(fn());
+	std::string log = cap.stop();
+	long lines = static_cast<long>(std::count(log.begin(), log.end(), '\n'));
+	if (ret != want || lines != 1 || log.find(needle) == std::string::npos)
+		fail_msg("expected %ld and one warning naming \"%s\"; got %ld and %ld lines:\n%s",
+		         want, needle, ret, lines, log.c_str());
+}
+
+/* The cmocka fixture of the cq / cntr / eq tests (cmocka_unit_test_setup_teardown(fn, setup,
+ * teardown)): what a test owns lives in its state, so that teardown joins the threads and
+ * closes the objects even after a failed assert. */
+namespace fixture
+{
+
+struct state {
+	struct fid_cq *cq = nullptr;
+	struct fid_cq *cq2 = nullptr;
+	struct fid_cntr *cntr = nullptr;
+	struct fid_cntr *other = nullptr;
+	struct fid_eq *eq = nullptr;
+	struct fid_wait *set = nullptr;
+	struct fid_poll *pollset = nullptr;
+	std::vector<std::thread> threads;
+};
+
+inline int setup(void **st)
+{
+	*st = new state;
+	return 0;
+}
+
+/* Joins the threads, then closes the poll set before its members and the wait set after
+ * them. */
+inline int teardown(void **st)
+{
+	auto *s = static_cast<state *>(*st);
+	for (auto &t : s->threads)
+		if (t.joinable())
+			t.join();
+	for (struct fid *f :
+	     {s->pollset ? &s->pollset->fid : nullptr, s->cq ? &s->cq->fid : nullptr,
+	      s->cq2 ? &s->cq2->fid : nullptr, s->cntr ? &s->cntr->fid : nullptr,
+	      s->other ? &s->other->fid : nullptr, s->eq ? &s->eq->fid : nullptr,
+	      s->set ? &s->set->fid : nullptr})
+		if (f)
+			fi_close(f);
+	delete s;
+	return 0;
+}
+
+inline state &st_of(void **st)
+{
+	return *static_cast<state *>(*st);
+}
+
+} // namespace fixture
 
 } // namespace vwait_test
 

@@ -32,72 +32,14 @@ namespace
 using namespace vwait;
 using steady = std::chrono::steady_clock;
 
-/* Puts a value outside its enum into an attr field, as a buggy application would (without
- * an out-of-range enum conversion in the test itself). */
-template <typename E>
-void set_raw(E &field, int v)
-{
-	static_assert(sizeof(E) == sizeof(int), "an enum of int size");
-	std::memcpy(&field, &v, sizeof(v));
-}
-
-struct fi_provider test_prov = {
-    .version = FI_VERSION(0, 1),
-    .fi_version = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION),
-    .name = "vwait-test",
-};
-
-struct state {
-	struct fid_eq *eq = nullptr;
-	struct fid_wait *set = nullptr;
-	std::vector<std::thread> threads;
-};
-
-/* Runs fn with stderr captured: it must return want and write exactly one warning line, which
- * names the bad argument (needle). */
-template <typename F>
-void expect_warning(F &&fn, long want, const char *needle)
-{
-	vwait_test::stderr_capture cap;
-	cap.start();
-	long ret = static_cast<long>(fn());
-	std::string log = cap.stop();
-	long lines = static_cast<long>(std::count(log.begin(), log.end(), '\n'));
-	if (ret != want || lines != 1 || log.find(needle) == std::string::npos)
-		fail_msg("expected %ld and one warning naming \"%s\"; got %ld and %ld lines:\n%s",
-		         want, needle, ret, lines, log.c_str());
-}
-
-int setup(void **st)
-{
-	*st = new state;
-	return 0;
-}
-
-int teardown(void **st)
-{
-	auto *s = static_cast<state *>(*st);
-	for (auto &t : s->threads)
-		if (t.joinable())
-			t.join();
-	if (s->eq)
-		fi_close(&s->eq->fid);
-	if (s->set)
-		fi_close(&s->set->fid);
-	delete s;
-	return 0;
-}
-
-state &st_of(void **st)
-{
-	return *static_cast<state *>(*st);
-}
-
-long ms_since(steady::time_point t0)
-{
-	return static_cast<long>(
-	    std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - t0).count());
-}
+using vwait_test::expect_warning;
+using vwait_test::ms_since;
+using vwait_test::set_raw;
+using vwait_test::test_prov;
+using vwait_test::fixture::setup;
+using vwait_test::fixture::st_of;
+using vwait_test::fixture::state;
+using vwait_test::fixture::teardown;
 
 util::eq *open_eq(state &s, enum fi_wait_obj w, size_t size = 0)
 {
