@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # contrib/deps.sh - install every Debian 12 package vwait needs to build, test
 # and run its soft-RoCE VM test bed.  THE package list of the project lives
 # here, in the groups below: add a package to the group that needs it.

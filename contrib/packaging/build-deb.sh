@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # build-deb.sh TARBALL OUTDIR: build the libfabric-vwait Debian packages from a "make dist"
 # tarball: unpack it, copy its contrib/debian/ to debian/, link the tarball as the .orig
 # tarball, run dpkg-buildpackage -us -uc -b (tests on: dh_auto_test runs make check), and

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # build-rpm.sh TARBALL OUTDIR: build libfabric-vwait and libfabric-vwait-devel RPMs from a
 # "make dist" tarball (which carries contrib/rpm/libfabric-vwait.spec) and copy them to OUTDIR.
 # Debian's rpm database is empty, so BuildRequires cannot be checked: --nodeps. %check runs

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # check-man.sh: checks of fi_vwait(7), run by make check.
 #   1. the built page renders with no groff warning;
 #   2. its wait-object table has one line per object kind (cq, cntr, eq, wait_set), each naming

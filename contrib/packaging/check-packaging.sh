@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # check-packaging.sh TARBALL [WAIT_REPORT]: the packaging test (make check-packaging).
 #   1. build the RPMs (rpmbuild -ta --nodeps, %check on) and check what they hold;
 #   2. build the .debs (dpkg-buildpackage -us -uc -b, tests on) and check what they hold;

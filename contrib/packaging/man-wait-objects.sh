@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # man-wait-objects.sh [FILE]: print fi_vwait(7)'s wait-object table, one line per object kind:
 #   <kind> <FI_WAIT_x> <FI_WAIT_y> ...
 # FILE is the roff source (fi_vwait.7 or fi_vwait.7.in) or the page as man renders it; stdin if

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* wait_report: print the wait objects the vwait plugin reports, per object kind, in the form of
  * fi_vwait(7)'s table ("wait-objects <kind>: FI_WAIT_x FI_WAIT_y", or "none"), so that
  * contrib/packaging/check-man.sh can compare the two. It goes through the public libfabric API

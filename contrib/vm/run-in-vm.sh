@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # contrib/vm/run-in-vm.sh - vwait's soft-RoCE test bed: run one command inside a
 # throw-away QEMU guest that has a real (software) RDMA verbs device, the Debian
 # kernel's rdma_rxe (Soft-RoCE) bound to a netdev that exists only inside the guest.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # contrib/vm/two-node.sh - two soft-RoCE guests on a private link: vwait between two
 # machines.  Each node is a guest of run-in-vm.sh (same kernel, initramfs, root and
 # share) with ONE virtio NIC; the two NICs are joined by a qemu socket netdev in UDP

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * fi_ext_vwait.h: what an application may ask of the vwait provider beyond the standard
  * libfabric API. Installed with the plugin's -devel package.

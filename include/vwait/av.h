@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* vwait address vectors for FI_EP_DGRAM: UD endpoint names (FI_ADDR_IB_UD) resolved into
  * verbs address handles, looked up by fi_addr_t on every send and by (GID, QPN) on every
  * receive of an endpoint with FI_SOURCE. */

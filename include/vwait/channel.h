@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* Completion channels as wait objects (DESIGN.md, "the central mechanism").
  *
  * One ibv_comp_channel serves every CQ of one device context that is bound to the same waiter

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* vwait connection management: the rdma_cm id's owner (cm_target), the framing of CM private
  * data, the FI_CONNREQ handle's lifecycle and the socket-address helpers every endpoint kind
  * and fi_getinfo share. */

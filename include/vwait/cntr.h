@@ -1,10 +1,12 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* The vwait counter: the util layer's counter (values, every wait object, wait sets, poll
  * sets, the fid_cntr shim) fed by the verbs CQs of the endpoints it is bound to.
  *
  * Counting happens where work completions are translated (vwait::translate): each queue's
  * wr_ring carries the counters its endpoint bound for that direction, and every completion of
  * that kind adds 1 to the value (success) or to the error value (failure), whether or not it
- * also makes a CQ entry (FI_SELECTIVE_COMPLETION, fi_inject: every work request is signalled).
+ * also makes a CQ entry (FI_SELECTIVE_COMPLETION, fi_inject: a work request of a direction
+ * with a counter is always signalled, see ep.cpp post_tx_wr).
  *
  * Progress: a counter is fed by the verbs CQs of the endpoint directions it is bound to (a
  * CQ the application bound, or the endpoint's internal CQ when the application bound a

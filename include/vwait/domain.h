@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* The vwait domain: one rdma_cm device context and one protection domain; and its memory
  * regions. */
 #ifndef VWAIT_DOMAIN_H

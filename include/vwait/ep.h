@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* vwait endpoints: the base every kind shares, the MSG endpoint (an RC QP through rdma_cm)
  * and passive endpoints. */
 #ifndef VWAIT_EP_H

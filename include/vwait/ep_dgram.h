@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* vwait FI_EP_DGRAM endpoints: a UD QP on the endpoint base, addressed through an AV. */
 #ifndef VWAIT_EP_DGRAM_H
 #define VWAIT_EP_DGRAM_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* The vwait event queue: rdma_cm events of the endpoints bound to it, turned into libfabric
  * CM events, plus what fi_eq_write adds, on the util layer's EQ. */
 #ifndef VWAIT_EQ_H

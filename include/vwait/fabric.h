@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* The vwait fabric object. */
 #ifndef VWAIT_FABRIC_H
 #define VWAIT_FABRIC_H

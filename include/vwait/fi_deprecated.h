@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* What libfabric 2.x declares deprecated and vwait still uses on purpose: the one place that
  * spells it, so that the rest of the tree builds with warnings as errors against 1.x and 2.x
  * headers alike, and any other deprecated use still fails such a build.

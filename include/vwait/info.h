@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* fi_getinfo for vwait: infos built from the verbs devices and their active ports. */
 #ifndef VWAIT_INFO_H
 #define VWAIT_INFO_H

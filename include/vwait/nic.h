@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* fi_info->nic for vwait infos: device, bus and link attributes plus the wait objects vwait
  * supports per object kind (rdma/fi_ext_vwait.h), printed by fi_tostr (fi_info -v). */
 #ifndef VWAIT_NIC_H

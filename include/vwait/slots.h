@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* Ops slots that vwait leaves unimplemented, for any slot signature: `.slot = unsupported{}`
  * fills it with a function that returns -FI_ENOSYS. */
 #ifndef VWAIT_SLOTS_H

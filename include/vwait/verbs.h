@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* RAII owners for verbs objects and the one place where verbs' three error conventions
  * (NULL + errno, positive errno, bare -1 + errno) become negative FI_E* codes. */
 #ifndef VWAIT_VERBS_H

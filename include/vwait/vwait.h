@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* vwait provider: the provider object, its parameters and shared helpers. Internal header. */
 #ifndef VWAIT_VWAIT_H
 #define VWAIT_VWAIT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* libFuzzer target: connection data from a peer, and the EQ that hands it out. Private data
  * of any length (0..255, what rdma_conn_param can hold) and content, padded as rdma_cm pads
  * it, goes through cm_data (the one-byte length framing vwait puts in front of it; cm_wrap

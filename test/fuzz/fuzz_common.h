@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* Shared by the libFuzzer targets of test/fuzz (built by configure --enable-fuzz, clang only). */
 #ifndef VWAIT_FUZZ_COMMON_H
 #define VWAIT_FUZZ_COMMON_H

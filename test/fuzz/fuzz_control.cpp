@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* libFuzzer target: fi_control (and its neighbours fi_trywait, fi_poll_add / fi_poll_del,
  * fi_wait) on the util layer's fids. Each input opens CQs, counters, EQs with wait objects it
  * picks (every FI_WAIT_* kind, FI_WAIT_SET on a wait set of any kind, out-of-range values),

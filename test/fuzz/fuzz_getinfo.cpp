@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* libFuzzer target: what vwait parses of fi_getinfo's arguments. Hints of any content (caps,
  * mode, ep_type, protocol, addr_format, src/dest addresses of every family and length, names,
  * sizes, mr_mode, API versions), node/service strings and flags go through:

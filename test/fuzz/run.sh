@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # test/fuzz/run.sh - run vwait's libFuzzer targets for a bounded time each (make fuzz-run).
 #
 #   run.sh -t SECONDS -d BUILD/test/fuzz -c SRC/test/fuzz/corpus TARGET...

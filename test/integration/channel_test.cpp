@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* Completion channels as wait objects, on a real verbs device: two RC QPs of one device
  * connected to each other, their CQs on one shared channel whose fd is a source of a
  * util::waiter. Checks that an armed CQ's completion wakes the waiter, that the event names

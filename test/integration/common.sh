@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # test/integration/common.sh - helpers for integration tests (bash).
 # shellcheck shell=bash
 # Source it first:  . "$VWAIT_SRCDIR/test/integration/common.sh"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # test/integration/dgram-bench.sh - FI_EP_DGRAM ping-pong latency, vwait beside upstream verbs, in
 # ONE VM boot: fi_pingpong -e dgram -p vwait and -p verbs, alternated, REPEATS runs each;
 # median and min-max of the one-way latency (fi_pingpong's usec/xfer).

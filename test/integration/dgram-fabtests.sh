@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # test/integration/dgram-fabtests.sh - upstream fabtests over FI_EP_DGRAM, vwait beside upstream
 # verbs, in ONE VM boot: fi_dgram_pingpong and fi_dgram (each -p PROV, names
 # exchanged out of band with -E: vwait, like verbs without its name server, resolves no node

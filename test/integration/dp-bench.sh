@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # test/integration/dp-bench.sh - ping-pong latency and bandwidth, side by side, in ONE VM boot:
 # fi_pingpong over vwait (-p vwait -e msg), over upstream verbs (-p verbs -e msg), and raw
 # ibv_rc_pingpong, for a few sizes; best of REPEATS runs, interleaved; ratios against verbs.

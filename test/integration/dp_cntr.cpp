@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* Counters on vwait MSG endpoints, on a real verbs device (soft-RoCE in the VM):
  *
  *   dp_cntr TEST     (TEST: bind values no-cq error pingpong idle waitset pollset all)

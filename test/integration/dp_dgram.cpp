@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* FI_EP_DGRAM integration tests of vwait on a real verbs device (soft-RoCE in the VM): UD
  * endpoints in one domain, addressed through AVs.
  *

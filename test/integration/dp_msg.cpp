@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* Data-path integration tests of vwait on a real verbs device (soft-RoCE in the VM):
  * fi_getinfo hints, connection setup and teardown, send/recv and RMA with data verified,
  * error completions, reject, bad input, CQ overrun (a peer killed mid-transfer: dp_fault.cpp).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # Integration tests of EQs with every wait object on the real device: the rdma_cm channel as
 # a source of the EQ's waiter (fi_eq_sread, wait sets, fi_trywait + poll, fi_eq_write).
 dist_check_SCRIPTS += \

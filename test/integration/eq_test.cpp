@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* EQ blocking on a real verbs device (soft-RoCE in the VM): the CM events of a connection
  * (FI_CONNREQ with its data, FI_CONNECTED on both sides with the accept data, FI_SHUTDOWN on
  * both sides, a reject read with fi_eq_readerr) taken

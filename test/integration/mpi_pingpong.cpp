@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* A two-rank MPI ping-pong with every byte verified, for Open MPI over libfabric
  * (mpirun --mca pml cm --mca mtl ofi). Rank 0 sends a pattern, rank 1 checks it and returns it
  * transformed, rank 0 checks the answer. Prints one line per size (bytes, iterations, usec per

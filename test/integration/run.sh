@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # test/integration/run.sh - the integration tier: tests on a real verbs device.
 # It runs inside the soft-RoCE VM (make check-integration boots the VM once and
 # runs it there); on a machine without a device every test that needs one skips.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # Host-tier check (make check) of the integration runner itself: run.sh on a
 # throw-away tree of fake tests must report PASS/FAIL/SKIP lines, time out a
 # hung test, refuse a non-executable one, select by pattern, print a failing

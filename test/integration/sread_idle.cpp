@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* A thread blocked in fi_cq_sread on a vwait CQ with no traffic must sleep: for each blocking
  * wait object (FI_WAIT_UNSPEC, FD, POLLFD, MUTEX_COND), a 2 s sread ends with -FI_EAGAIN between
  * 1.5 and 2.5 s and costs the thread under 10 ms of CPU, after a 10 ms sread that pays the

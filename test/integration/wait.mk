@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # Integration tests of the blocking semantics: completion channels as wait objects, and
 # Open MPI over vwait (built only when configure finds Open MPI's ompi-c).
 dist_check_SCRIPTS += test/integration/mpi-pingpong.test test/integration/mpi-netpipe.test

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # test/two-node/bench.sh - latency and bandwidth across the two-node link: fi_pingpong (MSG,
 # data not checked) over vwait beside upstream verbs, in the same boot, REPEATS runs each
 # (default 5, the providers alternating); prints median and min-max per provider. Latency:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # test/two-node/common.sh - helpers for the two-node tier (bash).
 # shellcheck shell=bash
 # The tests of test/two-node/ run ON THE HOST, inside `contrib/vm/two-node.sh run` (make

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* test/two-node/xnode.cpp - the two-node tier's client/server program (public libfabric API,
  * FI_EP_MSG over FI_PROVIDER, default vwait), one role per process:
  *

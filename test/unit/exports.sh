@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # The plugin exports exactly one symbol, libfabric's entry point fi_prov_ini, and resolves every
 # symbol it uses at link time (-Wl,-z,defs).
 so="${VWAIT_BUILDDIR:?run through make check}/.libs/libvwait-fi.so"

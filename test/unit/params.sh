@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # The wait-policy parameters through a stock libfabric: fi_info -e lists FI_VWAIT_WAIT_POLICY
 # and FI_VWAIT_SPIN_US; a bad value gets exactly one warning line naming it and the value
 # kept (the default, or the clamp). No device needed: the plugin reads its parameters at load.

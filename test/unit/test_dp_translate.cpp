@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* Unit tests of the data path's pure parts (no device needed): work completion -> completion
  * record (vwait::translate) and the counters it bumps, ibv_wc_status -> FI_E*, and the CM
  * private-data framing, UD names and the source of a datagram. */

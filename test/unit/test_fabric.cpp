@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* The vwait fabric object, opened through the provider's own fabric() entry (no device needed):
  * bad arguments, fi_open_ops for the wait-support query, close; the fi_version vwait reports. */
 #include "vwait_cmocka.h"

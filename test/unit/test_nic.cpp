@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* fi_info->nic: how vwait reports the wait objects it supports. The fid_nic must survive every
  * way libfabric and its users handle it: fi_dupinfo (FI_DUP), fi_freeinfo (close), fi_tostr
  * (fi_info -v), and copies with a NULL prov_attr as ofi_rxm makes. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* The built plugin, loaded the way users load it: by a stock libfabric through
  * FI_PROVIDER_PATH. Checks that libfabric lists vwait, that its parameters are registered, and
  * that fi_getinfo on a machine without a verbs device answers -FI_ENODATA instead of crashing. */

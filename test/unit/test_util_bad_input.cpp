@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* Bad input at every entry point of the util layer, as one table: fi_cq_*, fi_cntr_*, fi_eq_*,
  * fi_wait_open / fi_wait, fi_poll_open / fi_poll_add / fi_poll_del / fi_poll, fi_trywait and
  * fi_control, called with NULL pointers, wrong fclass, foreign fids (a hand-made struct fid with

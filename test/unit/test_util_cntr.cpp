@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* util::cntr, the software counter: values and error values, fi_cntr_wait (threshold,
  * -FI_ETIMEDOUT, -FI_EAVAIL), several waiters at different thresholds, every wait object
  * standalone and in a wait set, poll sets, bad input, many threads adding. */

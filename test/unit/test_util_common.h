@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* Shared by the util-layer unit tests: a test provider to log through, a fake waitable that
  * stands in for a CQ / counter / EQ (with a real fid whose control slot answers
  * ctl_get_waitable), an eventfd standing in for a completion channel, stderr capture to check

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* util::cq, the software completion queue: every format, error entries and the err_data
  * rules, bad input, every wait object standalone and in a wait set, sread timing,
  * fi_cq_signal, FI_CQ_COND_THRESHOLD, and many threads pushing and reading. */

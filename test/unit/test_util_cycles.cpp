@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* Leaks: open/close cycles of every util object kind (CQ, counter and EQ with each wait object,
  * standalone and as wait-set members; wait sets of each kind; poll sets with members), 10^4 of
  * each by default (VWAIT_CYCLES=N to change), with the fds of /proc/self/fd counted before and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* util::eq, the software event queue: fi_eq_write / read of entries of any length, FI_PEEK,
  * CM entries cut short, error entries and the err_data rules, bad input, every wait object
  * standalone and in a wait set, sread timing, fi_eq_write ending a blocked sread, and many

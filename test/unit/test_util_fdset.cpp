@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* util::epoll_set and util::pollfd_set: adds and removes at run time, change_index, the
  * FI_GETWAIT copy rules (nfds in/out, -FI_ETOOSMALL, the nfds = 0 probe), and thread safety. */
 #include "test_util_common.h"

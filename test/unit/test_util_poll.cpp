@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* util::poll_set: fi_poll_open / fi_poll_add / fi_poll_del / fi_poll / fi_close through the
  * fid_poll it hands out: bad inputs, CQ and counter semantics, count bounds and fairness,
  * members closing, concurrent pollers, and the cost with 1, 64 and 1024 members of which one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* util::fd and util::signal: ownership, coalescing, reset, and no lost wakeup under races. */
 #include "vwait/util/fd.h"
 #include "vwait/util/signal.h"

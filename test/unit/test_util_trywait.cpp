@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* util::trywait: fi_trywait over CQs, counters, EQs and wait sets; bad inputs and mixed wait
  * object types; the trywait-then-select() loop of fi_poll(3)'s example with a producer
  * thread, over a software queue and over an eventfd standing in for a completion channel. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* util::waiter and wait sets: every wait object kind, bad inputs (a warning line and a negative
  * FI_E*), FI_GETWAIT / FI_GETWAITOBJ, timing, fd sources standing in for completion channels,
  * and a ping-pong stress test that counts lost wakeups. */

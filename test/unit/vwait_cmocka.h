@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* cmocka for C++ test files: cmocka.h has no extern "C" guards of its own, and needs the
  * C headers it relies on included before it. Include this instead of <cmocka.h>. */
 #ifndef VWAIT_TEST_CMOCKA_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* The util layer's counter: a success value and an error value, fi_cntr_wait with any number
  * of concurrent waiters at different thresholds, every wait object, and the fid_cntr shim.
  * The verbs counter derives from it and counts completions in progress().

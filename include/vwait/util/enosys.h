@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* Ops slots for what an object does not do: each returns -FI_ENOSYS (the value libfabric's
  * callers expect for "not supported"), never crashes. */
 #ifndef VWAIT_UTIL_ENOSYS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* The util layer's event queue: variable-length entries (fi_eq_entry, fi_eq_cm_entry with
  * connection data, application events from fi_eq_write), error entries in order with them,
  * FI_PEEK, every wait object, and the fid_eq shim. The verbs EQ derives from it: its

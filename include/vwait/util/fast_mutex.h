@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* A mutex for the short critical sections of the polling path (the verbs CQ's
  * ibv_poll_cq + translate): uncontended, lock and unlock are one atomic instruction each,
  * inline, where std::mutex costs two calls into libpthread (about 55 instructions per

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* util::fd: a move-only owner of one file descriptor (the shape of folly's File and seastar's
  * file_desc). Closing is the destructor's job; errors are negative FI_E* values, never
  * exceptions. */

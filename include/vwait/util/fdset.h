@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* fd sets behind a waiter's public wait object.
  *
  * util::epoll_set (FI_WAIT_FD): one epoll fd; fds added/removed at run time (level-triggered).

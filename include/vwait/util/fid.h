@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* The C shim's building block: the fid libfabric sees is the first member of a plain struct
  * that points at the C++ object behind it (no container_of, no offsetof on C++ classes). */
 #ifndef VWAIT_UTIL_FID_H

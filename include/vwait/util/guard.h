@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* util::guard: runs fn, turning a C++ exception into a negative FI_E* code, so that nothing
  * throws across the ABI. Every fid slot that allocates goes through it. */
 #ifndef VWAIT_UTIL_GUARD_H

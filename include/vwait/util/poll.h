@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* util::poll_set: fi_poll_open / fi_poll_add / fi_poll_del / fi_poll / fi_close.
  *
  * Members are vwait CQs and counters (found through ctl_get_waitable; EQs, wait sets and

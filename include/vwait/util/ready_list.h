@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* util::ready_list: the members of a waiter or poll set that reported an event, each at most
  * once, in report order. push() is what waitable::notify() reaches: O(1), no allocation
  * (capacity is reserved when a member is added). One leaf mutex. */

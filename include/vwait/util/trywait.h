@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* util::trywait: fi_trywait over any mix of vwait CQs, counters, EQs and wait sets.
  *
  * All fids must be vwait objects with a wait object of one type (FI_WAIT_FD, POLLFD, ...):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* util::waiter: one wait object of kind FI_WAIT_FD, FI_WAIT_POLLFD, FI_WAIT_MUTEX_COND or
  * FI_WAIT_YIELD (FI_WAIT_UNSPEC means FI_WAIT_FD). The same class serves wait sets
  * (fi_wait_open, through util::wait_open) and the private wait object of a CQ / counter / EQ

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* util::wait_policy: how long a blocking call (fi_cq_sread, fi_cntr_wait, fi_eq_sread, fi_wait)
  * keeps polling before it arms its sources and sleeps on the fds. Handed to a waiter when it is
  * created; the provider reads it from FI_VWAIT_WAIT_POLICY / FI_VWAIT_SPIN_US.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* util::waitable: what a CQ, a counter or an EQ is to a waiter (wait object or wait set) and to
  * a poll set. util-objects derive their software CQ / counter / EQ from it; the verbs layer
  * derives its hardware-backed objects from it too.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* fd sets: an epoll set (FI_WAIT_FD) and a struct pollfd array with a change index
  * (FI_WAIT_POLLFD, and the array a waiter's blocking thread polls). */
 #include "vwait/util/fdset.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* util::poll_set: fi_poll over CQs and counters, driven by a ready list so that its cost
  * follows the members with events, not the member count. */
 #include "vwait/util/poll.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* util::trywait: fi_trywait over CQs, counters, EQs and wait sets. */
 #include "vwait/util/trywait.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* util::waiter: its members, its fd sources, signalling (notify / wake), FI_GETWAIT, and
  * its creation. The blocking protocol is in wait_block.cpp, the wait-set fid in
  * wait_set.cpp; wait_impl.h holds what they share. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* util::waiter's blocking protocol: one loop for every blocking call (fi_cq_sread,
  * fi_cntr_wait, fi_eq_sread, fi_wait) in two phases, poll (look, no arming, no system call)
  * and prepare (the fi_trywait contract: arm, look again, only then sleep on the fds), the

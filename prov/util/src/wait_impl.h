@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* The inside of util::waiter, shared by its three files: wait.cpp (members, sources,
  * signalling, FI_GETWAIT), wait_block.cpp (the blocking protocol: the poll and prepare
  * phases under the wait policy, the leader and its followers, fi_wait / fi_trywait, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* util::wait_policy and the adaptive policy's learner (see include/vwait/util/wait_policy.h). */
 #include "vwait/util/wait_policy.h"
 

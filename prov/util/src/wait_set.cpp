@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* The fid_wait of a wait set (fi_wait_open): a util::waiter behind a fid. */
 #include "wait_impl.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* util::waitable: the listener list (waiters, wait sets, poll sets), the wait-object set-up
  * from open attributes, and the ready list that waiters and poll sets share. */
 #include "vwait/util/waitable.h"

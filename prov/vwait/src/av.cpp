@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* vwait address vectors: UD names (FI_ADDR_IB_UD) into verbs address handles, for FI_EP_DGRAM
  * endpoints. fi_addr_t is the table index under FI_AV_MAP and FI_AV_TABLE alike. */
 #include "config.h"

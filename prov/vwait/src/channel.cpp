@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* Completion channels: one per (device context, waiter), its fd a source of the waiter, its
  * events handed to the CQ that fired, its acks batched. See include/vwait/channel.h. */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* Connection management: the framing of CM private data, the FI_CONNREQ handle from the
  * listener's event to fi_endpoint or fi_reject, the socket-address helpers, and the MSG
  * endpoint's side of rdma_cm (fi_connect, fi_accept, fi_shutdown, fi_getname, fi_getpeer,

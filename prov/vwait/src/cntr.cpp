@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* The vwait counter: util::cntr fed by the verbs CQs of the endpoints bound to it. See
  * include/vwait/cntr.h. */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* The vwait domain: the rdma_cm context of one verbs device and a protection domain on it.
  * It opens CQs, counters, endpoints and memory regions (mr.cpp). */
 #include "config.h"

@@ -1,9 +1,12 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* The endpoint base: work-request rings, binds, counters, fi_enable, the posting of work
  * requests shared by the message and RMA paths, teardown after the QP, the endpoint fid's
- * ops tables that do not depend on its kind, and fi_endpoint. Every work request is
- * signalled (unless it wants neither an entry nor a count) and owns a slot of its queue's
- * ring; the CQ drops the entries nobody asked for (FI_SELECTIVE_COMPLETION, fi_inject) and
- * returns the slot, and counts every completion on the counters bound to its direction. */
+ * ops tables that do not depend on its kind, and fi_endpoint. Every work request owns a slot
+ * of its queue's ring. A send that wants an entry or a count is signalled; one that wants
+ * neither (FI_SELECTIVE_COMPLETION, fi_inject) goes unsignalled, at most half the ring in a
+ * row (a failure still completes). The CQ drops the entries nobody asked for, returns the
+ * slot of each completion and of the unsignalled sends before it (RC completes a queue in
+ * order), and counts every completion on the counters bound to its direction. */
 #include "config.h"
 
 #include "vwait/ep.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* The FI_EP_DGRAM endpoint: a UD QP on the endpoint base (rings, binds, counters, receives),
  * its sends addressed through an AV, with the ops tables of a connectionless endpoint. */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* The FI_EP_MSG endpoint: an RC QP made through rdma_cm on the endpoint base. Its connection
  * management (connect, accept, shutdown, names, disconnects) is in cm.cpp. */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* The vwait event queue: a util::eq fed from the rdma_cm event channel of the endpoints bound
  * to it. The channel's fd is a source of the EQ's waiter; each rdma_cm event is acknowledged
  * as soon as it has been turned into an entry. */

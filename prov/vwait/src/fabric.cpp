@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* The vwait fabric: the root object; it opens domains, passive endpoints, EQs and wait sets,
  * and runs fi_trywait. */
 #include "config.h"

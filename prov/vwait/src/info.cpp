@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* fi_getinfo: one info per verbs device, active port and endpoint type (FI_EP_MSG), with the
  * device's limits, filtered by the hints. Addresses are resolved through rdma_cm, which also
  * tells which device an address belongs to. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* fi_getinfo's FI_EP_DGRAM part: one info per device and active port, a UD QP's attributes
  * (FI_MSG_PREFIX with the 40-byte GRH, max_msg_size = the port's active MTU), named by
  * FI_ADDR_IB_UD addresses (fi_addr_ib_ud://...; vwait has no name service, so a node that is

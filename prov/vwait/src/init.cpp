@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* vwait provider entry point: fi_prov_ini, parameters, cleanup. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* vwait memory regions: ibv_reg_mr on the domain's protection domain. fi_mr_desc is the
  * ibv_mr (its lkey), fi_mr_key the rkey (FI_MR_PROV_KEY, FI_MR_VIRT_ADDR). */
 #include "config.h"

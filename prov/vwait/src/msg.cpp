@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* The message path of an endpoint: fi_send / fi_recv and their variants, posted on the
  * endpoint base's rings (fi_ops_msg). */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* The fid_nic vwait hangs on its infos: how fi_info -v and applications learn which wait
  * objects vwait supports. libfabric copies it through fi_control(FI_DUP), frees it through
  * fi_close, prints it through tostr; other code (ofi_rxm) makes copies whose prov_attr is NULL,

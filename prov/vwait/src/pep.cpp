@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* vwait passive endpoints: an rdma_cm id that listens; each connection request becomes an
  * FI_CONNREQ event whose fi_info carries the new id as its handle. */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* The RMA path of an endpoint: fi_read / fi_write and their variants, posted on the endpoint
  * base's send ring (fi_ops_rma). */
 #include "config.h"
