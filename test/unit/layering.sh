@@ -8,7 +8,8 @@
 #     and "vwait/fi_deprecated.h" (itself public-API only), no verbs, rdma_cm, provider
 #     (<rdma/providers/...>) or internal vwait header;
 #  3. every source file (C/C++, shell, .test, make fragments, configure.ac, the linker map)
-#     carries the licence of COPYING in an SPDX line within its first 3 lines.
+#     carries the licence of COPYING in an SPDX line within its first 3 lines (and the
+#     m4 macros of config/).
 #   layering.sh [SRCDIR]      (make check: VWAIT_SRCDIR)
 #   layering.sh --self-test   a tree with one breach of each rule must fail each
 export LC_ALL=C
@@ -26,7 +27,7 @@ includes() {
 
 # sources: the files rule 3 covers, relative to the cwd (build trees and fuzz corpora left out)
 sources() {
-	for f in Makefile.am configure.ac autogen.sh config/libvwait.map; do
+	for f in Makefile.am configure.ac autogen.sh config/libvwait.map config/vwait_dep.m4; do
 		[ -e "$f" ] && echo "$f"
 	done
 	for d in .ci prov include util test contrib; do
