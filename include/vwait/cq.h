@@ -121,6 +121,7 @@ private:
 	int poll_wc(struct ibv_wc *wc, size_t max) noexcept;
 	ssize_t hand_over(struct ibv_wc *wc, int polled, void *buf, size_t count,
 	                  fi_addr_t *src) noexcept;
+	void queue_tail(completion first, const struct ibv_wc *rest, int n) noexcept;
 
 	domain *domain_;
 	std::shared_ptr<comp_channel> channel_; /* before hw_: the CQ goes first */

@@ -29,6 +29,7 @@ struct wr_slot {
 	uint64_t flags = 0; /* FI_SEND | FI_MSG, FI_RMA | FI_WRITE, ... */
 	size_t len = 0;
 	bool report = true;        /* false: no completion entry unless it fails */
+	uint32_t index = 0;        /* its place in ring->slots (translate() frees up to it) */
 	const void *buf = nullptr; /* a receive's first buffer (where UD puts the GRH) */
 	wr_ring *ring = nullptr;
 };
@@ -40,12 +41,15 @@ struct wr_slot {
  * (every slot from tail up to the one that completed). The CQs an endpoint was bound to keep
  * the ring alive after the endpoint closed (late flushes still point at it). */
 struct wr_ring {
-	explicit wr_ring(size_t n) : slots(n), credits(n)
+	explicit wr_ring(size_t n) : slots(n), nslots(n), credits(n)
 	{
-		for (wr_slot &s : slots)
-			s.ring = this;
+		for (size_t i = 0; i < n; i++) {
+			slots[i].ring = this;
+			slots[i].index = static_cast<uint32_t>(i);
+		}
 	}
 	std::vector<wr_slot> slots;
+	const size_t nslots; /* slots.size(), at hand for translate() */
 	std::atomic<size_t> credits;
 	std::atomic<bool> closed{false};
 	size_t head = 0;       /* under the endpoint's lock */

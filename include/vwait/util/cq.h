@@ -96,8 +96,17 @@ public:
 	/* Sets up the wait object (attr's wait_obj / wait_set); called once by cq_install. */
 	int init_wait() noexcept;
 
-	/* fi_cq_* entry points; src may be NULL. */
-	ssize_t read(void *buf, size_t count, fi_addr_t *src) noexcept;
+	/* fi_cq_* entry points; src may be NULL. read: a subclass's read_direct first (the
+	 * polling path, inline in the fid shim), then the ring (read_ring). */
+	ssize_t read(void *buf, size_t count, fi_addr_t *src) noexcept
+	{
+		if (__builtin_expect(count != 0 && buf != nullptr, 1)) {
+			direct_read direct = read_direct(buf, count, src);
+			if (direct.taken())
+				return direct.result();
+		}
+		return read_ring(buf, count, src);
+	}
 	ssize_t readerr(struct fi_cq_err_entry *buf, uint64_t flags) noexcept;
 	ssize_t sread(void *buf, size_t count, fi_addr_t *src, const void *cond,
 	              int timeout) noexcept;
@@ -192,6 +201,7 @@ protected:
 	}
 
 private:
+	ssize_t read_ring(void *buf, size_t count, fi_addr_t *src) noexcept;
 	ssize_t read_locked(void *buf, size_t count, fi_addr_t *src) noexcept;
 
 	const struct fi_provider *prov_;

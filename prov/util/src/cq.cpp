@@ -217,16 +217,12 @@ ssize_t cq::read_locked(void *buf, size_t count, fi_addr_t *src) noexcept
 	return static_cast<ssize_t>(n);
 }
 
-ssize_t cq::read(void *buf, size_t count, fi_addr_t *src) noexcept
+/* read() after read_direct took nothing (or count is 0, or buf NULL) */
+ssize_t cq::read_ring(void *buf, size_t count, fi_addr_t *src) noexcept
 {
 	if (!buf && count) {
 		FI_WARN(prov_, FI_LOG_CQ, "fi_cq_read: buf is NULL with count %zu\n", count);
 		return -FI_EINVAL;
-	}
-	if (count) {
-		direct_read direct = read_direct(buf, count, src);
-		if (direct.taken())
-			return direct.result();
 	}
 	progress();
 	std::lock_guard<std::mutex> g(lock_);

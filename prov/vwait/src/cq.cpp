@@ -116,8 +116,8 @@ __attribute__((always_inline)) inline bool translate_wc(const struct ibv_wc &wc,
 	bool report = slot->report;
 	/* this slot and the unsignalled ones before it (RC completes a queue in order) may be
 	 * reused from here on */
-	const size_t n = ring->slots.size();
-	const size_t idx = static_cast<size_t>(slot - ring->slots.data());
+	const size_t n = ring->nslots;
+	const size_t idx = slot->index;
 	const size_t freed = (idx >= ring->tail ? idx - ring->tail : idx + n - ring->tail) + 1;
 	ring->tail = idx + 1 == n ? 0 : idx + 1;
 	ring->credits.fetch_add(freed, std::memory_order_acq_rel);
@@ -356,6 +356,55 @@ void cq::progress() noexcept
 	}
 }
 
+/* Under progress_mutex_, for read_direct: polled work completions in wc, then more while the
+ * device gives full batches and the caller has room; what fi_cq_read returns. One work
+ * completion at a time, translated in registers and written straight into the caller's
+ * buffer: this is the loop of a spinning reader, kept free of copies and calls. */
+__attribute__((always_inline)) inline ssize_t
+cq::hand_over(struct ibv_wc *wc, int polled, void *buf, size_t count, fi_addr_t *src) noexcept
+{
+	auto *out = static_cast<uint8_t *>(buf);
+	const enum fi_cq_format fmt = format();
+	size_t done = 0;
+	bool error = false;
+	for (;;) {
+		for (int j = 0; j < polled; j++) {
+			completion c;
+			if (!translate_wc(wc[j], &c))
+				continue;
+			if (__builtin_expect(c.err != 0, 0)) {
+				/* an error: it and the rest go to the ring, in order */
+				queue_tail(c, wc + j + 1, polled - j - 1);
+				error = true;
+				break;
+			}
+			if (src)
+				src[done] = c.src;
+			if (fmt == FI_CQ_FORMAT_CONTEXT) { /* the common case, no copy */
+				std::memcpy(out + done * sizeof(struct fi_cq_entry), &c.context,
+				            sizeof(c.context));
+			} else {
+				util::cq_entry e;
+				e.op_context = c.context;
+				e.flags = c.flags;
+				e.len = c.len;
+				e.data = c.data;
+				util::cq_entry_copy_out(fmt, e,
+				                        out + done * util::cq_entry_size(fmt));
+			}
+			done++;
+		}
+		if (error || static_cast<size_t>(polled) < poll_batch || done >= count)
+			break;
+		polled = poll_wc(wc, std::min(count - done, poll_batch));
+		if (polled <= 0)
+			break;
+	}
+	if (done)
+		return static_cast<ssize_t>(done);
+	return queued() != 0 ? -FI_EAVAIL : -FI_EAGAIN;
+}
+
 /* fi_cq_read with nothing queued: the completions go from the ibv_cq straight into the
  * caller's buffer (no copy through the ring, no wakeup); the first error and what follows it
  * go to the ring, in order. Anything queued already: the ring path, which keeps the order.
@@ -373,46 +422,14 @@ cq::direct_read cq::read_direct(void *buf, size_t count, fi_addr_t *src) noexcep
 	return direct_read::took(queued() != 0 ? -FI_EAVAIL : -FI_EAGAIN);
 }
 
-/* Under progress_mutex_, for read_direct: polled work completions in wc, then more while the
- * device gives full batches and the caller has room; what fi_cq_read returns. */
-ssize_t cq::hand_over(struct ibv_wc *wc, int polled, void *buf, size_t count,
-                      fi_addr_t *src) noexcept
+/* Under progress_mutex_, for hand_over: the error record first and the rest of its batch
+ * after it, into the ring in order. Out of the read loop's way. */
+__attribute__((noinline, cold)) void cq::queue_tail(completion first, const struct ibv_wc *rest,
+                                                    int n) noexcept
 {
-	auto *out = static_cast<uint8_t *>(buf);
-	size_t done = 0;
-	for (;;) {
-		completion c[poll_batch];
-		int kept = translate_all(wc, polled, c);
-		int i = 0;
-		for (; i < kept && c[i].err == 0; i++, done++) {
-			if (src)
-				src[done] = c[i].src;
-			if (format() == FI_CQ_FORMAT_CONTEXT) { /* the common case, no copy */
-				std::memcpy(out + done * sizeof(struct fi_cq_entry), &c[i].context,
-				            sizeof(c[i].context));
-				continue;
-			}
-			util::cq_entry e;
-			e.op_context = c[i].context;
-			e.flags = c[i].flags;
-			e.len = c[i].len;
-			e.data = c[i].data;
-			util::cq_entry_copy_out(format(), e,
-			                        out + done * util::cq_entry_size(format()));
-		}
-		if (i < kept) { /* an error: it and the rest go to the ring */
-			queue(c + i, static_cast<size_t>(kept - i));
-			break;
-		}
-		if (static_cast<size_t>(polled) < poll_batch || done >= count)
-			break;
-		polled = poll_wc(wc, std::min(count - done, poll_batch));
-		if (polled <= 0)
-			break;
-	}
-	if (done)
-		return static_cast<ssize_t>(done);
-	return queued() != 0 ? -FI_EAVAIL : -FI_EAGAIN;
+	queue(&first, 1);
+	completion c[poll_batch];
+	queue(c, static_cast<size_t>(translate_all(rest, n, c)));
 }
 
 void cq::on_event() noexcept
