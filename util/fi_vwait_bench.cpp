@@ -117,6 +117,8 @@ const mode_desc modes[] = {
      "fi_cntr_wait on FI_WAIT_FD send/recv counters, CQ with FI_SELECTIVE_COMPLETION"},
     {"cntr-wait-unspec", mode::cntr_wait, FI_WAIT_UNSPEC,
      "fi_cntr_wait on FI_WAIT_UNSPEC send/recv counters, CQ with FI_SELECTIVE_COMPLETION"},
+    {"cntr-spin", mode::cntr_wait, FI_WAIT_NONE,
+     "busy-poll fi_cntr_read on FI_WAIT_NONE send/recv counters, CQ with FI_SELECTIVE_COMPLETION"},
     {"empty-read", mode::empty_read, FI_WAIT_NONE,
      "no peer: fi_cq_read on an empty CQ, -I times (instruction counts under callgrind)"},
 };
@@ -269,6 +271,8 @@ private:
 		FI_CALL(fi_passive_ep(fabric_, info_, &pep_, nullptr));
 		FI_CALL(fi_pep_bind(pep_, &eq_->fid, 0));
 		FI_CALL(fi_listen(pep_));
+		printf("LISTENING prov=%s\n", opt_.prov.c_str()); /* test drivers wait for it */
+		fflush(stdout);
 		struct fi_eq_cm_entry entry = {};
 		FI_CALL(cm_event(FI_CONNREQ, &entry));
 		conn_info_ = entry.info;
@@ -483,10 +487,21 @@ private:
 		}
 	}
 
-	/* cntr-wait: blocks until counter c reaches v */
+	/* cntr-wait: blocks until counter c reaches v (cntr-spin: polls it) */
 	int cntr_reach(struct fid_cntr *c, uint64_t v)
 	{
-		int ret = fi_cntr_wait(c, v, -1);
+		int ret = 0;
+		if (opt_.wait_obj == FI_WAIT_NONE) {
+			const uint64_t errs = fi_cntr_readerr(c);
+			while (fi_cntr_read(c) < v) {
+				if (fi_cntr_readerr(c) != errs) {
+					ret = -FI_EAVAIL;
+					break;
+				}
+			}
+		} else {
+			ret = fi_cntr_wait(c, v, -1);
+		}
 		if (ret == -FI_EAVAIL)
 			fprintf(stderr, "counter: %llu operations failed\n",
 			        static_cast<unsigned long long>(fi_cntr_readerr(c)));

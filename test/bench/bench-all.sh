@@ -17,7 +17,7 @@
 #   idle     test/integration/sread_idle: a waiter idle for 2 s, CPU time, per policy
 #   netpipe  NetPIPE small-message latency over vwait;ofi_rxm and verbs;ofi_rxm
 #
-# Every figure is measured BENCH_REPEATS times (default 5), providers and modes alternating;
+# Every figure is measured BENCH_REPEATS times (default 7), providers and modes alternating;
 # the tables give the median and [min-max] and the ratios of medians. Only ratios mean
 # something (the VM's CPU is emulated). Writes BENCH_OUT (default BUILDDIR/bench-results):
 # results.md (the tables), think.dat and think.png (gnuplot: latency and CPU per message
@@ -49,10 +49,11 @@ builddir=${1:-${VWAIT_BUILDDIR:-$PWD}}
 export FI_PROVIDER_PATH=$builddir/.libs
 bench=$builddir/util/fi_vwait_bench
 dev=${RXE_DEV:-rxe0}
-repeats=${BENCH_REPEATS:-5}
+repeats=${BENCH_REPEATS:-7}
 sections=${BENCH_SECTIONS:-cost spin sread think cntr waitset idle netpipe}
 out=${BENCH_OUT:-$builddir/bench-results}
 thinks=${BENCH_THINKS:-0,50,500,5000}
+budget=${BENCH_THINK_BUDGET_US:-500000} # think time per phase, at most (fi_vwait_bench -B)
 mkdir -p "$out"
 tmp=$(mktemp -d)
 rec=$out/records.txt # TABLE|ROW|COLUMN|VALUE, one measurement a line
@@ -91,12 +92,14 @@ pair() {
 
 # fi PROV SERVER_MODE CLIENT_MODE SIZE ITERS [SERVER_ENV] [EXTRA]: a fi_vwait_bench pair
 fi_pair() {
-	local prov=$1 sm=$2 cm=$3 size=$4 iters=$5 senv=${6:-} extra=${7:-}
+	local prov=$1 sm=$2 cm=$3 size=$4 iters=$5 senv=${6:-} extra=${7:-} rc=0
 	port=$((port + 1))
 	pair "$prov-$sm-$cm-$port" \
 		"env FI_PROVIDER=$prov $senv $bench -p $prov -m $sm -S $size -I $iters -P $port $extra" \
-		"env FI_PROVIDER=$prov $bench -p $prov -m $cm -S $size -I $iters -P $port $extra $RXE_ADDR"
+		"env FI_PROVIDER=$prov $bench -p $prov -m $cm -S $size -I $iters -P $port $extra $RXE_ADDR" ||
+		rc=$?
 	last="$tmp/$prov-$sm-$cm-$port"
+	return $rc
 }
 
 lat_of() { sed -nE 's/^RESULT .*lat_us=([0-9.]+).*/\1/p' "$1.cli"; }
@@ -146,7 +149,7 @@ section_spin() {
 	local r s it v
 	for r in $(seq "$repeats"); do
 		for s in 64 4096; do
-			it=$([ $s -le 64 ] && echo 2000 || echo 1000)
+			it=$([ $s -le 64 ] && echo 10000 || echo 3000)
 			fi_pair vwait spin spin $s $it && v=$(lat_of "$last") && record spin "$s B" vwait "$v"
 			fi_pair verbs spin spin $s $it && v=$(lat_of "$last") && record spin "$s B" verbs "$v"
 			v=$(raw_lat $s $it) && [ -n "$v" ] && record spin "$s B" raw "$v"
@@ -158,11 +161,11 @@ section_spin() {
 section_sread() {
 	local r v
 	for r in $(seq "$repeats"); do
-		fi_pair vwait sread-unspec sread-unspec 64 1000 && v=$(lat_of "$last") &&
+		fi_pair vwait sread-unspec sread-unspec 64 4000 && v=$(lat_of "$last") &&
 			record sread "64 B" "vwait sread" "$v"
-		fi_pair vwait spin spin 64 1000 && v=$(lat_of "$last") &&
+		fi_pair vwait spin spin 64 4000 && v=$(lat_of "$last") &&
 			record sread "64 B" "vwait spin" "$v"
-		fi_pair verbs sread-unspec sread-unspec 64 1000 && v=$(lat_of "$last") &&
+		fi_pair verbs sread-unspec sread-unspec 64 4000 && v=$(lat_of "$last") &&
 			record sread "64 B" "verbs sread" "$v"
 	done
 }
@@ -171,7 +174,15 @@ section_sread() {
 # think_one TABLE SERIES PROV SERVER_MODE [SERVER_ENV]: one run, every think time
 think_one() {
 	local table=$1 series=$2 prov=$3 sm=$4 senv=${5:-}
-	fi_pair "$prov" "$sm" spin 64 500 "$senv" "-T $thinks -B 300000" || return
+	[ -e "$tmp/unsupported.$table.$series" ] && return
+	fi_pair "$prov" "$sm" spin 64 2000 "$senv" "-T $thinks -B $budget" || {
+		# a provider without the feature says so once: a note under the table, no retries
+		if grep -qh '^UNSUPPORTED' "$last.srv" "$last.cli" 2>/dev/null; then
+			grep -hE '(open|_open)\(.*\): ' "$last.srv" | head -n 1 >"$tmp/unsupported.$table.$series"
+			[ -s "$tmp/unsupported.$table.$series" ] || echo "unsupported" >"$tmp/unsupported.$table.$series"
+		fi
+		return
+	}
 	awk -v t="$table" -v s="$series" '/^PHASE side=client/ {
 		for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
 		printf "%s|lat %s|%s|%s\n", t, v["think_us"], s, v["lat_us"] }' "$last.cli" >>"$rec"
@@ -180,12 +191,12 @@ think_one() {
 		printf "%s|cpu %s|%s|%s\n", t, v["think_us"], s, v["cpu_us_per_msg"] }' "$last.srv" >>"$rec"
 }
 
-section_think() { # TABLE VWAIT_MODE VERBS_MODE
-	local table=$1 vm=$2 bm=$3 r
+section_think() { # TABLE VWAIT_MODE SPIN_MODE VERBS_MODE
+	local table=$1 vm=$2 sm=$3 bm=$4 r
 	for r in $(seq "$repeats"); do
 		think_one "$table" adaptive vwait "$vm" FI_VWAIT_WAIT_POLICY=adaptive
 		think_one "$table" block vwait "$vm" FI_VWAIT_WAIT_POLICY=block
-		[ "$table" = cq ] && think_one "$table" spin vwait spin
+		think_one "$table" spin vwait "$sm"
 		think_one "$table" verbs verbs "$bm"
 	done
 }
@@ -213,7 +224,7 @@ np_run() ( # PROVIDER OUT [VAR=VALUE...]
 	done
 	cd "$tmp" && timeout -k 5 180 mpirun --allow-run-as-root --oversubscribe -np 2 \
 		--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include "$prov" \
-		--mca btl ^openib,ofi "${pass[@]}" NPopenmpi -u 64 -n 200 -p 0 -o "$o"
+		--mca btl ^openib,ofi "${pass[@]}" NPopenmpi -u 64 -n 1000 -p 0 -o "$o"
 )
 section_netpipe() {
 	local r p bytes
@@ -247,9 +258,9 @@ for s in $sections; do
 	cost) section_cost ;;
 	spin) section_spin ;;
 	sread) section_sread ;;
-	think) section_think cq sread-unspec sread-unspec ;;
-	cntr) section_think cntr cntr-wait-unspec cntr-wait-unspec ;;
-	waitset) section_think waitset waitset waitset ;;
+	think) section_think cq sread-unspec spin sread-unspec ;;
+	cntr) section_think cntr cntr-wait-unspec cntr-spin cntr-wait-unspec ;;
+	waitset) section_think waitset waitset spin waitset ;;
 	idle) section_idle ;;
 	netpipe) section_netpipe ;;
 	*) note "unknown section $s" ;;
@@ -269,6 +280,15 @@ stats() {
 		for (a = 1; a <= m; a++) for (b = a + 1; b <= m; b++) if (x[b] < x[a]) { y = x[a]; x[a] = x[b]; x[b] = y }
 		med = (m % 2) ? x[(m + 1) / 2] : (x[m / 2] + x[m / 2 + 1]) / 2
 		printf "%s|%.2f|%.2f|%.2f|%d\n", k, med, x[1], x[m], m } }' "$rec"
+}
+# notes TABLE: what a series of TABLE could not measure, and why (a line under the table)
+notes() {
+	local f
+	for f in "$tmp"/unsupported."$1".*; do
+		[ -e "$f" ] || continue
+		echo
+		echo "${f##*.}: not measured, the provider lacks it ($(head -c 200 "$f"))."
+	done
 }
 # table TABLE TITLE COLUMN... -- RATIO_NUM/RATIO_DEN...: markdown, a cell "median [min-max]"
 table() {
@@ -314,10 +334,13 @@ table() {
 		"vwait sread" "vwait spin" "verbs sread" -- "vwait sread/vwait spin" "verbs sread/vwait spin"
 	table cq "Server in fi_cq_sread (spinning client, 64 B): latency (us) and server CPU per message (us) by think time (us)" \
 		adaptive block spin verbs -- adaptive/spin adaptive/block block/spin verbs/adaptive
-	table cntr "Server in fi_cntr_wait: latency and CPU per message by think time" \
-		adaptive block verbs -- adaptive/block verbs/adaptive
-	table waitset "Server in fi_wait on a wait set: latency and CPU per message by think time" \
-		adaptive block verbs -- adaptive/block verbs/adaptive
+	notes cq
+	table cntr "Server in fi_cntr_wait (spin: polling fi_cntr_read): latency and CPU per message by think time" \
+		adaptive block spin verbs -- adaptive/spin adaptive/block block/spin verbs/adaptive
+	notes cntr
+	table waitset "Server in fi_wait on a wait set (spin: polling fi_cq_read): latency and CPU per message by think time" \
+		adaptive block spin verbs -- adaptive/spin adaptive/block block/spin verbs/adaptive
+	notes waitset
 	table idle "A waiter idle for 2 s (fi_cq_sread, ms of thread CPU)" adaptive block
 	table netpipe "NetPIPE (Open MPI, OFI MTL) one-way latency (us)" "vwait;ofi_rxm" "verbs;ofi_rxm" -- "vwait;ofi_rxm/verbs;ofi_rxm"
 	echo
@@ -343,7 +366,7 @@ if [ -s "$tmp/st" ]; then
 	} >"$out/think.dat"
 	if command -v gnuplot >/dev/null; then
 		gnuplot <<EOF 2>>"$log" || note "gnuplot failed"
-set terminal pngcairo size 1000,420 font ",10"
+set terminal pngcairo size 1000,420 font ",10" noenhanced
 set output "$out/think.png"
 set datafile missing "-"
 set multiplot layout 1,2 title "vwait: server waiting in fi_cq_sread, spinning client, 64 B ($(date -u +%F), ${BENCH_HOST:-unknown host}, soft-RoCE VM)"

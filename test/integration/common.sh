@@ -48,7 +48,8 @@ tcp_listening() {
 # client, both under `timeout` (PAIR_TIMEOUT seconds, default 60).  The client
 # starts once the server listens on TCP PORT (its out-of-band socket: 18515 for
 # ibv_*_pingpong, 47592 for fi_pingpong; waits up to PAIR_WAIT s, default 30),
-# or PAIR_DELAY seconds (default 3) after the server when no PORT is given.
+# or, with PAIR_READY set, once the server's output has a line matching that
+# regex (same wait), or PAIR_DELAY seconds (default 3) after the server otherwise.
 # Output goes to NAME.server.log and NAME.client.log in the cwd and is printed.
 # Returns 0 only if both exit 0.
 run_pair() {
@@ -63,6 +64,17 @@ run_pair() {
 			n=$((n - 1))
 			if [ "$n" -le 0 ]; then
 				echo "== $name: nothing listens on TCP port $port yet; starting the client anyway"
+				break
+			fi
+			sleep 0.1
+		done
+	elif [ -n "${PAIR_READY:-}" ]; then
+		n=$((${PAIR_WAIT:-30} * 10))
+		until grep -Eq "$PAIR_READY" "$name.server.log" 2>/dev/null; do
+			kill -0 "$spid" 2>/dev/null || break
+			n=$((n - 1))
+			if [ "$n" -le 0 ]; then
+				echo "== $name: the server has not said /$PAIR_READY/ yet; starting the client anyway"
 				break
 			fi
 			sleep 0.1
