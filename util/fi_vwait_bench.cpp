@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* fi_vwait_bench: ping-pong over libfabric MSG endpoints in which both sides wait for their
  * completions the way an application chooses to: spinning on fi_cq_read, or blocking in
  * fi_cq_sread on a CQ of a given wait object, or the fi_trywait + poll() loop of fi_poll(3),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* The vwait completion queue over an ibv_cq. Translation of a work completion into a
  * completion record (translate()) is kept apart from the queueing of records, so that a
  * software queue with wait objects can take the records later. */

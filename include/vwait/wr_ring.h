@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* The work-request rings of an endpoint: one per queue (send, receive) of its QP. wr_id of
  * every posted work request points at its slot; translate() (cq.cpp) gives slots back. */
 #ifndef VWAIT_WR_RING_H

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # test/bench/bench-all.sh - issue 11's benchmarks, side by side, in ONE VM boot (make bench):
 #
 #   cost     instructions per fi_cq_read (callgrind, vwait_bench_cq_read counted alone): on an

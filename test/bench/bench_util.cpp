@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* bench_util: the util layer's blocking machinery, measured on the host, beside libfabric's own
  * util objects (the tcp provider) through the public API in the same run.
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # Blocking ping-pong, side by side, in ONE VM boot: vwait in every wait mode, upstream verbs
 # (spinning and fi_cq_sread on FI_WAIT_FD) and raw ibv_rc_pingpong (-e: completion-channel
 # events, the floor of blocking; and spinning). Prints latency and CPU time per message and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* The software completion queue of the util layer: a bounded ring of completions in the
  * application's fi_cq_format, error entries in order with them, every wait object, and the
  * fid_cq shim. The verbs CQ derives from it: it feeds ibv_poll_cq results in progress()

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* The util layer's software completion queue and its fid_cq shim. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* The vwait completion queue over an ibv_cq. Work completions become completion records
  * (translate); records go to the util ring (progress) or, when the ring is empty, straight
  * into the caller's buffer (read_direct). */
