@@ -44,6 +44,16 @@ tcp_listening() {
 		/proc/net/tcp /proc/net/tcp6 2>/dev/null
 }
 
+# server_ready NAME [PORT]: the server of run_pair listens on TCP PORT, or without one, has
+# printed a line matching PAIR_READY
+server_ready() {
+	if [ -n "$2" ]; then
+		tcp_listening "$2"
+	else
+		grep -Eq "$PAIR_READY" "$1.server.log" 2>/dev/null
+	fi
+}
+
 # run_pair NAME 'SERVER CMD' 'CLIENT CMD' [PORT]: a server in the background and a
 # client, both under `timeout` (PAIR_TIMEOUT seconds, default 60).  The client
 # starts once the server listens on TCP PORT (its out-of-band socket: 18515 for
@@ -57,24 +67,13 @@ run_pair() {
 	echo "== $name server: $srv"
 	timeout -k 5 "$t" bash -c "$srv" >"$name.server.log" 2>&1 </dev/null &
 	spid=$!
-	if [ -n "$port" ]; then
+	if [ -n "$port" ] || [ -n "${PAIR_READY:-}" ]; then
 		n=$((${PAIR_WAIT:-30} * 10))
-		until tcp_listening "$port"; do
+		until server_ready "$name" "$port"; do
 			kill -0 "$spid" 2>/dev/null || break
 			n=$((n - 1))
 			if [ "$n" -le 0 ]; then
-				echo "== $name: nothing listens on TCP port $port yet; starting the client anyway"
-				break
-			fi
-			sleep 0.1
-		done
-	elif [ -n "${PAIR_READY:-}" ]; then
-		n=$((${PAIR_WAIT:-30} * 10))
-		until grep -Eq "$PAIR_READY" "$name.server.log" 2>/dev/null; do
-			kill -0 "$spid" 2>/dev/null || break
-			n=$((n - 1))
-			if [ "$n" -le 0 ]; then
-				echo "== $name: the server has not said /$PAIR_READY/ yet; starting the client anyway"
+				echo "== $name: the server is not ready (${port:+TCP port $port}${PAIR_READY:+/$PAIR_READY/}) yet; starting the client anyway"
 				break
 			fi
 			sleep 0.1
