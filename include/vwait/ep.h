@@ -217,7 +217,8 @@ private:
 	bool qp_gone_ = false;
 	/* keepalive: when the port was first seen down (0: up), in steady_clock ns */
 	int64_t port_down_since_ = 0;
-	int64_t last_probe_ = 0; /* when the last probe went out, steady_clock ns */
+	int64_t last_probe_ = 0;   /* when the last probe went out, steady_clock ns */
+	bool budget_told_ = false; /* the QP's retry budget was logged (first probe) */
 };
 
 /* The ops tables of an endpoint fid (ep.cpp, msg.cpp, rma.cpp, cm.cpp). */

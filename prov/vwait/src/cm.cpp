@@ -253,7 +253,10 @@ struct rdma_conn_param conn_param(const domain &dom, const std::vector<uint8_t> 
 	    static_cast<uint8_t>(std::min(dom.device_attr().max_qp_rd_atom, 255));
 	p.initiator_depth =
 	    static_cast<uint8_t>(std::min(dom.device_attr().max_qp_init_rd_atom, 255));
-	p.retry_count = 7;
+	/* 6, not 7: the IB spec counts 7 as seven retries, but rxe (rxe_comp.c) takes 7 as retry
+	 * forever, and a peer that died would then never fail the QP (the keepalive relies on
+	 * it). The accepting side's QP gets the count the connecting side asked for. */
+	p.retry_count = 6;
 	p.rnr_retry_count = 7; /* a receiver without buffers makes the sender wait */
 	return p;
 }

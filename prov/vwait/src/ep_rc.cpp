@@ -96,6 +96,25 @@ bool rc_ep::probe() noexcept
 	const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
 	                        std::chrono::steady_clock::now().time_since_epoch())
 	                        .count();
+	if (!budget_told_) {
+		budget_told_ = true;
+		FI_INFO(&prov, FI_LOG_EP_CTRL,
+		        "keepalive: QP %u: timeout %u, retry_cnt %u: RC retry budget %lld ms\n",
+		        id_->qp->qp_num, attr.timeout, attr.retry_cnt,
+		        static_cast<long long>(budget / 1000000));
+		if (attr.timeout == 0)
+			FI_WARN(&prov, FI_LOG_EP_CTRL,
+			        "keepalive: QP %u has no local ACK timeout: a dead peer goes "
+			        "unnoticed\n",
+			        id_->qp->qp_num);
+		else if (attr.retry_cnt == 7)
+			FI_WARN(
+			    &prov, FI_LOG_EP_CTRL,
+			    "keepalive: QP %u has retry_cnt 7 (the connecting side asked for it), "
+			    "which some devices (rxe) take as retry forever: a dead peer may go "
+			    "unnoticed\n",
+			    id_->qp->qp_num);
+	}
 	/* A port that is down holds the QP's packets without counting retries (rxe): down for
 	 * longer than the budget counts as a broken connection, as retries running out would. */
 	struct ibv_port_attr port = {};
@@ -108,9 +127,11 @@ bool rc_ep::probe() noexcept
 		return !(attr.timeout && now - port_down_since_ > budget);
 	}
 	port_down_since_ = 0;
-	/* Every packet sent restarts the QP's retransmission timer: a probe each period shorter
-	 * than one ACK timeout would keep a dead peer's retries from ever running out. So one
-	 * probe per budget at most: a dead peer is found within max(period, budget) + budget. */
+	/* A NIC may restart the QP's retransmission timer with every packet it sends (rxe leaves
+	 * a running timer alone): a probe each period shorter than one ACK timeout would then keep
+	 * a dead peer's retries from ever running out. So one probe per budget at most: the first
+	 * probe after the peer died goes out within budget + period, its retries run out within
+	 * one budget more, and the next period sees the QP in error: 2 x (budget + period). */
 	if (last_probe_ && now - last_probe_ < budget)
 		return true;
 	last_probe_ = now;

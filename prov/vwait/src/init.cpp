@@ -25,12 +25,11 @@ void read_params() noexcept
 	                "Milliseconds rdma_cm may take to resolve an address or a route "
 	                "(default: %d).",
 	                the_params.cm_timeout_ms);
-	fi_param_define(
-	    &prov, "keepalive_ms", FI_PARAM_INT,
-	    "Dead-peer detection: every this many milliseconds, a zero-byte RDMA "
-	    "write probes each connected endpoint, so that a peer that went silent "
-	    "(node down, link cut) turns into error completions of what is posted "
-	    "and FI_SHUTDOWN within max(period, RC retry budget) + budget; 0 (default): off.");
+	fi_param_define(&prov, "keepalive_ms", FI_PARAM_INT,
+	                "Dead-peer detection: every this many milliseconds, a zero-byte RDMA "
+	                "write probes each connected endpoint, so that a peer that went silent "
+	                "(node down, link cut) turns into error completions of what is posted "
+	                "and FI_SHUTDOWN within 2 x (period + RC retry budget); 0 (default): off.");
 
 	fi_param_define(&prov, "wait_policy", FI_PARAM_STRING,
 	                "How blocking calls (fi_cq_sread, fi_cntr_wait, fi_eq_sread, fi_wait) "
