@@ -52,10 +52,19 @@ public:
 	int reject(struct fid *handle, const void *param, size_t paramlen) noexcept;
 	int getopt(int level, int optname, void *optval, size_t *optlen) noexcept;
 
+	/* fi_endpoint with info->handle this passive endpoint: its id (bound by fi_setname or
+	 * src_addr) moves to the active endpoint, synchronous until that endpoint connects; the
+	 * passive endpoint refuses everything after but fi_close. A listening one, or one whose
+	 * id is gone already, refuses. restore_id gives it back when fi_endpoint fails after. */
+	int take_id(verbs::cm_id *out) noexcept;
+	void restore_id(verbs::cm_id id) noexcept;
+
 	void set_fid(struct fid *fid) noexcept { fid_ = fid; }
 	fabric *parent() const noexcept { return fabric_; }
 
 private:
+	bool given_away(const char *call) const noexcept;
+
 	fabric *fabric_;
 	info_ptr info_;
 	verbs::cm_id id_;
@@ -257,6 +266,8 @@ int ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep **ep,
 /* struct fi_ops_fabric::passive_ep */
 int pep_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_pep **pep,
              void *context) noexcept;
+/* fid as a vwait passive endpoint, or NULL when it is none (another class, another provider) */
+pep *vwait_pep(struct fid *fid) noexcept;
 
 } // namespace vwait
 

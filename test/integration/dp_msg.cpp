@@ -4,7 +4,7 @@
  * error completions, reject, bad input, CQ overrun (a peer killed mid-transfer: dp_fault.cpp).
  *
  *   dp_msg TEST      (TEST: info connect sendrecv rma rma-error reject selective eq
- *                     bad-input overrun cycles all)
+ *                     bad-input overrun cycles pep-handle all)
  * Needs FI_PROVIDER_PATH (the built plugin) and RXE_ADDR. Exit 0 pass, 77 skip, 1 fail. */
 #include "vwait/fi_deprecated.h"
 
@@ -165,14 +165,20 @@ int listen(world &w)
 	return fi_getname(&w.pep->fid, &w.srv_addr, &len);
 }
 
-/* Client connects with cdata, server accepts with adata; both CONNECTED seen. */
+/* Client connects with cdata, server accepts with adata; both CONNECTED seen. The client's
+ * endpoint is opened from cli_info when given (else w.info); before_connect runs between its
+ * fi_enable and its fi_connect. */
 int connect_pair(world &w, size_t bufsize, const std::string &cdata = "hello-connect",
                  const std::string &adata = "hello-accept", uint64_t tx_bind = 0,
-                 size_t cli_cq_size = 0)
+                 size_t cli_cq_size = 0, struct fi_info *cli_info = nullptr,
+                 const std::function<void()> &before_connect = {})
 {
-	int ret = open_side(w, w.info, w.cli, bufsize, tx_bind, FI_CQ_FORMAT_DATA, cli_cq_size);
+	int ret = open_side(w, cli_info ? cli_info : w.info, w.cli, bufsize, tx_bind,
+	                    FI_CQ_FORMAT_DATA, cli_cq_size);
 	if (ret)
 		return ret;
+	if (before_connect)
+		before_connect();
 	if ((ret = fi_connect(w.cli.ep, &w.srv_addr, cdata.data(), cdata.size())))
 		return ret;
 	cm_buf ent;
@@ -434,6 +440,97 @@ void test_connect()
 		close_fid(&w.srv.rx->fid);
 		w.srv.rx = nullptr;
 	}
+	close_world(w);
+}
+
+/* fi_endpoint(3): an active endpoint takes the address a passive endpoint reserved when
+ * info->handle is that passive endpoint (fi_getinfo copies hints->handle there), as fabtests'
+ * fi_msg_sockets does: the endpoint's name is the reserved one, before and after it connects;
+ * the passive endpoint, its address given away, refuses what would use it. */
+void test_pep_handle()
+{
+	world w;
+	if (EXPECT_OK(open_world(w)) || EXPECT_OK(listen(w))) {
+		close_world(w);
+		return;
+	}
+	struct fid_pep *res = nullptr;
+	struct sockaddr_in bound = {};
+	if (EXPECT_OK(fi_passive_ep(w.fabric, w.info, &res, nullptr)) == 0) {
+		struct sockaddr_in want = {};
+		want.sin_family = AF_INET;
+		EXPECT(inet_pton(AF_INET, rxe_addr, &want.sin_addr) == 1, 0);
+		EXPECT_OK(fi_setname(&res->fid, &want, sizeof(want)));
+		size_t blen = sizeof(bound);
+		EXPECT_OK(fi_getname(&res->fid, &bound, &blen));
+		EXPECT(bound.sin_port != 0 && bound.sin_addr.s_addr == want.sin_addr.s_addr,
+		       ntohs(bound.sin_port));
+	}
+	char port[16];
+	snprintf(port, sizeof(port), "%u", ntohs(w.srv_addr.sin_port));
+	struct fi_info *hints = msg_hints(), *ci = nullptr;
+	hints->handle = res ? &res->fid : nullptr;
+	EXPECT_OK(fi_getinfo(version, rxe_addr, port, 0, hints, &ci));
+	for (struct fi_info *i = ci; i; i = i->next)
+		EXPECT(i->handle == hints->handle && i->ep_attr->type == FI_EP_MSG,
+		       i->ep_attr->type);
+	/* no DGRAM info takes a passive endpoint's address */
+	struct fi_info *none = nullptr;
+	hints->ep_attr->type = FI_EP_DGRAM;
+	hints->caps = FI_MSG;
+	EXPECT(fi_getinfo(version, rxe_addr, port, 0, hints, &none) == -FI_ENODATA, 0);
+	fi_freeinfo(none);
+	/* a listening passive endpoint keeps its address */
+	struct fid_ep *ep = nullptr;
+	hints->ep_attr->type = FI_EP_MSG;
+	hints->caps = FI_MSG | FI_RMA;
+	hints->handle = &w.pep->fid;
+	struct fi_info *li = nullptr;
+	if (EXPECT_OK(fi_getinfo(version, rxe_addr, port, 0, hints, &li)) == 0) {
+		EXPECT(li->handle == &w.pep->fid, 0);
+		EXPECT(fi_endpoint(w.domain, li, &ep, nullptr) == -FI_EOPBADSTATE, 0);
+		li->handle = nullptr;
+	}
+	fi_freeinfo(li);
+	hints->handle = nullptr;
+	fi_freeinfo(hints);
+	if (!ci || !res) {
+		fi_freeinfo(ci);
+		close_fid(res ? &res->fid : nullptr);
+		close_world(w);
+		return;
+	}
+	auto name_is_bound = [&](const char *when) {
+		struct sockaddr_in a = {};
+		size_t alen = sizeof(a);
+		EXPECT_OK(fi_getname(&w.cli.ep->fid, &a, &alen));
+		if (!EXPECT(a.sin_port == bound.sin_port &&
+		                a.sin_addr.s_addr == bound.sin_addr.s_addr,
+		            ntohs(a.sin_port)))
+			printf("  %s: port %u, reserved %u\n", when, ntohs(a.sin_port),
+			       ntohs(bound.sin_port));
+	};
+	int ret = connect_pair(w, 4096, "hello-connect", "hello-accept", 0, 0, ci, [&] {
+		name_is_bound("after fi_endpoint");
+		/* the address went to the endpoint: the passive endpoint refuses */
+		struct sockaddr_in a = {};
+		size_t alen = sizeof(a);
+		EXPECT(fi_getname(&res->fid, &a, &alen) == -FI_EOPBADSTATE, 0);
+		EXPECT(fi_setname(&res->fid, &bound, sizeof(bound)) == -FI_EOPBADSTATE, 0);
+		EXPECT(fi_endpoint(w.domain, ci, &ep, nullptr) == -FI_EINVAL, 0);
+		close_fid(&res->fid);
+		res = nullptr;
+	});
+	if (EXPECT_OK(ret) == 0) {
+		name_is_bound("after fi_connect");
+		struct sockaddr_in p = {};
+		size_t plen = sizeof(p);
+		EXPECT_OK(fi_getpeer(w.cli.ep, &p, &plen));
+		EXPECT(p.sin_port == w.srv_addr.sin_port, ntohs(p.sin_port));
+	}
+	ci->handle = nullptr;
+	fi_freeinfo(ci);
+	close_fid(res ? &res->fid : nullptr);
 	close_world(w);
 }
 
@@ -1322,7 +1419,7 @@ const test tests[] = {
     {"rma-error", test_rma_error}, {"reject", test_reject},
     {"selective", test_selective}, {"eq", test_eq},
     {"bad-input", test_bad_input}, {"overrun", test_overrun},
-    {"cycles", test_cycles},
+    {"cycles", test_cycles},       {"pep-handle", test_pep_handle},
 };
 
 } // namespace

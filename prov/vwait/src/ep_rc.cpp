@@ -157,12 +157,23 @@ void rc_ep::probe_failed() noexcept
 
 int rc_ep_open(domain *dom, struct fi_info *info, struct fid_ep **out, void *context)
 {
-	if (info->handle && info->handle->fclass != FI_CLASS_CONNREQ) {
+	/* info->handle: a connection request (the passive side of a connection), or a passive
+	 * endpoint whose address the new endpoint takes (fi_endpoint(3)) */
+	pep *from_pep = nullptr;
+	if (info->handle && info->handle->fclass == FI_CLASS_PEP) {
+		from_pep = vwait_pep(info->handle);
+		if (!from_pep) {
+			FI_WARN(&prov, FI_LOG_EP_CTRL,
+			        "fi_endpoint: info->handle is not a vwait passive endpoint\n");
+			return -FI_EINVAL;
+		}
+	} else if (info->handle && info->handle->fclass != FI_CLASS_CONNREQ) {
 		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_endpoint: info->handle class %zu unsupported\n",
 		        info->handle->fclass);
 		return -FI_EINVAL;
 	}
-	if (!info->handle) {
+	const bool from_connreq = info->handle && !from_pep;
+	if (!from_connreq) {
 		if (int ret = check_sockaddr(info->src_addr, info->src_addrlen, info->addr_format,
 		                             "fi_endpoint: info->src_addr"))
 			return ret == -FI_ENODATA ? -FI_EINVAL : ret;
@@ -175,7 +186,19 @@ int rc_ep_open(domain *dom, struct fi_info *info, struct fid_ep **out, void *con
 		return -FI_ENOMEM;
 	copy->handle = nullptr;
 	verbs::cm_id id;
-	bool from_connreq = info->handle != nullptr;
+	auto *dst = static_cast<struct sockaddr *>(info->dest_addr);
+	/* dest_addr given: the route now, from src_addr (or the address of the id: bound) */
+	auto resolve_dst = [&](struct sockaddr *src) {
+		int ms = get_params().cm_timeout_ms;
+		if (rdma_resolve_addr(id.get(), src, dst, ms) != 0 ||
+		    rdma_resolve_route(id.get(), ms) != 0) {
+			int ret = verbs::errno_code();
+			FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_endpoint: resolving dest_addr: %s\n",
+			        fi_strerror(-ret));
+			return ret;
+		}
+		return 0;
+	};
 	if (from_connreq) {
 		struct rdma_cm_id *taken = connreq_take(info->handle);
 		if (!taken) {
@@ -184,13 +207,21 @@ int rc_ep_open(domain *dom, struct fi_info *info, struct fid_ep **out, void *con
 			return -FI_EINVAL;
 		}
 		id.reset(taken);
+	} else if (from_pep) {
+		if (int ret = from_pep->take_id(&id))
+			return ret;
+		if (dst) {
+			if (int ret = resolve_dst(nullptr)) {
+				from_pep->restore_id(std::move(id));
+				return ret;
+			}
+		}
 	} else {
 		if (int ret = verbs::create_id(nullptr, nullptr, &id)) {
 			FI_WARN(&prov, FI_LOG_EP_CTRL, "rdma_create_id: %s\n", fi_strerror(-ret));
 			return ret;
 		}
 		auto *src = static_cast<struct sockaddr *>(info->src_addr);
-		auto *dst = static_cast<struct sockaddr *>(info->dest_addr);
 		if (src && !dst && rdma_bind_addr(id.get(), src) != 0) {
 			int ret = verbs::errno_code();
 			FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_endpoint: rdma_bind_addr: %s\n",
@@ -198,18 +229,11 @@ int rc_ep_open(domain *dom, struct fi_info *info, struct fid_ep **out, void *con
 			return ret;
 		}
 		if (dst) {
-			int ms = get_params().cm_timeout_ms;
-			if (rdma_resolve_addr(id.get(), src, dst, ms) != 0 ||
-			    rdma_resolve_route(id.get(), ms) != 0) {
-				int ret = verbs::errno_code();
-				FI_WARN(&prov, FI_LOG_EP_CTRL,
-				        "fi_endpoint: resolving dest_addr: %s\n",
-				        fi_strerror(-ret));
+			if (int ret = resolve_dst(src))
 				return ret;
-			}
 		}
 	}
-	bool resolved = from_connreq || info->dest_addr;
+	bool resolved = from_connreq || dst;
 	auto obj = std::make_unique<rc_ep>(dom, std::move(copy), std::move(id), from_connreq);
 	obj->set_route_resolved(resolved);
 	ep_install(std::move(obj), &rc_ep_cm_ops, &ep_msg_ops, &ep_rma_ops, context, out);

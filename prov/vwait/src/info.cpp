@@ -744,11 +744,27 @@ int msg_getinfo(uint32_t version, const char *node, const char *service, uint64_
 
 } // namespace
 
-/* MSG infos first, then DGRAM ones (hints naming one type get that type only). */
+/* MSG infos first, then DGRAM ones (hints naming one type get that type only). hints->handle a
+ * vwait passive endpoint: MSG infos only, each with that handle (fi_getinfo(3)), for an active
+ * endpoint that takes its address (fi_endpoint(3), rc_ep_open). */
 int getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
             const struct fi_info *hints, struct fi_info **info) noexcept
 {
 	*info = nullptr;
+	if (hints && hints->handle && hints->handle->fclass == FI_CLASS_PEP) {
+		if (!vwait_pep(hints->handle)) {
+			FI_INFO(
+			    &prov, FI_LOG_CORE,
+			    "fi_getinfo: hints->handle is another provider's passive endpoint\n");
+			return -FI_ENODATA;
+		}
+		if (wants_dgram_only(hints))
+			return -FI_ENODATA;
+		int ret = msg_getinfo(version, node, service, flags, hints, info);
+		for (struct fi_info *i = ret == 0 ? *info : nullptr; i; i = i->next)
+			i->handle = hints->handle;
+		return ret;
+	}
 	if (wants_dgram_only(hints))
 		return dgram_getinfo(version, node, service, flags, hints, info);
 	int ret = msg_getinfo(version, node, service, flags, hints, info);

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* vwait passive endpoints: an rdma_cm id that listens; each connection request becomes an
- * FI_CONNREQ event whose fi_info carries the new id as its handle. */
+ * FI_CONNREQ event whose fi_info carries the new id as its handle. A passive endpoint that does
+ * not listen can also hand its bound id to an active endpoint (fi_endpoint with info->handle the
+ * passive endpoint, fi_endpoint(3)): the address reserved by fi_setname goes with it. */
 #include "config.h"
 
 #include "vwait/cm.h"
@@ -39,6 +41,48 @@ struct fi_info *pep::connreq_info(struct rdma_cm_id *id) noexcept
 	return connreq_new_info(info_.get(), id);
 }
 
+bool pep::given_away(const char *call) const noexcept
+{
+	if (id_)
+		return false;
+	FI_WARN(&prov, FI_LOG_EP_CTRL,
+	        "%s: the passive endpoint gave its address to an active endpoint\n", call);
+	return true;
+}
+
+int pep::take_id(verbs::cm_id *out) noexcept
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	if (given_away("fi_endpoint(info->handle)"))
+		return -FI_EINVAL;
+	if (listening_) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL,
+		        "fi_endpoint(info->handle): the passive endpoint listens\n");
+		return -FI_EOPBADSTATE;
+	}
+	/* off the EQ's channel: the active endpoint resolves its route blocking and moves the id
+	 * to its own EQ when it connects */
+	if (eq_ && rdma_migrate_id(id_.get(), nullptr) != 0) {
+		int ret = verbs::errno_code();
+		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_endpoint(info->handle): rdma_migrate_id: %s\n",
+		        fi_strerror(-ret));
+		return ret;
+	}
+	id_->context = nullptr;
+	*out = std::move(id_);
+	return FI_SUCCESS;
+}
+
+void pep::restore_id(verbs::cm_id id) noexcept
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	id->context = static_cast<cm_target *>(this);
+	if (eq_ && rdma_migrate_id(id.get(), eq_->channel()) != 0)
+		FI_WARN(&prov, FI_LOG_EP_CTRL, "rdma_migrate_id back to the EQ: %s\n",
+		        fi_strerror(-verbs::errno_code()));
+	id_ = std::move(id);
+}
+
 int pep::bind(struct fid *bfid, uint64_t flags) noexcept
 {
 	if (!bfid) {
@@ -56,6 +100,8 @@ int pep::bind(struct fid *bfid, uint64_t flags) noexcept
 		return -FI_EBADFLAGS;
 	}
 	std::lock_guard<std::mutex> lock(mutex_);
+	if (given_away("fi_pep_bind"))
+		return -FI_EOPBADSTATE;
 	if (eq_) {
 		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_pep_bind: already bound to an EQ\n");
 		return -FI_EINVAL;
@@ -83,6 +129,8 @@ int pep::listen() noexcept
 		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_listen: passive endpoint has no EQ bound\n");
 		return -FI_ENOEQ;
 	}
+	if (given_away("fi_listen"))
+		return -FI_EOPBADSTATE;
 	if (listening_)
 		return FI_SUCCESS;
 	if (!bound_) {
@@ -108,6 +156,8 @@ int pep::listen() noexcept
 int pep::getname(void *addr, size_t *addrlen) noexcept
 {
 	std::lock_guard<std::mutex> lock(mutex_);
+	if (given_away("fi_getname"))
+		return -FI_EOPBADSTATE;
 	return copy_sockaddr(rdma_get_local_addr(id_.get()), addr, addrlen, "fi_getname");
 }
 
@@ -120,6 +170,8 @@ int pep::setname(void *addr, size_t addrlen) noexcept
 	if (check_sockaddr(addr, addrlen, FI_FORMAT_UNSPEC, "fi_setname: addr") != 0)
 		return -FI_EINVAL;
 	std::lock_guard<std::mutex> lock(mutex_);
+	if (given_away("fi_setname"))
+		return -FI_EOPBADSTATE;
 	if (listening_) {
 		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_setname: passive endpoint already listens\n");
 		return -FI_EOPBADSTATE;
@@ -252,6 +304,13 @@ struct fi_ops_cm pep_cm_ops = {
 };
 
 } // namespace
+
+pep *vwait_pep(struct fid *fid) noexcept
+{
+	if (!fid || fid->fclass != FI_CLASS_PEP || fid->ops != &pep_fi_ops)
+		return nullptr;
+	return pep_of(fid);
+}
 
 int pep_open(struct fid_fabric *fabric_fid, struct fi_info *info, struct fid_pep **out,
              void *context) noexcept
