@@ -72,8 +72,22 @@ host_kernels() {
 	done | sort -V
 }
 
+# the files the root gets besides its packages (both a new root and an updated one)
+setup_files() {
+	local dir=$1
+	echo vm-rxe >"$dir/etc/hostname"
+	# the guest's names (run-in-vm.sh names it vm-rxe): minbase has no /etc/hosts, so without
+	# it every name (localhost, the host name) goes to DNS, which the guest has not, and
+	# rdma_getaddrinfo fails with EAGAIN: upstream verbs then offers no FI_EP_MSG info
+	cat >"$dir/etc/hosts" <<'HOSTS'
+127.0.0.1	localhost
+127.0.1.1	vm-rxe
+::1		localhost ip6-localhost ip6-loopback
+HOSTS
+}
+
 recipe=$({
-	sed -n '/^SUITE=/p;/^PACKAGES=(/,/^)/p' "$0"
+	sed -n '/^SUITE=/p;/^PACKAGES=(/,/^)/p;/^setup_files() {/,/^}/p' "$0"
 	echo "$MIRROR"
 } | md5sum | cut -c1-12)
 # what an in-place update cannot change: the suite and the archive
@@ -178,6 +192,7 @@ if [ "$force" = 0 ] && [ -f "$ROOT/.vwait-root" ] && grep -qx "base=$base" "$ROO
 	log "$ROOT is stale: updating it in place (packages, kernel modules)"
 	install_packages "$ROOT"
 	sync_kernels "$ROOT"
+	setup_files "$ROOT"
 	write_stamp "$ROOT" "$t0" updated
 	log "$ROOT ready: $(sed -n 2p "$ROOT/.vwait-root")"
 	exit 0
@@ -211,7 +226,7 @@ t2=$(date +%s)
 log "packages took $((t2 - t1)) s"
 
 sync_kernels "$NEW"
-echo vm-rxe >"$NEW/etc/hostname"
+setup_files "$NEW"
 write_stamp "$NEW" "$t0" made
 rm -rf "$ROOT.old"
 [ -e "$ROOT" ] && mv "$ROOT" "$ROOT.old"
