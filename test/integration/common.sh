@@ -36,6 +36,28 @@ expect_grep() {
 	grep -Eq -- "$2" "$1" || fail "${3:-expected /$2/} not found in $1"
 }
 
+# rxe_gidx DEV: prints the index of DEV's IPv4 GID on port 1 (the RoCE v2 one when there is
+# one, else the first IPv4-mapped one), for raw verbs tools (ibv_rc_pingpong -g); nothing when
+# DEV has none
+rxe_gidx() {
+	local g t first=
+	for g in /sys/class/infiniband/"$1"/ports/1/gids/*; do
+		[ -e "$g" ] || continue
+		case $(cat "$g" 2>/dev/null) in
+		0000:0000:0000:0000:0000:ffff:*)
+			t=$(cat "/sys/class/infiniband/$1/ports/1/gid_attrs/types/${g##*/}" 2>/dev/null)
+			case $t in *v2*)
+				echo "${g##*/}"
+				return 0
+				;;
+			esac
+			[ -n "$first" ] || first=${g##*/}
+			;;
+		esac
+	done
+	[ -z "$first" ] || echo "$first"
+}
+
 # tcp_listening PORT: true when some socket listens on TCP PORT (IPv4 or IPv6)
 tcp_listening() {
 	local hex

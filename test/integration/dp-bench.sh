@@ -34,16 +34,7 @@ repeats=${BENCH_REPEATS:-3}
 tmp=$(mktemp -d)
 port=47700
 
-gidx=${RXE_GIDX:-}
-if [ -z "$gidx" ]; then
-	for g in /sys/class/infiniband/"$dev"/ports/1/gids/*; do
-		case $(cat "$g" 2>/dev/null) in 0000:0000:0000:0000:0000:ffff:*)
-			gidx=${g##*/}
-			t=$(cat "/sys/class/infiniband/$dev/ports/1/gid_attrs/types/$gidx" 2>/dev/null)
-			case $t in *v2*) break ;; esac ;;
-		esac
-	done
-fi
+gidx=${RXE_GIDX:-$(rxe_gidx "$dev")}
 
 iters_for() { # size
 	if [ "$1" -le 4096 ]; then echo 1000; elif [ "$1" -le 65536 ]; then echo 50; else echo 10; fi

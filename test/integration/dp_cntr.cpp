@@ -21,6 +21,8 @@
  * Needs FI_PROVIDER_PATH (the built plugin) and RXE_ADDR. Exit 0 pass, 77 skip, 1 fail. */
 #include "vwait/fi_deprecated.h"
 
+#include "harness.h"
+
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -48,35 +50,7 @@
 namespace
 {
 
-int failures = 0;
-
-bool check(bool ok, const char *what, long got, int line)
-{
-	if (!ok) {
-		printf("  FAILED line %d: %s (got %ld: %s)\n", line, what, got,
-		       got < 0 ? fi_strerror(static_cast<int>(-got)) : "");
-		failures++;
-	}
-	return ok;
-}
-#define EXPECT(cond, val) check((cond), #cond, static_cast<long>(val), __LINE__)
-#define EXPECT_OK(expr) expect_ok((expr), #expr, __LINE__)
-
-long expect_ok(long ret, const char *what, int line)
-{
-	check(ret == 0, what, ret, line);
-	return ret;
-}
-
-const uint32_t version = FI_VERSION(1, 17);
-constexpr int timeout_ms = 20000;
-using clock_type = std::chrono::steady_clock;
-
-long ms_since(clock_type::time_point t0)
-{
-	return static_cast<long>(
-	    std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - t0).count());
-}
+using namespace vwait_it;
 
 double thread_cpu_ms()
 {
@@ -86,61 +60,8 @@ double thread_cpu_ms()
 	       (r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e3;
 }
 
-const char *wait_name(enum fi_wait_obj w)
-{
-	switch (w) {
-	case FI_WAIT_NONE:
-		return "FI_WAIT_NONE";
-	case FI_WAIT_UNSPEC:
-		return "FI_WAIT_UNSPEC";
-	case FI_WAIT_SET:
-		return "FI_WAIT_SET";
-	case FI_WAIT_FD:
-		return "FI_WAIT_FD";
-	case FI_WAIT_MUTEX_COND:
-		return "FI_WAIT_MUTEX_COND";
-	case FI_WAIT_YIELD:
-		return "FI_WAIT_YIELD";
-	case FI_WAIT_POLLFD:
-		return "FI_WAIT_POLLFD";
-	}
-	return "?";
-}
-
-struct fi_info *msg_hints()
-{
-	struct fi_info *h = fi_allocinfo();
-	h->ep_attr->type = FI_EP_MSG;
-	h->caps = FI_MSG | FI_RMA;
-	h->mode = FI_CONTEXT | FI_RX_CQ_DATA;
-	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-	h->fabric_attr->prov_name = strdup("vwait");
-	return h;
-}
-
-/* What one side binds: CQs (FI_WAIT_NONE) and counters with their flags. */
-struct side_cfg {
-	bool tx_cq = true;
-	bool rx_cq = true;
-	uint64_t cq_flags = 0; /* added to both CQ binds: FI_SELECTIVE_COMPLETION */
-	std::vector<std::pair<struct fid_cntr *, uint64_t>> cntrs;
-};
-
-struct side {
-	struct fid_ep *ep = nullptr;
-	struct fid_cq *tx = nullptr;
-	struct fid_cq *rx = nullptr;
-	std::vector<uint8_t> buf;
-	struct fid_mr *mr = nullptr;
-	void *desc() const { return fi_mr_desc(mr); }
-};
-
 /* A fabric, a domain, an EQ, a listener, a connected pair and the counters of the test. */
-struct world {
-	struct fi_info *info = nullptr;
-	struct fid_fabric *fabric = nullptr;
-	struct fid_domain *domain = nullptr;
-	struct fid_eq *eq = nullptr;
+struct world : stack {
 	struct fid_pep *pep = nullptr;
 	side cli, srv;
 	std::vector<struct fid_cntr *> cntrs;
@@ -163,100 +84,16 @@ struct fid_cntr *open_cntr(world &w, enum fi_wait_obj obj, struct fid_wait *set 
 	return c;
 }
 
-int open_side(world &w, struct fi_info *info, side &s, const side_cfg &cfg, size_t bufsize)
-{
-	struct fi_cq_attr ca = {};
-	ca.format = FI_CQ_FORMAT_DATA;
-	ca.wait_obj = FI_WAIT_NONE;
-	int ret;
-	if (cfg.tx_cq && (ret = fi_cq_open(w.domain, &ca, &s.tx, nullptr)))
-		return ret;
-	if (cfg.rx_cq && (ret = fi_cq_open(w.domain, &ca, &s.rx, nullptr)))
-		return ret;
-	if ((ret = fi_endpoint(w.domain, info, &s.ep, nullptr)))
-		return ret;
-	if (s.tx && (ret = fi_ep_bind(s.ep, &s.tx->fid, FI_TRANSMIT | cfg.cq_flags)))
-		return ret;
-	if (s.rx && (ret = fi_ep_bind(s.ep, &s.rx->fid, FI_RECV | cfg.cq_flags)))
-		return ret;
-	for (const auto &c : cfg.cntrs)
-		if ((ret = fi_ep_bind(s.ep, &c.first->fid, c.second)))
-			return ret;
-	if ((ret = fi_ep_bind(s.ep, &w.eq->fid, 0)) || (ret = fi_enable(s.ep)))
-		return ret;
-	s.buf.assign(bufsize, 0);
-	return fi_mr_reg(w.domain, s.buf.data(), s.buf.size(),
-	                 FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE,
-	                 0, 0, 0, &s.mr, nullptr);
-}
-
 int open_world(world &w)
 {
-	struct fi_info *hints = msg_hints();
-	int ret = fi_getinfo(version, nullptr, nullptr, 0, hints, &w.info);
-	fi_freeinfo(hints);
-	if (ret)
-		return ret;
-	if ((ret = fi_fabric(w.info->fabric_attr, &w.fabric, nullptr)))
-		return ret;
-	struct fi_eq_attr ea = {};
-	ea.wait_obj = FI_WAIT_UNSPEC;
-	if ((ret = fi_eq_open(w.fabric, &ea, &w.eq, nullptr)))
-		return ret;
-	if ((ret = fi_domain(w.fabric, w.info, &w.domain, nullptr)))
-		return ret;
-	if ((ret = fi_passive_ep(w.fabric, w.info, &w.pep, nullptr)))
-		return ret;
-	if ((ret = fi_pep_bind(w.pep, &w.eq->fid, 0)) || (ret = fi_listen(w.pep)))
-		return ret;
-	size_t len = sizeof(w.srv_addr);
-	return fi_getname(&w.pep->fid, &w.srv_addr, &len);
+	int ret = open_stack(w, FI_WAIT_UNSPEC);
+	return ret ? ret : listen_on(w, w.info, &w.pep, &w.srv_addr, sizeof(w.srv_addr));
 }
 
 /* The client connects, the server accepts; both see FI_CONNECTED. */
 int connect_pair(world &w, const side_cfg &cli, const side_cfg &srv, size_t bufsize = 1 << 16)
 {
-	int ret = open_side(w, w.info, w.cli, cli, bufsize);
-	if (ret)
-		return ret;
-	if ((ret = fi_connect(w.cli.ep, &w.srv_addr, nullptr, 0)))
-		return ret;
-	alignas(struct fi_eq_cm_entry) uint8_t raw[sizeof(struct fi_eq_cm_entry) + 256];
-	auto *e = reinterpret_cast<struct fi_eq_cm_entry *>(raw);
-	uint32_t ev = 0;
-	ssize_t n = fi_eq_sread(w.eq, &ev, raw, sizeof(raw), timeout_ms, 0);
-	if (!EXPECT(n > 0 && ev == FI_CONNREQ, n))
-		return -FI_EOTHER;
-	struct fi_info *req = e->info;
-	ret = open_side(w, req, w.srv, srv, bufsize);
-	if (!ret)
-		ret = fi_accept(w.srv.ep, nullptr, 0);
-	fi_freeinfo(req);
-	if (ret)
-		return ret;
-	for (int i = 0; i < 2; i++) {
-		n = fi_eq_sread(w.eq, &ev, raw, sizeof(raw), timeout_ms, 0);
-		if (!EXPECT(n > 0 && ev == FI_CONNECTED, n))
-			return -FI_EOTHER;
-	}
-	return 0;
-}
-
-void close_fid(struct fid *f)
-{
-	if (f) {
-		int ret = fi_close(f);
-		EXPECT(ret == 0, ret);
-	}
-}
-
-void close_side(side &s)
-{
-	close_fid(s.ep ? &s.ep->fid : nullptr);
-	close_fid(s.mr ? &s.mr->fid : nullptr);
-	close_fid(s.tx ? &s.tx->fid : nullptr);
-	close_fid(s.rx ? &s.rx->fid : nullptr);
-	s = side{};
+	return connect_sides(w, w.pep, w.info, &w.srv_addr, w.cli, cli, w.srv, srv, bufsize);
 }
 
 void close_world(world &w)
@@ -268,10 +105,7 @@ void close_world(world &w)
 	for (struct fid *f : w.extra)
 		close_fid(f);
 	close_fid(w.pep ? &w.pep->fid : nullptr);
-	close_fid(w.domain ? &w.domain->fid : nullptr);
-	close_fid(w.eq ? &w.eq->fid : nullptr);
-	close_fid(w.fabric ? &w.fabric->fid : nullptr);
-	fi_freeinfo(w.info);
+	close_stack(w);
 	w = world{};
 }
 
@@ -682,7 +516,8 @@ void pingpong_one(enum fi_wait_obj obj)
 	EXPECT(bad == 0, bad.load());
 	EXPECT(fi_cntr_read(crecv) == rounds && fi_cntr_read(srecv) == rounds, fi_cntr_read(crecv));
 	EXPECT(fi_cntr_read(csend) == rounds && fi_cntr_read(ssend) == rounds, fi_cntr_read(csend));
-	printf("  %-18s %d round trips, %.1f us each; thread CPU: client %.0f%%, server %.0f%% "
+	printf("  FI_WAIT_%-10s %d round trips, %.1f us each; thread CPU: client %.0f%%, server "
+	       "%.0f%% "
 	       "of wall time\n",
 	       wait_name(obj), rounds, us / rounds, 100 * cli_cpu / (us / 1e3),
 	       100 * srv_cpu / (us / 1e3));
@@ -730,7 +565,7 @@ void test_idle()
 		EXPECT(ms >= 990 && ms < 1500, ms);
 		if (k.first != FI_WAIT_YIELD)
 			EXPECT(cpu < 20, static_cast<long>(cpu));
-		printf("  %-18s fi_cntr_wait(1000 ms) idle: %d after %ld ms, %.1f ms CPU\n",
+		printf("  FI_WAIT_%-10s fi_cntr_wait(1000 ms) idle: %d after %ld ms, %.1f ms CPU\n",
 		       wait_name(k.first), ret, ms, cpu);
 		EXPECT(fi_cntr_read(k.second) == 0 && fi_cntr_readerr(k.second) == 0, 0);
 	}
@@ -854,10 +689,6 @@ void test_pollset()
 	close_world(w);
 }
 
-struct test {
-	const char *name;
-	void (*fn)();
-};
 const test tests[] = {
     {"bind", test_bind},       {"values", test_values},     {"no-cq", test_no_cq},
     {"error", test_error},     {"pingpong", test_pingpong}, {"idle", test_idle},
@@ -868,38 +699,6 @@ const test tests[] = {
 
 int main(int argc, char **argv)
 {
-	setvbuf(stdout, nullptr, _IOLBF, 0);
-	const char *rxe_addr = getenv("RXE_ADDR");
-	if (!rxe_addr || !*rxe_addr) {
-		printf("SKIP: RXE_ADDR is not set (no verbs device)\n");
-		return 77;
-	}
-	struct fi_info *hints = msg_hints(), *info = nullptr;
-	int ret = fi_getinfo(version, nullptr, nullptr, 0, hints, &info);
-	fi_freeinfo(hints);
-	fi_freeinfo(info);
-	if (ret) {
-		printf("FAIL: fi_getinfo(vwait, FI_EP_MSG): %s (FI_PROVIDER_PATH=%s)\n",
-		       fi_strerror(-ret), getenv("FI_PROVIDER_PATH"));
-		return 1;
-	}
-	const char *which = argc > 1 ? argv[1] : "all";
-	bool any = false;
-	for (const test &t : tests) {
-		if (strcmp(which, "all") != 0 && strcmp(which, t.name) != 0)
-			continue;
-		any = true;
-		int before = failures;
-		auto t0 = clock_type::now();
-		printf("== %s\n", t.name);
-		t.fn();
-		double s = std::chrono::duration<double>(clock_type::now() - t0).count();
-		printf("%s %s (%.2fs)\n", failures == before ? "ok" : "FAILED", t.name, s);
-	}
-	if (!any) {
-		printf("unknown test %s\n", which);
-		return 2;
-	}
-	printf("%d failure(s)\n", failures);
-	return failures ? 1 : 0;
+	return run_tests(
+	    argc, argv, tests, [] { return msg_hints(); }, "FI_EP_MSG");
 }

@@ -6,6 +6,8 @@
  * Needs FI_PROVIDER_PATH (the built plugin) and RXE_ADDR. Exit 0 pass, 77 skip, 1 fail. */
 #include "vwait/fi_deprecated.h"
 
+#include "harness.h"
+
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -29,25 +31,13 @@
 namespace
 {
 
-int failures = 0;
+using namespace vwait_it;
 
-bool check(bool ok, const char *what, long got, int line)
-{
-	if (!ok) {
-		printf("  FAILED line %d: %s (got %ld: %s)\n", line, what, got,
-		       got < 0 ? fi_strerror(static_cast<int>(-got)) : "");
-		failures++;
-	}
-	return ok;
-}
-#define EXPECT(cond, val) check((cond), #cond, static_cast<long>(val), __LINE__)
-
-const uint32_t version = FI_VERSION(1, 17);
 /* the prefix of this world's buffers: 40 with FI_MSG_PREFIX (the GRH), else 0 */
 size_t prefix = 40;
 bool use_prefix = true;
-constexpr int timeout_ms = 10000;
-using clock_type = std::chrono::steady_clock;
+/* how long a completion may take */
+constexpr int dgram_timeout_ms = 10000;
 
 struct fi_info *dgram_hints()
 {
@@ -81,14 +71,6 @@ struct world {
 	struct fid_wait *waitset = nullptr; /* b's CQs, when opened with FI_WAIT_SET */
 	side a, b;
 };
-
-void close_fid(struct fid *f)
-{
-	if (f) {
-		int ret = fi_close(f);
-		EXPECT(ret == 0, ret);
-	}
-}
 
 void close_side(side &s)
 {
@@ -195,7 +177,7 @@ bool open_pair(world &w, enum fi_wait_obj wait = FI_WAIT_NONE, enum fi_av_type t
 
 /* One completion on cq within the timeout: 1 (*e, *src), -FI_EAVAIL (*err), or a code. */
 long wait_comp(struct fid_cq *cq, struct fi_cq_data_entry *e, fi_addr_t *src = nullptr,
-               struct fi_cq_err_entry *err = nullptr, int ms = timeout_ms)
+               struct fi_cq_err_entry *err = nullptr, int ms = dgram_timeout_ms)
 {
 	auto end = clock_type::now() + std::chrono::milliseconds(ms);
 	for (;;) {
@@ -219,20 +201,6 @@ long wait_comp(struct fid_cq *cq, struct fi_cq_data_entry *e, fi_addr_t *src = n
 		if (clock_type::now() > end)
 			return -FI_ETIMEDOUT;
 	}
-}
-
-void fill(uint8_t *p, size_t n, unsigned seed)
-{
-	for (size_t i = 0; i < n; i++)
-		p[i] = static_cast<uint8_t>((i * 131 + seed * 7) & 0xff);
-}
-
-bool verify(const uint8_t *p, size_t n, unsigned seed)
-{
-	for (size_t i = 0; i < n; i++)
-		if (p[i] != static_cast<uint8_t>((i * 131 + seed * 7) & 0xff))
-			return false;
-	return true;
 }
 
 /* ------------------------------------------------------------------ tests */
@@ -378,7 +346,7 @@ void test_sendrecv_on(enum fi_av_type type)
 	EXPECT(ret == 0, ret);
 	n = wait_comp(w.b.rx, &e, &src);
 	EXPECT(n == 1 && e.len == prefix + 32 && verify(rx + prefix, 32, 9), n);
-	ret = fi_cntr_wait(w.a.tx_cntr, sent_before + 1, timeout_ms);
+	ret = fi_cntr_wait(w.a.tx_cntr, sent_before + 1, dgram_timeout_ms);
 	EXPECT(ret == 0, ret);
 	n = wait_comp(w.a.tx, &e, nullptr, nullptr, 100);
 	EXPECT(n == -FI_ETIMEDOUT, n);
@@ -598,7 +566,7 @@ void sread_once(enum fi_wait_obj wait, const char *how)
 	auto t0 = clock_type::now();
 	ssize_t n = -FI_EAGAIN;
 	if (strcmp(how, "waitset") == 0) {
-		ret = fi_sets::wait(w.waitset, timeout_ms);
+		ret = fi_sets::wait(w.waitset, dgram_timeout_ms);
 		EXPECT(ret == 0, ret);
 		n = fi_cq_read(w.b.rx, &e, 1);
 	} else if (strcmp(how, "pollset") == 0) {
@@ -629,12 +597,12 @@ void sread_once(enum fi_wait_obj wait, const char *how)
 			n = fi_cq_read(w.b.rx, &e, 1);
 		}
 	} else {
-		n = fi_cq_sread(w.b.rx, &e, 1, nullptr, timeout_ms);
+		n = fi_cq_sread(w.b.rx, &e, 1, nullptr, dgram_timeout_ms);
 	}
 	double ms = std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
 	sender.join();
 	EXPECT(n == 1 && sent && e.op_context == rx && verify(rx + prefix, 16, 5), n);
-	EXPECT(ms >= 250 && ms < timeout_ms, static_cast<long>(ms));
+	EXPECT(ms >= 250 && ms < dgram_timeout_ms, static_cast<long>(ms));
 	printf("  %s: woken after %.0f ms\n", how, ms);
 	close_world(w);
 }
@@ -650,11 +618,6 @@ void test_sread()
 	sread_once(FI_WAIT_NONE, "pollset");
 }
 
-struct test {
-	const char *name;
-	void (*fn)();
-};
-
 const test tests[] = {
     {"info", test_info},           {"sendrecv", test_sendrecv}, {"av", test_av},
     {"bad-input", test_bad_input}, {"trunc", test_trunc},       {"sread", test_sread},
@@ -664,38 +627,5 @@ const test tests[] = {
 
 int main(int argc, char **argv)
 {
-	setvbuf(stdout, nullptr, _IOLBF, 0);
-	const char *rxe_addr = getenv("RXE_ADDR");
-	if (!rxe_addr || !*rxe_addr) {
-		printf("SKIP: RXE_ADDR is not set (no verbs device)\n");
-		return 77;
-	}
-	struct fi_info *hints = dgram_hints(), *info = nullptr;
-	int ret = fi_getinfo(version, nullptr, nullptr, 0, hints, &info);
-	fi_freeinfo(hints);
-	fi_freeinfo(info);
-	if (ret) {
-		printf("FAIL: fi_getinfo(vwait, FI_EP_DGRAM): %s (FI_PROVIDER_PATH=%s)\n",
-		       fi_strerror(-ret), getenv("FI_PROVIDER_PATH"));
-		return 1;
-	}
-	const char *which = argc > 1 ? argv[1] : "all";
-	bool any = false;
-	for (const test &t : tests) {
-		if (strcmp(which, "all") != 0 && strcmp(which, t.name) != 0)
-			continue;
-		any = true;
-		int before = failures;
-		auto t0 = clock_type::now();
-		printf("== %s\n", t.name);
-		t.fn();
-		double s = std::chrono::duration<double>(clock_type::now() - t0).count();
-		printf("%s %s (%.2fs)\n", failures == before ? "ok" : "FAILED", t.name, s);
-	}
-	if (!any) {
-		printf("unknown test %s\n", which);
-		return 2;
-	}
-	printf("%d failure(s)\n", failures);
-	return failures ? 1 : 0;
+	return run_tests(argc, argv, tests, dgram_hints, "FI_EP_DGRAM");
 }

@@ -23,6 +23,8 @@
  * Needs FI_PROVIDER_PATH (the built plugin) and RXE_ADDR. Exit 0 pass, 77 skip, 1 fail. */
 #include "vwait/fi_deprecated.h"
 
+#include "harness.h"
+
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -54,74 +56,9 @@
 namespace
 {
 
-std::atomic<int> failures{0};
+using namespace vwait_it;
 
-bool check(bool ok, const char *what, long got, int line)
-{
-	if (!ok) {
-		printf("  FAILED line %d: %s (got %ld: %s)\n", line, what, got,
-		       got < 0 ? fi_strerror(static_cast<int>(-got)) : "");
-		failures++;
-	}
-	return ok;
-}
-#define EXPECT(cond, val) check((cond), #cond, static_cast<long>(val), __LINE__)
-#define EXPECT_OK(expr) expect_ok((expr), #expr, __LINE__)
-
-/* 0 when ret is 0; else counts a failure and returns ret */
-long expect_ok(long ret, const char *what, int line)
-{
-	check(ret == 0, what, ret, line);
-	return ret;
-}
-
-const uint32_t version = FI_VERSION(1, 17);
-const char *rxe_addr = nullptr;
 const char *self_path = nullptr;
-constexpr int timeout_ms = 20000;
-
-using clock_type = std::chrono::steady_clock;
-
-double since(clock_type::time_point t0)
-{
-	return std::chrono::duration<double>(clock_type::now() - t0).count();
-}
-
-struct fi_info *msg_hints()
-{
-	struct fi_info *h = fi_allocinfo();
-	h->ep_attr->type = FI_EP_MSG;
-	h->caps = FI_MSG | FI_RMA;
-	h->mode = FI_CONTEXT | FI_RX_CQ_DATA;
-	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-	h->fabric_attr->prov_name = strdup("vwait");
-	return h;
-}
-
-/* An EQ entry with room for CM private data. */
-struct cm_buf {
-	alignas(struct fi_eq_cm_entry) uint8_t raw[sizeof(struct fi_eq_cm_entry) + 256];
-	struct fi_eq_cm_entry *const e = reinterpret_cast<struct fi_eq_cm_entry *>(raw);
-	uint8_t *data() { return raw + sizeof(struct fi_eq_cm_entry); }
-};
-
-/* fabric, EQ and domain: what survives the connections in these tests. */
-struct stack {
-	struct fi_info *info = nullptr;
-	struct fid_fabric *fabric = nullptr;
-	struct fid_domain *domain = nullptr;
-	struct fid_eq *eq = nullptr;
-};
-
-/* One side of a connection: endpoint, CQs (FI_WAIT_FD unless told), registered buffer. */
-struct side {
-	struct fid_ep *ep = nullptr;
-	struct fid_cq *tx = nullptr;
-	struct fid_cq *rx = nullptr;
-	std::vector<uint8_t> buf;
-	struct fid_mr *mr = nullptr;
-	void *desc() { return fi_mr_desc(mr); }
-};
 
 /* A listener and a connected pair on one stack. */
 struct conn {
@@ -132,23 +69,6 @@ struct conn {
 	struct sockaddr_storage srv_addr = {};
 };
 
-void close_fid(struct fid *f)
-{
-	if (f) {
-		int ret = fi_close(f);
-		EXPECT(ret == 0, ret);
-	}
-}
-
-void close_side(side &s)
-{
-	close_fid(s.ep ? &s.ep->fid : nullptr);
-	close_fid(s.mr ? &s.mr->fid : nullptr);
-	close_fid(s.tx ? &s.tx->fid : nullptr);
-	close_fid(s.rx ? &s.rx->fid : nullptr);
-	s = side{};
-}
-
 void close_conn(conn &c)
 {
 	close_side(c.cli);
@@ -157,15 +77,6 @@ void close_conn(conn &c)
 	fi_freeinfo(c.info);
 	fi_freeinfo(c.cinfo);
 	c = conn{};
-}
-
-void close_stack(stack &s)
-{
-	close_fid(s.domain ? &s.domain->fid : nullptr);
-	close_fid(s.eq ? &s.eq->fid : nullptr);
-	close_fid(s.fabric ? &s.fabric->fid : nullptr);
-	fi_freeinfo(s.info);
-	s = stack{};
 }
 
 int open_cq(stack &st, struct fid_cq **cq, enum fi_wait_obj wait = FI_WAIT_FD,
@@ -179,53 +90,18 @@ int open_cq(stack &st, struct fid_cq **cq, enum fi_wait_obj wait = FI_WAIT_FD,
 	return fi_cq_open(st.domain, &ca, cq, nullptr);
 }
 
-int open_stack_from(stack &st)
-{
-	int ret;
-	if ((ret = fi_fabric(st.info->fabric_attr, &st.fabric, nullptr)))
-		return ret;
-	struct fi_eq_attr ea = {};
-	ea.wait_obj = FI_WAIT_FD;
-	if ((ret = fi_eq_open(st.fabric, &ea, &st.eq, nullptr)))
-		return ret;
-	return fi_domain(st.fabric, st.info, &st.domain, nullptr);
-}
-
-/* node/service nullptr: any vwait MSG info. */
-int open_stack(stack &st, const char *node = nullptr, const char *service = nullptr,
-               uint64_t flags = 0)
-{
-	struct fi_info *hints = msg_hints();
-	int ret = fi_getinfo(version, node, service, flags, hints, &st.info);
-	fi_freeinfo(hints);
-	return ret ? ret : open_stack_from(st);
-}
-
+/* dp_fault's sides: CQs of wait (FI_WAIT_FD unless told), the client's send CQ of tx_cq_size,
+ * rx_cntr (when given) counting receives. */
 int open_side(stack &st, struct fi_info *info, side &s, size_t bufsize,
               enum fi_wait_obj wait = FI_WAIT_FD, size_t tx_cq_size = 0,
               struct fid_cntr *rx_cntr = nullptr)
 {
-	int ret;
-	if ((ret = open_cq(st, &s.tx, wait, nullptr, tx_cq_size)) ||
-	    (ret = open_cq(st, &s.rx, wait)))
-		return ret;
-	if ((ret = fi_endpoint(st.domain, info, &s.ep, nullptr)))
-		return ret;
-	if (rx_cntr && (ret = fi_ep_bind(s.ep, &rx_cntr->fid, FI_RECV)))
-		return ret;
-	if ((ret = fi_ep_bind(s.ep, &s.tx->fid, FI_TRANSMIT)) ||
-	    (ret = fi_ep_bind(s.ep, &s.rx->fid, FI_RECV)) ||
-	    (ret = fi_ep_bind(s.ep, &st.eq->fid, 0)) || (ret = fi_enable(s.ep)))
-		return ret;
-	s.buf.assign(bufsize, 0);
-	return fi_mr_reg(st.domain, s.buf.data(), s.buf.size(),
-	                 FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE,
-	                 0, 0, 0, &s.mr, nullptr);
-}
-
-long eq_event(struct fid_eq *eq, uint32_t *event, void *buf, size_t len, int ms = timeout_ms)
-{
-	return fi_eq_sread(eq, event, buf, len, ms, 0);
+	side_cfg cfg;
+	cfg.wait = wait;
+	cfg.tx_size = tx_cq_size;
+	if (rx_cntr)
+		cfg.cntrs = {{rx_cntr, FI_RECV}};
+	return vwait_it::open_side(st, info, s, cfg, bufsize);
 }
 
 /* A listener on RXE_ADDR:service of st's domain, and a pair connected through it. The client
@@ -242,41 +118,14 @@ int connect_pair(stack &st, conn &c, const char *service, size_t bufsize,
 	fi_freeinfo(hints);
 	if (ret)
 		return ret;
-	if ((ret = fi_passive_ep(st.fabric, c.info, &c.pep, nullptr)) ||
-	    (ret = fi_pep_bind(c.pep, &st.eq->fid, 0)) || (ret = fi_listen(c.pep)))
+	if ((ret = listen_on(st, c.info, &c.pep, &c.srv_addr, sizeof(c.srv_addr))))
 		return ret;
-	size_t len = sizeof(c.srv_addr);
-	if ((ret = fi_getname(&c.pep->fid, &c.srv_addr, &len)))
-		return ret;
-	if ((ret = open_side(st, c.cinfo, c.cli, bufsize, wait, cli_tx_cq_size)) ||
-	    (ret = fi_connect(c.cli.ep, &c.srv_addr, nullptr, 0)))
-		return ret;
-	cm_buf ent;
-	uint32_t ev = 0;
-	long n = eq_event(st.eq, &ev, ent.raw, sizeof(ent.raw));
-	if (n == -FI_EAVAIL) {
-		struct fi_eq_err_entry err = {};
-		fi_eq_readerr(st.eq, &err, 0);
-		printf("  connect: EQ error %s (prov_errno %d)\n", fi_strerror(err.err),
-		       err.prov_errno);
-	}
-	if (!EXPECT(n >= static_cast<long>(sizeof(struct fi_eq_cm_entry)) && ev == FI_CONNREQ, n))
-		return -FI_EOTHER;
-	struct fi_info *req = ent.e->info;
-	ret = open_side(st, req, c.srv, bufsize, wait, 0, srv_rx_cntr);
-	if (!ret)
-		ret = fi_accept(c.srv.ep, nullptr, 0);
-	fi_freeinfo(req);
-	if (ret)
-		return ret;
-	for (int i = 0; i < 2; i++) {
-		n = eq_event(st.eq, &ev, ent.raw, sizeof(ent.raw));
-		if (!EXPECT(n >= static_cast<long>(sizeof(struct fi_eq_cm_entry)) &&
-		                ev == FI_CONNECTED,
-		            n))
-			return -FI_EOTHER;
-	}
-	return 0;
+	side_cfg cc, sc;
+	cc.wait = sc.wait = wait;
+	cc.tx_size = cli_tx_cq_size;
+	if (srv_rx_cntr)
+		sc.cntrs = {{srv_rx_cntr, FI_RECV}};
+	return connect_sides(st, c.pep, c.cinfo, &c.srv_addr, c.cli, cc, c.srv, sc, bufsize);
 }
 
 /* One completion within ms: 1 (*e), -FI_EAVAIL (*err read), -FI_EAGAIN (timeout) or -FI_E*. */
@@ -292,20 +141,6 @@ long sread_one(struct fid_cq *cq, struct fi_cq_data_entry *e, struct fi_cq_err_e
 		EXPECT(r == 1, r);
 	}
 	return n;
-}
-
-void fill(uint8_t *p, size_t n, unsigned seed)
-{
-	for (size_t i = 0; i < n; i++)
-		p[i] = static_cast<uint8_t>((i * 131 + seed * 7 + (i >> 8)) & 0xff);
-}
-
-bool verify(const uint8_t *p, size_t n, unsigned seed)
-{
-	for (size_t i = 0; i < n; i++)
-		if (p[i] != static_cast<uint8_t>((i * 131 + seed * 7 + (i >> 8)) & 0xff))
-			return false;
-	return true;
 }
 
 /* cli sends len bytes to srv, data verified: true when it arrived intact. */
@@ -360,7 +195,7 @@ int serve_until_killed(const char *port)
 	struct fi_info *hints = msg_hints();
 	int ret = fi_getinfo(version, rxe_addr, port, FI_SOURCE, hints, &st.info);
 	fi_freeinfo(hints);
-	if (ret || open_stack_from(st))
+	if (ret || open_stack_from(st, FI_WAIT_FD))
 		return 2;
 	if (fi_passive_ep(st.fabric, st.info, &c.pep, nullptr) ||
 	    fi_pep_bind(c.pep, &st.eq->fid, 0) || fi_listen(c.pep))
@@ -369,7 +204,7 @@ int serve_until_killed(const char *port)
 	uint32_t ev;
 	if (eq_event(st.eq, &ev, ent.raw, sizeof(ent.raw)) <= 0 || ev != FI_CONNREQ)
 		return 4;
-	if (open_side(st, ent.e->info, c.srv, pk_bufsize))
+	if (open_side(st, ent.e()->info, c.srv, pk_bufsize))
 		return 5;
 	rma_target t = {reinterpret_cast<uintptr_t>(c.srv.buf.data()), fi_mr_key(c.srv.mr)};
 	for (int i = 0; i < 64; i++)
@@ -420,7 +255,7 @@ void test_peer_killed()
 		close_side(cli);
 		close_stack(st);
 	};
-	if (EXPECT_OK(ret) || EXPECT_OK(open_stack_from(st)) ||
+	if (EXPECT_OK(ret) || EXPECT_OK(open_stack_from(st, FI_WAIT_FD)) ||
 	    EXPECT_OK(open_side(st, st.info, cli, pk_bufsize)))
 		return give_up();
 	cm_buf ent;
@@ -546,7 +381,7 @@ void test_peer_killed()
 		}
 		n = fi_eq_read(st.eq, &ev, ent.raw, sizeof(ent.raw), 0);
 		if (n >= static_cast<long>(sizeof(struct fi_eq_cm_entry)) && ev == FI_SHUTDOWN &&
-		    ent.e->fid == &cli.ep->fid && !shutdown_seen) {
+		    ent.e()->fid == &cli.ep->fid && !shutdown_seen) {
 			shutdown_seen = true;
 			t_shutdown = since(t_kill);
 		}
@@ -619,7 +454,8 @@ void test_exhaustion()
 {
 	stack st;
 	conn c;
-	if (EXPECT_OK(open_stack(st)) || EXPECT_OK(connect_pair(st, c, "7478", 1u << 20))) {
+	if (EXPECT_OK(open_stack(st, FI_WAIT_FD)) ||
+	    EXPECT_OK(connect_pair(st, c, "7478", 1u << 20))) {
 		close_conn(c);
 		close_stack(st);
 		return;
@@ -769,7 +605,8 @@ void test_waiter_closer()
 {
 	stack st;
 	conn c;
-	if (EXPECT_OK(open_stack(st)) || EXPECT_OK(connect_pair(st, c, "7480", 1u << 16))) {
+	if (EXPECT_OK(open_stack(st, FI_WAIT_FD)) ||
+	    EXPECT_OK(connect_pair(st, c, "7480", 1u << 16))) {
 		close_conn(c);
 		close_stack(st);
 		return;
@@ -972,7 +809,8 @@ void test_race()
 	stack st;
 	conn c;
 	constexpr size_t slots = 64;
-	if (EXPECT_OK(open_stack(st)) || EXPECT_OK(connect_pair(st, c, "7481", slots * 64))) {
+	if (EXPECT_OK(open_stack(st, FI_WAIT_FD)) ||
+	    EXPECT_OK(connect_pair(st, c, "7481", slots * 64))) {
 		close_conn(c);
 		close_stack(st);
 		return;
@@ -1148,8 +986,9 @@ void test_device_gone()
 	struct fid_wait *set = nullptr;
 	struct fid_cq *idle = nullptr, *member = nullptr;
 	struct fi_wait_attr wa = {FI_WAIT_FD, 0};
-	if (EXPECT_OK(open_stack(st)) || EXPECT_OK(connect_pair(st, c, "7482", 1u << 16)) ||
-	    EXPECT_OK(open_cq(st, &idle)) || EXPECT_OK(fi_sets::wait_open(st.fabric, &wa, &set)) ||
+	if (EXPECT_OK(open_stack(st, FI_WAIT_FD)) ||
+	    EXPECT_OK(connect_pair(st, c, "7482", 1u << 16)) || EXPECT_OK(open_cq(st, &idle)) ||
+	    EXPECT_OK(fi_sets::wait_open(st.fabric, &wa, &set)) ||
 	    EXPECT_OK(open_cq(st, &member, FI_WAIT_SET, set))) {
 		close_fid(member ? &member->fid : nullptr);
 		close_fid(set ? &set->fid : nullptr);
@@ -1255,16 +1094,13 @@ void test_sendrecv()
 {
 	stack st;
 	conn c;
-	if (!EXPECT_OK(open_stack(st)) && !EXPECT_OK(connect_pair(st, c, "7483", 1u << 20)))
+	if (!EXPECT_OK(open_stack(st, FI_WAIT_FD)) &&
+	    !EXPECT_OK(connect_pair(st, c, "7483", 1u << 20)))
 		printf("  1 MiB %s\n", transfer(c, 1u << 20, 9) ? "verified" : "FAILED");
 	close_conn(c);
 	close_stack(st);
 }
 
-struct test {
-	const char *name;
-	void (*fn)();
-};
 const test tests[] = {
     {"peer-killed", test_peer_killed},     {"exhaustion", test_exhaustion},
     {"waiter-closer", test_waiter_closer}, {"race", test_race},
@@ -1276,11 +1112,8 @@ const test tests[] = {
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, nullptr, _IOLBF, 0);
-	rxe_addr = getenv("RXE_ADDR");
-	if (!rxe_addr || !*rxe_addr) {
-		printf("SKIP: RXE_ADDR is not set (no verbs device)\n");
+	if (!have_rxe())
 		return 77;
-	}
 	self_path = argv[0];
 	if (argc > 2 && strcmp(argv[1], "serve-until-killed") == 0)
 		return serve_until_killed(argv[2]);

@@ -8,6 +8,8 @@
  * Needs FI_PROVIDER_PATH (the built plugin) and RXE_ADDR. Exit 0 pass, 77 skip, 1 fail. */
 #include "vwait/fi_deprecated.h"
 
+#include "harness.h"
+
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -36,133 +38,35 @@
 namespace
 {
 
-int failures = 0;
-
-bool check(bool ok, const char *what, long got, int line)
-{
-	if (!ok) {
-		printf("  FAILED line %d: %s (got %ld: %s)\n", line, what, got,
-		       got < 0 ? fi_strerror(static_cast<int>(-got)) : "");
-		failures++;
-	}
-	return ok;
-}
-#define EXPECT(cond, val) check((cond), #cond, static_cast<long>(val), __LINE__)
-#define EXPECT_OK(expr) expect_ok((expr), #expr, __LINE__)
-
-long expect_ok(long ret, const char *what, int line)
-{
-	check(ret == 0, what, ret, line);
-	return ret;
-}
-
-const uint32_t version = FI_VERSION(1, 17);
-const char *rxe_addr = nullptr;
-constexpr int timeout_ms = 20000;
-
-using clock_type = std::chrono::steady_clock;
-
-struct fi_info *msg_hints()
-{
-	struct fi_info *h = fi_allocinfo();
-	h->ep_attr->type = FI_EP_MSG;
-	h->caps = FI_MSG | FI_RMA;
-	h->mode = FI_CONTEXT | FI_RX_CQ_DATA;
-	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-	h->fabric_attr->prov_name = strdup("vwait");
-	return h;
-}
-
-/* An EQ entry with room for CM private data. */
-struct cm_buf {
-	alignas(struct fi_eq_cm_entry) uint8_t raw[sizeof(struct fi_eq_cm_entry) + 256];
-	struct fi_eq_cm_entry *const e = reinterpret_cast<struct fi_eq_cm_entry *>(raw);
-	uint8_t *data() { return raw + sizeof(struct fi_eq_cm_entry); }
-};
-
-/* One side of a connection: endpoint, CQs, registered buffer. */
-struct side {
-	struct fid_ep *ep = nullptr;
-	struct fid_cq *tx = nullptr;
-	struct fid_cq *rx = nullptr;
-	std::vector<uint8_t> buf;
-	struct fid_mr *mr = nullptr;
-};
+using namespace vwait_it;
 
 /* A fabric, a domain, an EQ, a listener, and a connected client/server pair. */
-struct world {
-	struct fi_info *info = nullptr;
-	struct fid_fabric *fabric = nullptr;
-	struct fid_domain *domain = nullptr;
-	struct fid_eq *eq = nullptr;
+struct world : stack {
 	struct fid_pep *pep = nullptr;
 	side cli, srv;
 	struct sockaddr_in srv_addr = {};
 };
 
+/* The client and server sides of dp_msg: FI_WAIT_NONE CQs of cq_size, tx_bind added to the
+ * FI_TRANSMIT bind. */
 int open_side(world &w, struct fi_info *info, side &s, size_t bufsize, uint64_t tx_bind = 0,
               enum fi_cq_format fmt = FI_CQ_FORMAT_DATA, size_t cq_size = 0)
 {
-	struct fi_cq_attr ca = {};
-	ca.format = fmt;
-	ca.wait_obj = FI_WAIT_NONE;
-	ca.size = cq_size;
-	int ret = fi_cq_open(w.domain, &ca, &s.tx, nullptr);
-	if (ret)
-		return ret;
-	ret = fi_cq_open(w.domain, &ca, &s.rx, nullptr);
-	if (ret)
-		return ret;
-	ret = fi_endpoint(w.domain, info, &s.ep, nullptr);
-	if (ret)
-		return ret;
-	if ((ret = fi_ep_bind(s.ep, &s.tx->fid, FI_TRANSMIT | tx_bind)) ||
-	    (ret = fi_ep_bind(s.ep, &s.rx->fid, FI_RECV)) ||
-	    (ret = fi_ep_bind(s.ep, &w.eq->fid, 0)))
-		return ret;
-	if ((ret = fi_enable(s.ep)))
-		return ret;
-	s.buf.assign(bufsize, 0);
-	return fi_mr_reg(w.domain, s.buf.data(), s.buf.size(),
-	                 FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE,
-	                 0, 0, 0, &s.mr, nullptr);
-}
-
-/* Reads one EQ event within the timeout: the event, or a negative code. */
-long eq_event(struct fid_eq *eq, uint32_t *event, void *buf, size_t len, int ms = timeout_ms)
-{
-	return fi_eq_sread(eq, event, buf, len, ms, 0);
-}
-
-int open_world_from(world &w)
-{
-	int ret;
-	if ((ret = fi_fabric(w.info->fabric_attr, &w.fabric, nullptr)))
-		return ret;
-	struct fi_eq_attr ea = {};
-	ea.wait_obj = FI_WAIT_UNSPEC;
-	if ((ret = fi_eq_open(w.fabric, &ea, &w.eq, nullptr)))
-		return ret;
-	return fi_domain(w.fabric, w.info, &w.domain, nullptr);
+	side_cfg cfg;
+	cfg.format = fmt;
+	cfg.tx_size = cfg.rx_size = cq_size;
+	cfg.tx_flags = tx_bind;
+	return vwait_it::open_side(w, info, s, cfg, bufsize);
 }
 
 int open_world(world &w)
 {
-	struct fi_info *hints = msg_hints();
-	int ret = fi_getinfo(version, nullptr, nullptr, 0, hints, &w.info);
-	fi_freeinfo(hints);
-	return ret ? ret : open_world_from(w);
+	return open_stack(w, FI_WAIT_UNSPEC);
 }
 
 int listen(world &w)
 {
-	int ret = fi_passive_ep(w.fabric, w.info, &w.pep, nullptr);
-	if (ret)
-		return ret;
-	if ((ret = fi_pep_bind(w.pep, &w.eq->fid, 0)) || (ret = fi_listen(w.pep)))
-		return ret;
-	size_t len = sizeof(w.srv_addr);
-	return fi_getname(&w.pep->fid, &w.srv_addr, &len);
+	return listen_on(w, w.info, &w.pep, &w.srv_addr, sizeof(w.srv_addr));
 }
 
 /* Client connects with cdata, server accepts with adata; both CONNECTED seen. The client's
@@ -173,68 +77,12 @@ int connect_pair(world &w, size_t bufsize, const std::string &cdata = "hello-con
                  size_t cli_cq_size = 0, struct fi_info *cli_info = nullptr,
                  const std::function<void()> &before_connect = {})
 {
-	int ret = open_side(w, cli_info ? cli_info : w.info, w.cli, bufsize, tx_bind,
-	                    FI_CQ_FORMAT_DATA, cli_cq_size);
-	if (ret)
-		return ret;
-	if (before_connect)
-		before_connect();
-	if ((ret = fi_connect(w.cli.ep, &w.srv_addr, cdata.data(), cdata.size())))
-		return ret;
-	cm_buf ent;
-	uint32_t ev = 0;
-	long n = eq_event(w.eq, &ev, ent.raw, sizeof(ent.raw));
-	if (!EXPECT(n >= static_cast<long>(sizeof(struct fi_eq_cm_entry)) && ev == FI_CONNREQ, n))
-		return -FI_EOTHER;
-	EXPECT(ent.e->fid == &w.pep->fid, 0);
-	EXPECT(static_cast<size_t>(n) == sizeof(struct fi_eq_cm_entry) + cdata.size(), n);
-	EXPECT(memcmp(ent.data(), cdata.data(), cdata.size()) == 0, 0);
-	EXPECT(ent.e->info && ent.e->info->handle && ent.e->info->dest_addr, 0);
-	struct fi_info *req = ent.e->info;
-	ret = open_side(w, req, w.srv, bufsize, tx_bind);
-	if (ret) {
-		fi_freeinfo(req);
-		return ret;
-	}
-	ret = fi_accept(w.srv.ep, adata.data(), adata.size());
-	fi_freeinfo(req);
-	if (ret)
-		return ret;
-	bool cli_up = false, srv_up = false;
-	for (int i = 0; i < 2; i++) {
-		n = eq_event(w.eq, &ev, ent.raw, sizeof(ent.raw));
-		if (!EXPECT(n >= static_cast<long>(sizeof(struct fi_eq_cm_entry)) &&
-		                ev == FI_CONNECTED,
-		            n))
-			return -FI_EOTHER;
-		if (ent.e->fid == &w.cli.ep->fid) {
-			cli_up = true;
-			EXPECT(static_cast<size_t>(n) ==
-			           sizeof(struct fi_eq_cm_entry) + adata.size(),
-			       n);
-			EXPECT(memcmp(ent.data(), adata.data(), adata.size()) == 0, 0);
-		} else if (ent.e->fid == &w.srv.ep->fid) {
-			srv_up = true;
-		}
-	}
-	return cli_up && srv_up ? 0 : -FI_EOTHER;
-}
-
-void close_fid(struct fid *f)
-{
-	if (f) {
-		int ret = fi_close(f);
-		EXPECT(ret == 0, ret);
-	}
-}
-
-void close_side(side &s)
-{
-	close_fid(s.ep ? &s.ep->fid : nullptr);
-	close_fid(s.mr ? &s.mr->fid : nullptr);
-	close_fid(s.tx ? &s.tx->fid : nullptr);
-	close_fid(s.rx ? &s.rx->fid : nullptr);
-	s = side{};
+	side_cfg cc, sc;
+	cc.tx_size = cc.rx_size = cli_cq_size;
+	cc.tx_flags = sc.tx_flags = tx_bind;
+	const cm_data data = {cdata, adata};
+	return connect_sides(w, w.pep, cli_info ? cli_info : w.info, &w.srv_addr, w.cli, cc, w.srv,
+	                     sc, bufsize, &data, before_connect);
 }
 
 void close_world(world &w)
@@ -242,10 +90,7 @@ void close_world(world &w)
 	close_side(w.cli);
 	close_side(w.srv);
 	close_fid(w.pep ? &w.pep->fid : nullptr);
-	close_fid(w.domain ? &w.domain->fid : nullptr);
-	close_fid(w.eq ? &w.eq->fid : nullptr);
-	close_fid(w.fabric ? &w.fabric->fid : nullptr);
-	fi_freeinfo(w.info);
+	close_stack(w);
 	w = world{};
 }
 
@@ -278,20 +123,6 @@ bool cq_quiet(struct fid_cq *cq, int ms = 200)
 {
 	struct fi_cq_data_entry e;
 	return wait_comp(cq, &e, nullptr, ms) == -FI_ETIMEDOUT;
-}
-
-void fill(uint8_t *p, size_t n, unsigned seed)
-{
-	for (size_t i = 0; i < n; i++)
-		p[i] = static_cast<uint8_t>((i * 131 + seed * 7 + (i >> 8)) & 0xff);
-}
-
-bool verify(const uint8_t *p, size_t n, unsigned seed)
-{
-	for (size_t i = 0; i < n; i++)
-		if (p[i] != static_cast<uint8_t>((i * 131 + seed * 7 + (i >> 8)) & 0xff))
-			return false;
-	return true;
 }
 
 /* ------------------------------------------------------------------ tests */
@@ -808,8 +639,8 @@ void test_reject()
 		long n = eq_event(w.eq, &ev, ent.raw, sizeof(ent.raw));
 		if (EXPECT(n > 0 && ev == FI_CONNREQ, n)) {
 			const char why[] = "go away";
-			EXPECT_OK(fi_reject(w.pep, ent.e->info->handle, why, sizeof(why)));
-			fi_freeinfo(ent.e->info);
+			EXPECT_OK(fi_reject(w.pep, ent.e()->info->handle, why, sizeof(why)));
+			fi_freeinfo(ent.e()->info);
 			n = eq_event(w.eq, &ev, ent.raw, sizeof(ent.raw));
 			EXPECT(n == -FI_EAVAIL, n);
 			struct fi_eq_err_entry err = {};
@@ -1409,10 +1240,6 @@ void test_cycles()
 	EXPECT(fds1 == fds0, fds1 - fds0);
 }
 
-struct test {
-	const char *name;
-	void (*fn)();
-};
 const test tests[] = {
     {"info", test_info},           {"connect", test_connect},
     {"sendrecv", test_sendrecv},   {"rma", test_rma},
@@ -1426,38 +1253,6 @@ const test tests[] = {
 
 int main(int argc, char **argv)
 {
-	setvbuf(stdout, nullptr, _IOLBF, 0);
-	rxe_addr = getenv("RXE_ADDR");
-	if (!rxe_addr || !*rxe_addr) {
-		printf("SKIP: RXE_ADDR is not set (no verbs device)\n");
-		return 77;
-	}
-	struct fi_info *hints = msg_hints(), *info = nullptr;
-	int ret = fi_getinfo(version, nullptr, nullptr, 0, hints, &info);
-	fi_freeinfo(hints);
-	fi_freeinfo(info);
-	if (ret) {
-		printf("FAIL: fi_getinfo(vwait, FI_EP_MSG): %s (FI_PROVIDER_PATH=%s)\n",
-		       fi_strerror(-ret), getenv("FI_PROVIDER_PATH"));
-		return 1;
-	}
-	const char *which = argc > 1 ? argv[1] : "all";
-	bool any = false;
-	for (const test &t : tests) {
-		if (strcmp(which, "all") != 0 && strcmp(which, t.name) != 0)
-			continue;
-		any = true;
-		int before = failures;
-		auto t0 = clock_type::now();
-		printf("== %s\n", t.name);
-		t.fn();
-		double s = std::chrono::duration<double>(clock_type::now() - t0).count();
-		printf("%s %s (%.2fs)\n", failures == before ? "ok" : "FAILED", t.name, s);
-	}
-	if (!any) {
-		printf("unknown test %s\n", which);
-		return 2;
-	}
-	printf("%d failure(s)\n", failures);
-	return failures ? 1 : 0;
+	return run_tests(
+	    argc, argv, tests, [] { return msg_hints(); }, "FI_EP_MSG");
 }

@@ -18,6 +18,8 @@
  * Needs FI_PROVIDER_PATH (the built plugin) and RXE_ADDR. Exit 0 pass, 77 skip, 1 fail. */
 #include "vwait/fi_deprecated.h"
 
+#include "harness.h"
+
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -42,38 +44,10 @@
 namespace
 {
 
-int failures = 0;
+using namespace vwait_it;
 
-bool check(bool ok, const char *what, long got, int line)
-{
-	if (!ok) {
-		printf("  FAILED line %d: %s (got %ld: %s)\n", line, what, got,
-		       got < 0 ? fi_strerror(static_cast<int>(-got)) : "");
-		failures++;
-	}
-	return ok;
-}
-#define EXPECT(cond, val) check((cond), #cond, static_cast<long>(val), __LINE__)
-#define EXPECT_OK(expr) expect_ok((expr), #expr, __LINE__)
-
-long expect_ok(long ret, const char *what, int line)
-{
-	check(ret == 0, what, ret, line);
-	return ret;
-}
-
-const uint32_t version = FI_VERSION(1, 17);
-constexpr int timeout_ms = 20000;
 /* a reader that loops more than this for one event is spinning, not blocking */
 constexpr int max_loops = 50;
-
-using clock_type = std::chrono::steady_clock;
-
-long ms_since(clock_type::time_point t0)
-{
-	return static_cast<long>(
-	    std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - t0).count());
-}
 
 int ms_left(clock_type::time_point end)
 {
@@ -81,45 +55,10 @@ int ms_left(clock_type::time_point end)
 	return static_cast<int>(std::max<long>(0, static_cast<long>(left.count())));
 }
 
-const char *wait_name(int w)
+struct fi_info *eq_hints()
 {
-	switch (w) {
-	case FI_WAIT_NONE:
-		return "NONE";
-	case FI_WAIT_UNSPEC:
-		return "UNSPEC";
-	case FI_WAIT_SET:
-		return "SET";
-	case FI_WAIT_FD:
-		return "FD";
-	case FI_WAIT_MUTEX_COND:
-		return "MUTEX_COND";
-	case FI_WAIT_YIELD:
-		return "YIELD";
-	case FI_WAIT_POLLFD:
-		return "POLLFD";
-	default:
-		return "?";
-	}
+	return msg_hints(FI_MSG);
 }
-
-struct fi_info *msg_hints()
-{
-	struct fi_info *h = fi_allocinfo();
-	h->ep_attr->type = FI_EP_MSG;
-	h->caps = FI_MSG;
-	h->mode = FI_CONTEXT | FI_RX_CQ_DATA;
-	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-	h->fabric_attr->prov_name = strdup("vwait");
-	return h;
-}
-
-/* An EQ entry with room for CM data. */
-struct cm_buf {
-	alignas(struct fi_eq_cm_entry) uint8_t raw[sizeof(struct fi_eq_cm_entry) + 256];
-	struct fi_eq_cm_entry *e() { return reinterpret_cast<struct fi_eq_cm_entry *>(raw); }
-	const char *data() { return reinterpret_cast<const char *>(raw + sizeof(*e())); }
-};
 
 /* How a test takes the next EQ entry: its size, -FI_EAVAIL, or a negative code. */
 using reader = std::function<long(uint32_t *event, cm_buf &buf)>;
@@ -142,17 +81,11 @@ struct world {
 	int cq_wait = FI_WAIT_NONE; /* the endpoints' CQs: FI_WAIT_SET puts them in set */
 };
 
-void close_fid(struct fid *f)
-{
-	if (f)
-		EXPECT_OK(fi_close(f));
-}
-
 /* The fabric, a wait set when set_kind != FI_WAIT_NONE, the EQ (eq_wait; FI_WAIT_SET: in the
  * set), the domain, and a listening passive endpoint on the EQ. */
 int open_world(world &w, int eq_wait, int set_kind = FI_WAIT_NONE, uint64_t eq_flags = 0)
 {
-	struct fi_info *hints = msg_hints();
+	struct fi_info *hints = eq_hints();
 	int ret = fi_getinfo(version, nullptr, nullptr, 0, hints, &w.info);
 	fi_freeinfo(hints);
 	if (ret)
@@ -653,10 +586,6 @@ void test_write()
 	}
 }
 
-struct test {
-	const char *name;
-	void (*fn)();
-};
 const test tests[] = {
     {"sread", test_sread},
     {"waitset", test_waitset},
@@ -668,38 +597,5 @@ const test tests[] = {
 
 int main(int argc, char **argv)
 {
-	setvbuf(stdout, nullptr, _IOLBF, 0);
-	const char *rxe_addr = getenv("RXE_ADDR");
-	if (!rxe_addr || !*rxe_addr) {
-		printf("SKIP: RXE_ADDR is not set (no verbs device)\n");
-		return 77;
-	}
-	struct fi_info *hints = msg_hints(), *info = nullptr;
-	int ret = fi_getinfo(version, nullptr, nullptr, 0, hints, &info);
-	fi_freeinfo(hints);
-	fi_freeinfo(info);
-	if (ret) {
-		printf("FAIL: fi_getinfo(vwait, FI_EP_MSG): %s (FI_PROVIDER_PATH=%s)\n",
-		       fi_strerror(-ret), getenv("FI_PROVIDER_PATH"));
-		return 1;
-	}
-	const char *which = argc > 1 ? argv[1] : "all";
-	bool any = false;
-	for (const test &t : tests) {
-		if (strcmp(which, "all") != 0 && strcmp(which, t.name) != 0)
-			continue;
-		any = true;
-		int before = failures;
-		auto t0 = clock_type::now();
-		printf("== %s\n", t.name);
-		t.fn();
-		printf("%s %s (%.2fs)\n", failures == before ? "ok" : "FAILED", t.name,
-		       std::chrono::duration<double>(clock_type::now() - t0).count());
-	}
-	if (!any) {
-		printf("unknown test %s\n", which);
-		return 2;
-	}
-	printf("%d failure(s)\n", failures);
-	return failures ? 1 : 0;
+	return run_tests(argc, argv, tests, eq_hints, "FI_EP_MSG");
 }

@@ -71,16 +71,8 @@ fi
 : "${RXE_ADDR:=}"
 RXE_GIDX=${RXE_GIDX:-}
 if [ -n "$RXE_DEV" ] && [ -z "$RXE_GIDX" ]; then
-	for g in /sys/class/infiniband/"$RXE_DEV"/ports/1/gids/*; do
-		[ -e "$g" ] || continue
-		case $(cat "$g" 2>/dev/null) in
-		0000:0000:0000:0000:0000:ffff:*)
-			t=$(cat "/sys/class/infiniband/$RXE_DEV/ports/1/gid_attrs/types/${g##*/}" 2>/dev/null)
-			case $t in *v2*) RXE_GIDX=${g##*/} && break ;; esac
-			[ -n "$RXE_GIDX" ] || RXE_GIDX=${g##*/}
-			;;
-		esac
-	done
+	# shellcheck source=common.sh
+	RXE_GIDX=$(. "$VWAIT_SRCDIR/test/integration/common.sh" && rxe_gidx "$RXE_DEV")
 fi
 export RXE_DEV RXE_ADDR RXE_GIDX
 

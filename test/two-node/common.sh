@@ -92,5 +92,6 @@ tn_link_ready() {
 		'for i in $(seq 300); do grep -q ACTIVE /sys/class/infiniband/rxe0/ports/1/state && exit 0; sleep 0.1; done; exit 1' >/dev/null
 }
 
-# gidx: (a shell snippet for a node's command) prints rxe0's IPv4 RoCE v2 GID index
-gidx='$(for g in /sys/class/infiniband/rxe0/ports/1/gids/*; do case $(cat $g) in 0000:0000:0000:0000:0000:ffff:*) case $(cat /sys/class/infiniband/rxe0/ports/1/gid_attrs/types/${g##*/} 2>/dev/null) in *v2*) echo ${g##*/}; break ;; esac ;; esac; done)'
+# gidx: (a shell snippet for a node's command) prints rxe0's IPv4 RoCE v2 GID index (rxe_gidx
+# of test/integration/common.sh, run on the node)
+gidx="\$(. $VWAIT_SRCDIR/test/integration/common.sh && rxe_gidx rxe0)"

@@ -29,14 +29,7 @@ namespace
 using namespace vwait;
 using steady = std::chrono::steady_clock;
 
-using vwait_test::expect_warning;
-using vwait_test::ms_since;
-using vwait_test::set_raw;
-using vwait_test::test_prov;
-using vwait_test::fixture::setup;
-using vwait_test::fixture::st_of;
-using vwait_test::fixture::state;
-using vwait_test::fixture::teardown;
+using namespace vwait_test::fixture;
 
 struct fid_cntr *open_cntr(state &s, enum fi_wait_obj w, struct fid_cntr **where = nullptr)
 {

@@ -235,10 +235,16 @@ void expect_warning(F &&fn, long want, const char *needle)
 }
 
 /* The cmocka fixture of the cq / cntr / eq tests (cmocka_unit_test_setup_teardown(fn, setup,
- * teardown)): what a test owns lives in its state, so that teardown joins the threads and
- * closes the objects even after a failed assert. */
+ * teardown)), with the helpers above, for `using namespace vwait_test::fixture;`: what a test
+ * owns lives in its state, so that teardown joins the threads and closes the objects even
+ * after a failed assert. */
 namespace fixture
 {
+
+using vwait_test::expect_warning;
+using vwait_test::ms_since;
+using vwait_test::set_raw;
+using vwait_test::test_prov;
 
 struct state {
 	struct fid_cq *cq = nullptr;
