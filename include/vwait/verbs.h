@@ -25,36 +25,58 @@ inline int positive_code(int ret) noexcept
 	return ret > 0 ? -ret : (ret < 0 ? errno_code() : 0);
 }
 
+/* A destroy, close or free call of a deleter below failed with code (a negative FI_E*): one
+ * FI_WARN line naming the call (the object is gone from vwait's view either way). */
+void destroy_failed(const char *call, int code) noexcept;
+/* ret: what call returned, in either verbs convention (positive errno, or -1 + errno) */
+inline void check_destroy(const char *call, int ret) noexcept
+{
+	if (ret != 0)
+		destroy_failed(call, positive_code(ret));
+}
+
 struct device_list_deleter {
 	void operator()(struct ibv_device **list) const noexcept { ibv_free_device_list(list); }
 };
 using device_list = std::unique_ptr<struct ibv_device *[], device_list_deleter>;
 
 struct context_deleter {
-	void operator()(struct ibv_context *ctx) const noexcept { ibv_close_device(ctx); }
+	void operator()(struct ibv_context *ctx) const noexcept
+	{
+		check_destroy("ibv_close_device", ibv_close_device(ctx));
+	}
 };
 using context = std::unique_ptr<struct ibv_context, context_deleter>;
 
 struct pd_deleter {
-	void operator()(struct ibv_pd *pd) const noexcept { ibv_dealloc_pd(pd); }
+	void operator()(struct ibv_pd *pd) const noexcept
+	{
+		check_destroy("ibv_dealloc_pd", ibv_dealloc_pd(pd));
+	}
 };
 using pd = std::unique_ptr<struct ibv_pd, pd_deleter>;
 
 struct comp_channel_deleter {
 	void operator()(struct ibv_comp_channel *ch) const noexcept
 	{
-		ibv_destroy_comp_channel(ch);
+		check_destroy("ibv_destroy_comp_channel", ibv_destroy_comp_channel(ch));
 	}
 };
 using comp_channel = std::unique_ptr<struct ibv_comp_channel, comp_channel_deleter>;
 
 struct cq_deleter {
-	void operator()(struct ibv_cq *cq) const noexcept { ibv_destroy_cq(cq); }
+	void operator()(struct ibv_cq *cq) const noexcept
+	{
+		check_destroy("ibv_destroy_cq", ibv_destroy_cq(cq));
+	}
 };
 using cq = std::unique_ptr<struct ibv_cq, cq_deleter>;
 
 struct mr_deleter {
-	void operator()(struct ibv_mr *mr) const noexcept { ibv_dereg_mr(mr); }
+	void operator()(struct ibv_mr *mr) const noexcept
+	{
+		check_destroy("ibv_dereg_mr", ibv_dereg_mr(mr));
+	}
 };
 using mr = std::unique_ptr<struct ibv_mr, mr_deleter>;
 
@@ -65,7 +87,7 @@ struct cm_id_deleter {
 	{
 		if (id->qp)
 			rdma_destroy_qp(id);
-		rdma_destroy_id(id);
+		check_destroy("rdma_destroy_id", rdma_destroy_id(id));
 	}
 };
 using cm_id = std::unique_ptr<struct rdma_cm_id, cm_id_deleter>;
