@@ -38,6 +38,8 @@ struct port_desc {
 
 /* The active ports of the verbs devices vwait may use; throws std::bad_alloc. */
 std::vector<port_desc> info_ports();
+/* Forgets what info_ports() probed of the devices (the provider's cleanup). */
+void forget_probes() noexcept;
 /* mr_mode as the application speaks it (adding FI_LOCAL_MR to *mode for old API versions);
  * -1 when hints cannot be met. */
 int64_t info_mr_mode(uint32_t version, const struct fi_info *hints, uint64_t *mode);

@@ -37,14 +37,20 @@ namespace vwait
 namespace
 {
 
+/* What probe_max_inline found, per device name, until the provider's cleanup. On the heap:
+ * libfabric calls the cleanup from its own destructor, after this library's static
+ * destructors have run (std::mutex's is trivial). */
+std::mutex inline_mutex;
+std::vector<std::pair<std::string, size_t>> *inline_known = nullptr;
+
 /* The largest max_inline_data an RC QP of this device accepts (verbs has no attribute for
- * it): found by creating QPs, once per device and process. */
+ * it): found by creating QPs, once per device while the provider is loaded. */
 size_t probe_max_inline(struct ibv_context *ctx, const std::string &device)
 {
-	static std::mutex mutex;
-	static std::vector<std::pair<std::string, size_t>> known;
-	std::lock_guard<std::mutex> lock(mutex);
-	for (const auto &k : known)
+	std::lock_guard<std::mutex> lock(inline_mutex);
+	if (!inline_known)
+		inline_known = new std::vector<std::pair<std::string, size_t>>;
+	for (const auto &k : *inline_known)
 		if (k.first == device)
 			return k.second;
 	size_t found = 0;
@@ -70,7 +76,7 @@ size_t probe_max_inline(struct ibv_context *ctx, const std::string &device)
 		}
 	}
 	FI_INFO(&prov, FI_LOG_CORE, "%s: max inline data %zu\n", device.c_str(), found);
-	known.emplace_back(device, found);
+	inline_known->emplace_back(device, found);
 	return found;
 }
 
@@ -508,6 +514,13 @@ info_ptr msg_info(uint32_t version, const port_desc &port, const struct fi_info 
 }
 
 } // namespace
+
+void forget_probes() noexcept
+{
+	std::lock_guard<std::mutex> lock(inline_mutex);
+	delete inline_known;
+	inline_known = nullptr;
+}
 
 int check_hints(uint32_t version, const struct fi_info *hints) noexcept
 {

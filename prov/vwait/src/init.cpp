@@ -84,9 +84,11 @@ void read_params() noexcept
 	}
 }
 
-/* libfabric calls this once, at fi_fini; vwait keeps no global state beyond the parameters. */
+/* libfabric calls this once, at fi_fini: vwait keeps no global state beyond the parameters
+ * and what info_ports() probed of the devices. */
 void cleanup() noexcept
 {
+	forget_probes();
 	the_params = params{};
 }
 
