@@ -211,10 +211,15 @@ stage_fuzz() {
 # The tree on Debian 13 (libfabric 2.1, rdma-core 56, Open MPI 5), contrib/debian13/README.md:
 # debian13-root   the root, debootstrap from Debian's archive, cached (/var/cache/vwait/debian13)
 # debian13-build  built there (chroot) with warnings as errors, make check there
-# debian13-vm     ONE VM boot on that root: its integration tier (Open MPI 5 over vwait;ofi_rxm
-#                 included), and this host's Debian 12 plugin ($builddir) under libfabric 2.1:
-#                 fi_info offers it, Open MPI 5 runs over it
+# debian13-vm     ONE VM boot on that root: its integration tier but the costliest tests that
+#                 Debian 12's tier covers alike (contrib/debian13/vm-tests.sh: 36 of 41; Open MPI
+#                 5 over vwait;ofi_rxm and upstream verbs included), and this host's Debian 12
+#                 plugin ($builddir) under libfabric 2.1: fi_info offers it, Open MPI 5 runs over
+#                 it. ~4m10s (36 passed, VM free, 17:2x UTC 2026-11-23)
 # debian13-deb    the .deb built there from make dist, installed, checked, removed
+# debian13-fabtests  fabtests 2.1.0 (unit set, 4 providers) in one VM boot on that root: ~4 min of
+#                 VM (3.5 min of tests), plus the fabtests build in the root when not cached
+#                 (~1 min, kept in the root's /var/cache; a new root (mkroot.sh --force) drops it)
 # Root only (debootstrap, chroot, dpkg); skipped (77) otherwise.
 d13_build=$top/_build/ci-debian13
 d13_root=${VWAIT_DEBIAN13_ROOT:-/var/cache/vwait/debian13}
@@ -292,12 +297,8 @@ stage_debian13-fabtests() {
 # follows needs them); the others all run and report.  Later stages slot in
 # here, e.g. an ASan+UBSan unit tier (configure_in _build/asan --enable-asan
 # --enable-ubsan; make check) and a TSan stress tier.
-# debian13-vm and debian13-fabtests are not in the default list yet. In CI at 51d77ca the
-# Debian 13 guest's tier failed beyond the build (NPopenmpi missing from the root, fi_info -p
-# verbs empty there though the root's libfabric lists verbs), and runfabtests.sh 2.1.0 exited 1
-# with no output for every provider, upstream verbs included. SETUP_STAGES runs them.
 test_stages=(deps autogen configure build unit asan tsan fuzz distcheck packaging integration two-node
-	fabtests debian13-root debian13-build debian13-deb)
+	fabtests debian13-root debian13-build debian13-vm debian13-deb debian13-fabtests)
 gate_stages=" deps autogen configure build "
 loud_stages=" unit integration two-node debian13-vm "
 

@@ -35,8 +35,9 @@ PACKAGES=(
 	# test
 	libfabric1 libfabric-bin ibverbs-providers ibverbs-utils rdmacm-utils
 	openmpi-bin libopenmpi-dev netpipe-openmpi valgrind
-	# fabtests: runfabtests.sh asks python3 for errno values
-	python3-minimal
+	# fabtests: runfabtests.sh asks python3 for errno values; fi_av_test resolves a service
+	# name (getaddrinfo: /etc/services, which minbase lacks)
+	python3-minimal netbase
 	# pkg
 	dpkg-dev debhelper fakeroot build-essential man-db groff-base
 	# vm guest side

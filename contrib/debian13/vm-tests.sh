@@ -2,7 +2,11 @@
 # contrib/debian13/vm-tests.sh D13_BUILDDIR [D12_BUILDDIR] - what the debian13 stage of
 # contrib/setup.sh test runs in ONE boot of the VM on the Debian 13 root (VM_ROOT):
 #   1. the integration tier of the tree built in that root (D13_BUILDDIR), Open MPI 5 over
-#      vwait;ofi_rxm included (mpi-pingpong.test);
+#      vwait;ofi_rxm included (mpi-pingpong.test), upstream verbs beside it; but the tests in
+#      D13_LEAVE_OUT (default below: what Debian 12's tier covers alike and costs most: the
+#      race and valgrind runs, device removal, open/close cycles), so that the stage stays
+#      near 4 min in the TCG guest (the whole tier: ~6.5 min). D13_LEAVE_OUT= runs them all;
+#      D13_TESTS='glob...' runs exactly those;
 #   2. when D12_BUILDDIR (a build made on Debian 12, libfabric 1.17 headers) is given: that
 #      plugin loaded by Debian 13's libfabric 2.1: fi_info -p vwait and -p "vwait;ofi_rxm" offer
 #      it, and Open MPI 5 runs its ping-pong over it (mpi-pingpong.test with FI_PROVIDER_PATH
@@ -17,8 +21,18 @@ d12=${2:-}
 }
 echo "== $(cat /etc/debian_version 2>/dev/null) libfabric $(fi_info --version | sed -n 's/^libfabric: //p')"
 rc=0
-echo "== integration tier of $d13"
-VWAIT_BUILDDIR=$d13 VWAIT_SRCDIR=$src "$src/test/integration/run.sh" || rc=1
+# left out by default, with their cost in the TCG guest (CI at 51d77ca, host tier)
+leave_out=${D13_LEAVE_OUT-vwait-fault-race vwait-valgrind vwait-fault-device-gone vwait-dp-cycles vwait-sets-many}
+# shellcheck disable=SC2206 # globs and names, split on blanks
+tests=(${D13_TESTS:-})
+if [ ${#tests[@]} -eq 0 ]; then
+	for t in "$src"/test/integration/*.test; do
+		t=$(basename "$t" .test)
+		case " $leave_out " in *" $t "*) ;; *) tests+=("$t") ;; esac
+	done
+fi
+echo "== integration tier of $d13 (${#tests[@]} tests; left out: ${D13_TESTS:+all but D13_TESTS}${D13_TESTS:-${leave_out:-none}})"
+VWAIT_BUILDDIR=$d13 VWAIT_SRCDIR=$src "$src/test/integration/run.sh" "${tests[@]}" || rc=1
 if [ -n "$d12" ]; then
 	[ -f "$d12/.libs/libvwait-fi.so" ] || {
 		echo "FAIL: no Debian 12 plugin in $d12/.libs"
