@@ -10,6 +10,7 @@
 #include "vwait/domain.h"
 #include "vwait/eq.h"
 #include "vwait/fabric.h"
+#include "vwait/util/fast_mutex.h"
 #include "vwait/util/fid.h"
 #include "vwait/verbs.h"
 #include "vwait/wr_ring.h"
@@ -141,7 +142,7 @@ protected:
 	info_ptr info_;
 	eq *eq_ = nullptr;
 	struct fid *fid_ = nullptr;
-	mutable std::mutex mutex_;
+	mutable util::fast_mutex mutex_; /* a futex: the posting path takes it per operation */
 	std::atomic<bool> enabled_{false};
 
 	bool tx_selective_ = false;
@@ -184,7 +185,7 @@ private:
 	size_t rma_iov_limit_ = 1;
 	std::shared_ptr<wr_ring> tx_;
 	std::shared_ptr<wr_ring> rx_;
-	std::mutex rx_mutex_;
+	util::fast_mutex rx_mutex_;
 };
 
 /* An FI_EP_MSG endpoint: an RC QP made through rdma_cm (ep_rc.cpp); its connection

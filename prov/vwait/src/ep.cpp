@@ -100,7 +100,7 @@ int ep::bind(struct fid *bfid, uint64_t flags) noexcept
 		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_ep_bind: bfid is NULL\n");
 		return -FI_EINVAL;
 	}
-	std::lock_guard<std::mutex> lock(mutex_);
+	std::lock_guard<util::fast_mutex> lock(mutex_);
 	if (enabled_) {
 		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_ep_bind: endpoint already enabled\n");
 		return -FI_EOPBADSTATE;
@@ -189,7 +189,7 @@ void ep::set_rx_source(uint64_t (*fn)(void *, const void *, uint32_t), void *arg
 
 int ep::enable() noexcept
 {
-	std::lock_guard<std::mutex> lock(mutex_);
+	std::lock_guard<util::fast_mutex> lock(mutex_);
 	if (enabled_)
 		return FI_SUCCESS;
 	if (!tx_cq_ && !rx_cq_ && !send_cntr_ && !recv_cntr_ && !read_cntr_ && !write_cntr_ &&
@@ -372,7 +372,7 @@ int ep::setopt(int level, int optname, const void *optval, size_t optlen) noexce
 
 ssize_t ep::tx_size_left() const noexcept
 {
-	std::lock_guard<std::mutex> lock(mutex_);
+	std::lock_guard<util::fast_mutex> lock(mutex_);
 	if (!enabled_)
 		return -FI_EOPBADSTATE;
 	return static_cast<ssize_t>(std::min(tx_->credits.load(), tx_->slots.size()));
@@ -380,7 +380,7 @@ ssize_t ep::tx_size_left() const noexcept
 
 ssize_t ep::rx_size_left() const noexcept
 {
-	std::lock_guard<std::mutex> lock(mutex_);
+	std::lock_guard<util::fast_mutex> lock(mutex_);
 	if (!enabled_)
 		return -FI_EOPBADSTATE;
 	return static_cast<ssize_t>(std::min(rx_->credits.load(), rx_->slots.size()));
@@ -436,7 +436,7 @@ int ep::check_iov(const char *op, const struct iovec *iov, void **desc, size_t c
 ssize_t ep::post_tx_wr(struct ibv_send_wr *wr, void *context, uint64_t cq_flags, size_t len,
                        bool report) noexcept
 {
-	std::lock_guard<std::mutex> lock(mutex_);
+	std::lock_guard<util::fast_mutex> lock(mutex_);
 	if (!enabled_) {
 		FI_WARN(&prov, FI_LOG_EP_DATA, "transmit on an endpoint that is not enabled\n");
 		return -FI_EOPBADSTATE;
@@ -444,7 +444,7 @@ ssize_t ep::post_tx_wr(struct ibv_send_wr *wr, void *context, uint64_t cq_flags,
 	wr_ring &ring = *tx_;
 	if (ring.credits.load(std::memory_order_acquire) == 0)
 		return -FI_EAGAIN;
-	wr_slot &slot = ring.slots[ring.head % ring.slots.size()];
+	wr_slot &slot = ring.slots[ring.head % ring.nslots];
 	slot.context = context;
 	slot.flags = cq_flags;
 	slot.len = len;
@@ -453,7 +453,7 @@ ssize_t ep::post_tx_wr(struct ibv_send_wr *wr, void *context, uint64_t cq_flags,
 	/* No entry wanted and no counter to count it: unsignalled (a failure still completes),
 	 * but never more than half the queue in a row, so that slots keep coming back. */
 	const bool counted = ring.msg_cntr || ring.write_cntr || ring.read_cntr;
-	const bool quiet = !report && !counted && ring.unsignaled + 1 < ring.slots.size() / 2;
+	const bool quiet = !report && !counted && ring.unsignaled + 1 < ring.nslots / 2;
 	if (!quiet)
 		wr->send_flags |= IBV_SEND_SIGNALED;
 	struct ibv_send_wr *bad = nullptr;
