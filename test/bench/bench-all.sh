@@ -25,8 +25,8 @@
 # against think time), log.txt (every run's output), records.txt (every measurement),
 # callgrind.* (callgrind_annotate shows where the instructions of a read go).
 #
-#   make bench                         (boots the VM; about 12 minutes on a 2-core host, an
-#                                      estimate from one-repeat runs of the sections)
+#   make bench                         (boots the VM; about 10 minutes on a quiet 2-core host,
+#                                      585 s measured on 2026-11-23)
 #   test/bench/bench-all.sh [BUILDDIR] (the same, from the host)
 #   BENCH_SECTIONS="cost spin" BENCH_REPEATS=3 ... to run a part.
 set -u -o pipefail
