@@ -135,6 +135,35 @@ protected:
 	size_t rx_depth() const noexcept { return rx_->slots.size(); }
 	int check_iov(const char *op, const struct iovec *iov, void **desc, size_t count,
 	              size_t limit, bool need_desc, struct ibv_sge *sge, size_t *total) noexcept;
+	/* The local buffers of one transmit as sges (the send queue's iov limit applies):
+	 * inline when may_inline and the whole fits in inject_size (no memory key then),
+	 * -FI_EINVAL when must_inline (fi_inject*, FI_INJECT) and it does not fit. Sixteen
+	 * bytes, so that it comes back in registers. */
+	struct tx_sges {
+		int n;        /* sges filled, or a negative FI_E* code */
+		bool inl;     /* IBV_SEND_INLINE */
+		size_t total; /* bytes */
+	};
+	tx_sges gather_tx(const char *op, const struct iovec *iov, void **desc, size_t count,
+	                  size_t limit, bool may_inline, bool must_inline,
+	                  struct ibv_sge *sge) noexcept
+	{
+		/* the common case (a short fi_send, fi_inject, an inline write): one buffer that
+		 * goes inline, so no memory key; what gather_iov finds, without its loops */
+		if (count == 1 && may_inline && limit && iov && iov[0].iov_base) {
+			const size_t len = iov[0].iov_len;
+			if (len && len <= inject_size_ && len <= max_msg_size_) {
+				sge[0].addr = reinterpret_cast<uintptr_t>(iov[0].iov_base);
+				sge[0].length = static_cast<uint32_t>(len);
+				sge[0].lkey = 0;
+				return {1, true, len};
+			}
+		}
+		return gather_iov(op, iov, desc, count, limit, may_inline, must_inline, sge);
+	}
+	tx_sges gather_iov(const char *op, const struct iovec *iov, void **desc, size_t count,
+	                   size_t limit, bool may_inline, bool must_inline,
+	                   struct ibv_sge *sge) noexcept;
 	ssize_t post_tx_wr(struct ibv_send_wr *wr, void *context, uint64_t cq_flags, size_t len,
 	                   bool report) noexcept;
 

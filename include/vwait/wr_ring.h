@@ -53,7 +53,7 @@ struct wr_ring {
 	const size_t nslots; /* slots.size(), at hand for translate() */
 	std::atomic<size_t> credits;
 	std::atomic<bool> closed{false};
-	size_t head = 0;       /* under the endpoint's lock */
+	size_t head = 0;       /* the next slot to post, < nslots; under the endpoint's lock */
 	size_t unsignaled = 0; /* unsignalled sends in a row, under the endpoint's lock */
 	size_t tail = 0;       /* oldest slot not given back: translate(), under the CQ */
 	/* The counters bound to this queue's endpoint direction (fi_ep_bind), set before
@@ -72,6 +72,8 @@ struct wr_ring {
 	/* bytes at the start of every receive that the application does not see (the GRH a DGRAM
 	 * endpoint without FI_MSG_PREFIX keeps in its own buffer) */
 	size_t hidden = 0;
+
+	void advance_head() noexcept { head = head + 1 == nslots ? 0 : head + 1; }
 
 	size_t outstanding() const noexcept
 	{

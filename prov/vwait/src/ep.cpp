@@ -433,6 +433,23 @@ int ep::check_iov(const char *op, const struct iovec *iov, void **desc, size_t c
 	return static_cast<int>(n);
 }
 
+ep::tx_sges ep::gather_iov(const char *op, const struct iovec *iov, void **desc, size_t count,
+                           size_t limit, bool may_inline, bool must_inline,
+                           struct ibv_sge *sge) noexcept
+{
+	size_t sum = 0;
+	for (size_t i = 0; iov && i < count && i < limit; i++)
+		sum += iov[i].iov_len;
+	if (must_inline && sum > inject_size_) {
+		FI_WARN(&prov, FI_LOG_EP_DATA, "%s: len %zu exceeds inject_size %zu\n", op, sum,
+		        inject_size_);
+		return {-FI_EINVAL, false, 0};
+	}
+	tx_sges out{0, may_inline && sum <= inject_size_, 0};
+	out.n = check_iov(op, iov, desc, count, limit, !out.inl, sge, &out.total);
+	return out;
+}
+
 ssize_t ep::post_tx_wr(struct ibv_send_wr *wr, void *context, uint64_t cq_flags, size_t len,
                        bool report) noexcept
 {
@@ -444,7 +461,7 @@ ssize_t ep::post_tx_wr(struct ibv_send_wr *wr, void *context, uint64_t cq_flags,
 	wr_ring &ring = *tx_;
 	if (ring.credits.load(std::memory_order_acquire) == 0)
 		return -FI_EAGAIN;
-	wr_slot &slot = ring.slots[ring.head % ring.nslots];
+	wr_slot &slot = ring.slots[ring.head];
 	slot.context = context;
 	slot.flags = cq_flags;
 	slot.len = len;
@@ -463,7 +480,7 @@ ssize_t ep::post_tx_wr(struct ibv_send_wr *wr, void *context, uint64_t cq_flags,
 		FI_WARN(&prov, FI_LOG_EP_DATA, "ibv_post_send: %s\n", strerror(ret));
 		return verbs::positive_code(ret);
 	}
-	ring.head++;
+	ring.advance_head();
 	ring.unsignaled = quiet ? ring.unsignaled + 1 : 0;
 	ring.credits.fetch_sub(1, std::memory_order_acq_rel);
 	return FI_SUCCESS;

@@ -237,34 +237,27 @@ ssize_t ud_ep::send(const struct iovec *iov, void **desc, size_t count, fi_addr_
 		        "send: %zu bytes exceed max_msg_size %zu (the MTU)\n", sum, mtu_);
 		return -FI_EMSGSIZE;
 	}
-	bool inject = silent || (flags & FI_INJECT);
-	if (inject && sum > inject_size_) {
-		FI_WARN(&prov, FI_LOG_EP_DATA, "inject: len %zu exceeds inject_size %zu\n", sum,
-		        inject_size_);
-		return -FI_EINVAL;
-	}
-	bool inl = sum <= inject_size_;
 	struct ibv_sge sge[max_sge_per_wr];
-	size_t total = 0;
-	int n = check_iov("send", v, desc, count, tx_iov_limit_, !inl, sge, &total);
-	if (n < 0)
-		return n;
+	const tx_sges g = gather_tx(silent ? "inject" : "send", v, desc, count, tx_iov_limit_, true,
+	                            silent || (flags & FI_INJECT), sge);
+	if (g.n < 0)
+		return g.n;
 	struct ibv_send_wr wr = {};
 	wr.sg_list = sge;
-	wr.num_sge = n;
+	wr.num_sge = g.n;
 	if (flags & FI_REMOTE_CQ_DATA) {
 		wr.opcode = IBV_WR_SEND_WITH_IMM;
 		wr.imm_data = htonl(static_cast<uint32_t>(data));
 	} else {
 		wr.opcode = IBV_WR_SEND;
 	}
-	if (inl && total)
+	if (g.inl && g.total)
 		wr.send_flags |= IBV_SEND_INLINE;
 	wr.wr.ud.ah = ah;
 	wr.wr.ud.remote_qpn = qpn;
 	wr.wr.ud.remote_qkey = qkey;
 	bool report = !silent && (!tx_selective_ || (flags & FI_COMPLETION));
-	return post_tx_wr(&wr, context, FI_SEND | FI_MSG, total, report);
+	return post_tx_wr(&wr, context, FI_SEND | FI_MSG, g.total, report);
 }
 
 namespace

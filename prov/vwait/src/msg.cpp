@@ -33,50 +33,25 @@ ssize_t ep::post_send(const struct iovec *iov, void **desc, size_t count, uint64
 		return -FI_EBADFLAGS;
 	}
 	struct ibv_sge sge[max_sge_per_wr];
-	size_t total = 0;
-	int n;
-	bool inl;
-	const size_t len0 = count == 1 && iov ? iov[0].iov_len : 0;
-	if (len0 && len0 <= inject_size_ && len0 <= max_msg_size_ && iov[0].iov_base &&
-	    tx_iov_limit_) {
-		/* the common case (fi_send of a short message, fi_inject): one buffer that goes
-		 * inline, so no memory key; what check_iov would find, without the loop */
-		sge[0].addr = reinterpret_cast<uintptr_t>(iov[0].iov_base);
-		sge[0].length = static_cast<uint32_t>(len0);
-		sge[0].lkey = 0;
-		n = 1;
-		total = len0;
-		inl = true;
-	} else {
-		/* up to inject_size, data goes inline: no memory key needed */
-		size_t sum = 0;
-		for (size_t i = 0; iov && i < count && i < tx_iov_limit_; i++)
-			sum += iov[i].iov_len;
-		if ((silent || (flags & FI_INJECT)) && sum > inject_size_) {
-			FI_WARN(&prov, FI_LOG_EP_DATA, "inject: len %zu exceeds inject_size %zu\n",
-			        sum, inject_size_);
-			return -FI_EINVAL;
-		}
-		inl = sum <= inject_size_;
-		n = check_iov("send", iov, desc, count, tx_iov_limit_, !inl, sge, &total);
-		if (n < 0)
-			return n;
-	}
+	const tx_sges g = gather_tx(silent ? "inject" : "send", iov, desc, count, tx_iov_limit_,
+	                            true, silent || (flags & FI_INJECT), sge);
+	if (g.n < 0)
+		return g.n;
 	struct ibv_send_wr wr = {};
 	wr.sg_list = sge;
-	wr.num_sge = n;
+	wr.num_sge = g.n;
 	if (flags & FI_REMOTE_CQ_DATA) {
 		wr.opcode = IBV_WR_SEND_WITH_IMM;
 		wr.imm_data = htonl(static_cast<uint32_t>(data));
 	} else {
 		wr.opcode = IBV_WR_SEND;
 	}
-	if (inl && total)
+	if (g.inl && g.total)
 		wr.send_flags |= IBV_SEND_INLINE;
 	if (flags & FI_FENCE)
 		wr.send_flags |= IBV_SEND_FENCE;
 	bool report = !silent && (!tx_selective_ || (flags & FI_COMPLETION));
-	return post_tx_wr(&wr, context, FI_SEND | FI_MSG, total, report);
+	return post_tx_wr(&wr, context, FI_SEND | FI_MSG, g.total, report);
 }
 
 ssize_t ep::post_recv(const struct iovec *iov, void **desc, size_t count, void *context,
@@ -103,13 +78,13 @@ ssize_t ep::post_recv(const struct iovec *iov, void **desc, size_t count, void *
 	wr_ring &ring = *rx_;
 	if (ring.credits.load(std::memory_order_acquire) == 0)
 		return -FI_EAGAIN;
-	wr_slot &slot = ring.slots[ring.head % ring.nslots];
+	wr_slot &slot = ring.slots[ring.head];
 	slot.context = context;
 	slot.flags = FI_RECV | FI_MSG;
 	slot.len = total;
 	slot.report = !rx_selective_ || (flags & FI_COMPLETION);
 	if (first) {
-		sge[0].addr = rx_hidden_base_ + (ring.head % ring.nslots) * rx_hidden_stride_;
+		sge[0].addr = rx_hidden_base_ + ring.head * rx_hidden_stride_;
 		sge[0].length = rx_hidden_stride_;
 		sge[0].lkey = rx_hidden_lkey_;
 	}
@@ -126,7 +101,7 @@ ssize_t ep::post_recv(const struct iovec *iov, void **desc, size_t count, void *
 		FI_WARN(&prov, FI_LOG_EP_DATA, "ibv_post_recv: %s\n", strerror(ret));
 		return verbs::positive_code(ret);
 	}
-	ring.head++;
+	ring.advance_head();
 	ring.credits.fetch_sub(1, std::memory_order_acq_rel);
 	return FI_SUCCESS;
 }

@@ -42,23 +42,14 @@ ssize_t ep::post_rma(bool write, const struct iovec *iov, void **desc, size_t co
 		FI_WARN(&prov, FI_LOG_EP_DATA, "read: FI_REMOTE_CQ_DATA is for writes\n");
 		return -FI_EBADFLAGS;
 	}
-	size_t sum = 0;
-	for (size_t i = 0; iov && i < count && i < rma_iov_limit_; i++)
-		sum += iov[i].iov_len;
-	bool inl = write && sum <= inject_size_;
-	if (silent && !inl) {
-		FI_WARN(&prov, FI_LOG_EP_DATA, "inject_write: len %zu exceeds inject_size %zu\n",
-		        sum, inject_size_);
-		return -FI_EINVAL;
-	}
 	struct ibv_sge sge[max_sge_per_wr];
-	size_t total = 0;
-	int n = check_iov(op, iov, desc, count, rma_iov_limit_, !inl, sge, &total);
-	if (n < 0)
-		return n;
+	const tx_sges g = gather_tx(silent ? "inject_write" : op, iov, desc, count, rma_iov_limit_,
+	                            write, silent, sge);
+	if (g.n < 0)
+		return g.n;
 	struct ibv_send_wr wr = {};
 	wr.sg_list = sge;
-	wr.num_sge = n;
+	wr.num_sge = g.n;
 	wr.wr.rdma.remote_addr = addr;
 	wr.wr.rdma.rkey = static_cast<uint32_t>(key);
 	if (write) {
@@ -68,7 +59,7 @@ ssize_t ep::post_rma(bool write, const struct iovec *iov, void **desc, size_t co
 		} else {
 			wr.opcode = IBV_WR_RDMA_WRITE;
 		}
-		if (inl && total)
+		if (g.inl && g.total)
 			wr.send_flags |= IBV_SEND_INLINE;
 	} else {
 		wr.opcode = IBV_WR_RDMA_READ;
@@ -76,7 +67,7 @@ ssize_t ep::post_rma(bool write, const struct iovec *iov, void **desc, size_t co
 	if (flags & FI_FENCE)
 		wr.send_flags |= IBV_SEND_FENCE;
 	bool report = !silent && (!tx_selective_ || (flags & FI_COMPLETION));
-	return post_tx_wr(&wr, context, FI_RMA | (write ? FI_WRITE : FI_READ), total, report);
+	return post_tx_wr(&wr, context, FI_RMA | (write ? FI_WRITE : FI_READ), g.total, report);
 }
 
 namespace
