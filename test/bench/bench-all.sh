@@ -18,7 +18,8 @@
 #   idle     test/integration/sread_idle: a waiter idle for 2 s, CPU time, per policy
 #   netpipe  NetPIPE small-message latency over vwait;ofi_rxm and verbs;ofi_rxm
 #
-# Every figure is measured BENCH_REPEATS times (default 7), providers and modes alternating;
+# Every figure is measured BENCH_REPEATS times (default 7), providers and modes alternating, their
+# order reversed every other repeat (in_turn: none always runs first or last);
 # the tables give the median and [min-max] and the ratios of medians. Only ratios mean
 # something (the VM's CPU is emulated). Writes BENCH_OUT (default BUILDDIR/bench-results):
 # results.md (the tables), think.dat and think.png (gnuplot: latency and CPU per message
@@ -145,15 +146,31 @@ section_cost() {
 	done
 }
 
+# in_turn R ITEM...: the items in order on odd repeats, reversed on even ones, so that no
+# contender always runs first (after a boot, after the previous section) or last
+in_turn() {
+	local r=$1 i
+	shift
+	if [ $((r % 2)) = 1 ]; then
+		printf '%s\n' "$@"
+	else
+		for ((i = $#; i >= 1; i--)); do printf '%s\n' "${!i}"; done
+	fi
+}
+
 # ---------------------------------------------------------------- spinning ping-pong
 section_spin() {
-	local r s it v
+	local r s it v who
 	for r in $(seq "$repeats"); do
 		for s in 64 4096; do
 			it=$([ $s -le 64 ] && echo 10000 || echo 3000)
-			fi_pair vwait spin spin $s $it && v=$(lat_of "$last") && record spin "$s B" vwait "$v"
-			fi_pair verbs spin spin $s $it && v=$(lat_of "$last") && record spin "$s B" verbs "$v"
-			v=$(raw_lat $s $it) && [ -n "$v" ] && record spin "$s B" raw "$v"
+			for who in $(in_turn "$r" vwait verbs raw); do
+				case $who in
+				raw) v=$(raw_lat $s $it) && [ -n "$v" ] && record spin "$s B" raw "$v" ;;
+				*) fi_pair $who spin spin $s $it && v=$(lat_of "$last") &&
+					record spin "$s B" $who "$v" ;;
+				esac
+			done
 		done
 	done
 }
@@ -161,17 +178,22 @@ section_spin() {
 # ---------------------------------------------------------------- both sides in fi_cq_sread
 section_sread() {
 	local r v
+	local who
 	for r in $(seq "$repeats"); do
-		fi_pair vwait sread-unspec sread-unspec 64 4000 && v=$(lat_of "$last") &&
-			record sread "64 B" "vwait sread" "$v"
-		fi_pair vwait spin spin 64 4000 && v=$(lat_of "$last") &&
-			record sread "64 B" "vwait spin" "$v"
-		fi_pair verbs sread-unspec sread-unspec 64 4000 && v=$(lat_of "$last") &&
-			record sread "64 B" "verbs sread" "$v"
-		# the same with twice the default spin cap on both sides: how much of the gap is
-		# waits that outlast 50 us on the emulated CPU (FI_VWAIT_SPIN_US in fi_vwait(7))
-		FI_VWAIT_SPIN_US=100 fi_pair vwait sread-unspec sread-unspec 64 4000 &&
-			v=$(lat_of "$last") && record sread "64 B" "vwait sread, spin_us 100" "$v"
+		for who in $(in_turn "$r" sread spin verbs spin100); do
+			case $who in
+			sread) fi_pair vwait sread-unspec sread-unspec 64 4000 && v=$(lat_of "$last") &&
+				record sread "64 B" "vwait sread" "$v" ;;
+			spin) fi_pair vwait spin spin 64 4000 && v=$(lat_of "$last") &&
+				record sread "64 B" "vwait spin" "$v" ;;
+			verbs) fi_pair verbs sread-unspec sread-unspec 64 4000 && v=$(lat_of "$last") &&
+				record sread "64 B" "verbs sread" "$v" ;;
+			# the same with twice the default spin cap on both sides: how much of the gap
+			# is waits that outlast 50 us on the emulated CPU (FI_VWAIT_SPIN_US, fi_vwait(7))
+			spin100) FI_VWAIT_SPIN_US=100 fi_pair vwait sread-unspec sread-unspec 64 4000 &&
+				v=$(lat_of "$last") && record sread "64 B" "vwait sread, spin_us 100" "$v" ;;
+			esac
+		done
 	done
 }
 
@@ -198,11 +220,15 @@ think_one() {
 
 section_think() { # TABLE VWAIT_MODE SPIN_MODE VERBS_MODE
 	local table=$1 vm=$2 sm=$3 bm=$4 r
+	local who
 	for r in $(seq "$repeats"); do
-		think_one "$table" adaptive vwait "$vm" FI_VWAIT_WAIT_POLICY=adaptive
-		think_one "$table" block vwait "$vm" FI_VWAIT_WAIT_POLICY=block
-		think_one "$table" spin vwait "$sm"
-		think_one "$table" verbs verbs "$bm"
+		for who in $(in_turn "$r" adaptive block spin verbs); do
+			case $who in
+			adaptive | block) think_one "$table" $who vwait "$vm" FI_VWAIT_WAIT_POLICY=$who ;;
+			spin) think_one "$table" spin vwait "$sm" ;;
+			verbs) think_one "$table" verbs verbs "$bm" ;;
+			esac
+		done
 	done
 }
 
@@ -238,7 +264,7 @@ section_netpipe() {
 		return
 	}
 	for r in $(seq "$repeats"); do
-		for p in vwait verbs; do
+		for p in $(in_turn "$r" vwait verbs); do
 			rm -f "$tmp/np.$p"
 			if [ $p = verbs ]; then
 				np_run verbs "$tmp/np.$p" FI_UNIVERSE_SIZE=32 >>"$log" 2>&1
