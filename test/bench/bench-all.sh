@@ -106,8 +106,7 @@ fi_pair() {
 
 lat_of() { sed -nE 's/^RESULT .*lat_us=([0-9.]+).*/\1/p' "$1.cli"; }
 
-raw_lat() { # SIZE ITERS -> one-way usec
-	port=$((port + 1))
+raw_lat() { # SIZE ITERS -> one-way usec, on port $port (a subshell: the caller advances it)
 	pair "raw-$port" "ibv_rc_pingpong -d $dev -g $gidx -p $port -s $1 -n $2" \
 		"ibv_rc_pingpong -d $dev -g $gidx -p $port -s $1 -n $2 $RXE_ADDR" &&
 		sed -nE 's/.* ([0-9.]+) usec\/iter.*/\1/p' "$tmp/raw-$port.cli" |
@@ -166,7 +165,10 @@ section_spin() {
 			it=$([ $s -le 64 ] && echo 10000 || echo 3000)
 			for who in $(in_turn "$r" vwait verbs raw); do
 				case $who in
-				raw) v=$(raw_lat $s $it) && [ -n "$v" ] && record spin "$s B" raw "$v" ;;
+				raw)
+					port=$((port + 1))
+					v=$(raw_lat $s $it) && [ -n "$v" ] && record spin "$s B" raw "$v"
+					;;
 				*) fi_pair $who spin spin $s $it && v=$(lat_of "$last") &&
 					record spin "$s B" $who "$v" ;;
 				esac
