@@ -80,7 +80,7 @@ public:
 	static uint64_t source_of(void *arg, const void *grh, uint32_t src_qp) noexcept;
 
 	void hold() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
-	void release() noexcept { refs_.fetch_sub(1, std::memory_order_release); }
+	void unhold() noexcept { refs_.fetch_sub(1, std::memory_order_release); }
 	bool busy() const noexcept { return refs_.load(std::memory_order_acquire) != 0; }
 	domain *parent() const noexcept { return domain_; }
 	enum fi_av_type type() const noexcept { return type_; }

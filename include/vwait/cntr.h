@@ -83,8 +83,6 @@ private:
 };
 
 /* The vwait counter behind a fid handed to fi_ep_bind: nullptr for anything else. */
-cntr *verbs_cntr_of(struct fid *fid) noexcept;
-
 /* struct fi_ops_domain::cntr_open */
 int cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr, struct fid_cntr **cntr,
               void *context) noexcept;

@@ -113,7 +113,7 @@ protected:
 	int arm() noexcept override;
 	std::string describe_error(int prov_errno, const void *err_data) const override;
 	void on_event() noexcept override;
-	void close_hook() noexcept override;
+	void close_begin() noexcept override;
 	direct_read read_direct(void *buf, size_t count, fi_addr_t *src) noexcept override;
 
 private:
@@ -142,8 +142,6 @@ private:
 
 /* The vwait CQ behind a fid handed to fi_ep_bind: nullptr for anything else (a CQ of another
  * provider, a util CQ, not a CQ at all). */
-cq *verbs_cq_of(struct fid *fid) noexcept;
-
 /* struct fi_ops_domain::cq_open */
 int cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid_cq **cq,
             void *context) noexcept;

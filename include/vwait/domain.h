@@ -29,7 +29,7 @@ public:
 	domain &operator=(const domain &) = delete;
 
 	void hold() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
-	void release() noexcept { refs_.fetch_sub(1, std::memory_order_release); }
+	void unhold() noexcept { refs_.fetch_sub(1, std::memory_order_release); }
 	bool busy() const noexcept { return refs_.load(std::memory_order_acquire) != 0; }
 
 	struct ibv_context *context() const noexcept { return ctx_; }
@@ -69,7 +69,7 @@ using domain_box = util::fid_box<struct fid_domain, domain>;
 
 inline domain *domain_of(struct fid_domain *fid) noexcept
 {
-	return util::owner<domain>(fid);
+	return domain_box::of(fid)->obj;
 }
 
 /* struct fi_ops_fabric::domain */

@@ -84,8 +84,6 @@ private:
 
 /* The vwait EQ behind a fid handed to fi_ep_bind / fi_pep_bind: nullptr for anything else (an
  * EQ of another provider, not an EQ at all). */
-eq *verbs_eq_of(struct fid *fid) noexcept;
-
 /* struct fi_ops_fabric::eq_open */
 int eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid_eq **eq,
             void *context) noexcept;

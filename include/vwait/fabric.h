@@ -24,7 +24,7 @@ public:
 
 	/* Objects opened from this fabric hold a reference; close fails while any is held. */
 	void hold() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
-	void release() noexcept { refs_.fetch_sub(1, std::memory_order_release); }
+	void unhold() noexcept { refs_.fetch_sub(1, std::memory_order_release); }
 	bool busy() const noexcept { return refs_.load(std::memory_order_acquire) != 0; }
 	const std::string &name() const noexcept { return name_; }
 	uint32_t api_version() const noexcept { return api_version_; }

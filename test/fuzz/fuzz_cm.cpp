@@ -94,8 +94,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (!sent.empty())
 				memcpy(entry.data() + sizeof(cm), sent.data(), sent.size());
 			uint32_t event = in.ConsumeBool() ? FI_CONNECTED : FI_SHUTDOWN;
-			long r = util::eq_of(eq)->push(event, entry.data(), entry.size(),
-			                               in.ConsumeBool());
+			long r = util::object_of<util::eq>(&eq->fid)->push(
+			    event, entry.data(), entry.size(), in.ConsumeBool());
 			if (r != 0 && r != -FI_EAGAIN && r != -FI_ENOMEM)
 				abort();
 			break;
@@ -107,7 +107,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			err.fid = &peer_fid;
 			err.err = FI_ECONNREFUSED;
 			err.prov_errno = in.ConsumeIntegral<int>();
-			long r = util::eq_of(eq)->push_error(err, sent.data(), sent.size());
+			long r = util::object_of<util::eq>(&eq->fid)->push_error(err, sent.data(),
+			                                                         sent.size());
 			if (r != 0 && r != -FI_EAGAIN && r != -FI_ENOMEM)
 				abort();
 			break;

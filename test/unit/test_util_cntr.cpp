@@ -46,7 +46,7 @@ struct fid_cntr *open_cntr(state &s, enum fi_wait_obj w, struct fid_cntr **where
 	}
 	struct fid_cntr **out = where ? where : &s.cntr;
 	assert_int_equal(util::cntr_open(&test_prov, &a, out, &s), 0);
-	assert_non_null(util::cntr_of(*out));
+	assert_non_null(util::object_of<util::cntr>(&(*out)->fid));
 	return *out;
 }
 
@@ -115,10 +115,10 @@ void bad_input(void **st)
 	assert_int_equal(fi_control(&c->fid, 4242, nullptr), -FI_ENOSYS);
 	enum fi_wait_obj obj = FI_WAIT_FD;
 	assert_int_equal(fi_control(&c->fid, FI_GETWAITOBJ, &obj), -FI_ENODATA);
-	util::cntr *o = util::cntr_of(c);
+	util::cntr *o = util::object_of<util::cntr>(&c->fid);
 	o->hold();
 	assert_int_equal(fi_close(&c->fid), -FI_EBUSY);
-	o->release();
+	o->unhold();
 }
 
 /* For each wait object: reached -> 0 at once, a 200 ms timeout -> -FI_ETIMEDOUT near the

@@ -47,7 +47,7 @@ struct fi_cq_attr attr_of(enum fi_wait_obj w, enum fi_cq_format f = FI_CQ_FORMAT
 util::cq *open_cq(state &s, struct fi_cq_attr a)
 {
 	assert_int_equal(util::cq_open(&test_prov, &a, &s.cq, &s), 0);
-	util::cq *q = util::cq_of(s.cq);
+	util::cq *q = util::object_of<util::cq>(&s.cq->fid);
 	assert_non_null(q);
 	return q;
 }
@@ -316,7 +316,7 @@ void error_old_api(void **st)
 	state &s = st_of(st);
 	struct fi_cq_attr a = attr_of(FI_WAIT_NONE);
 	assert_int_equal(util::cq_open(&test_prov, &a, &s.cq, nullptr, FI_VERSION(1, 4)), 0);
-	util::cq *q = util::cq_of(s.cq);
+	util::cq *q = util::object_of<util::cq>(&s.cq->fid);
 	const char payload[] = "old";
 	assert_int_equal(q->push_error(error_entry(1), payload, sizeof(payload)), 0);
 	char mine[16] = {};
@@ -399,7 +399,7 @@ void close_busy(void **st)
 	util::cq *q = open_cq(s, attr_of(FI_WAIT_NONE));
 	q->hold();
 	assert_int_equal(fi_close(&s.cq->fid), -FI_EBUSY);
-	q->release();
+	q->unhold();
 	assert_int_equal(fi_close(&s.cq->fid), 0);
 	s.cq = nullptr;
 }
@@ -970,7 +970,7 @@ void mixed_poll_set(void **st)
 	assert_int_equal(fi_sets::poll_add(s.pollset, &s.cntr->fid, 0), 0);
 	void *ctx[4] = {};
 	assert_int_equal(fi_sets::poll(s.pollset, ctx, 4), 0);
-	assert_int_equal(util::cq_of(s.cq2)->push(entry(1)), 0);
+	assert_int_equal(util::object_of<util::cq>(&s.cq2->fid)->push(entry(1)), 0);
 	fi_cntr_add(s.cntr, 1);
 	int n = fi_sets::poll(s.pollset, ctx, 4);
 	assert_int_equal(n, 2);
@@ -987,7 +987,8 @@ void mixed_poll_set(void **st)
 	/* an error entry counts as something to report */
 	struct fi_cq_entry out;
 	assert_int_equal(fi_cq_read(s.cq2, &out, 1), 1);
-	assert_int_equal(util::cq_of(s.cq)->push_error(error_entry(1), nullptr, 0), 0);
+	assert_int_equal(
+	    util::object_of<util::cq>(&s.cq->fid)->push_error(error_entry(1), nullptr, 0), 0);
 	assert_int_equal(fi_sets::poll(s.pollset, ctx, 4), 1);
 	assert_ptr_equal(ctx[0], &ctx_a);
 	for (struct fid *f : {&s.cq->fid, &s.cq2->fid, &s.cntr->fid})
@@ -1004,7 +1005,8 @@ void pingpong_latency(void **st)
 		struct fi_cq_attr a = attr_of(w, FI_CQ_FORMAT_CONTEXT);
 		assert_int_equal(util::cq_open(&test_prov, &a, &s.cq, nullptr), 0);
 		assert_int_equal(util::cq_open(&test_prov, &a, &s.cq2, nullptr), 0);
-		util::cq *ping = util::cq_of(s.cq), *pong = util::cq_of(s.cq2);
+		util::cq *ping = util::object_of<util::cq>(&s.cq->fid),
+		         *pong = util::object_of<util::cq>(&s.cq2->fid);
 		constexpr int rounds = 2000;
 		std::atomic<int> echoed{0};
 		s.threads.emplace_back([&s, ping, &echoed] {

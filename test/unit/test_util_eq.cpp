@@ -48,7 +48,7 @@ util::eq *open_eq(state &s, enum fi_wait_obj w, size_t size = 0)
 		a.wait_set = s.set;
 	}
 	assert_int_equal(util::eq_open(&test_prov, &a, &s.eq, &s), 0);
-	util::eq *q = util::eq_of(s.eq);
+	util::eq *q = util::object_of<util::eq>(&s.eq->fid);
 	assert_non_null(q);
 	return q;
 }
@@ -227,7 +227,7 @@ void errors(void **st)
 	/* an API older than 1.5: always the provider's buffer */
 	struct fi_eq_attr a = {};
 	assert_int_equal(util::eq_open(&test_prov, &a, &s.eq, nullptr, FI_VERSION(1, 4)), 0);
-	q = util::eq_of(s.eq);
+	q = util::object_of<util::eq>(&s.eq->fid);
 	assert_int_equal(q->push_error(error_entry(FI_EIO), payload, sizeof(payload)), 0);
 	err = {};
 	err.err_data = mine;
@@ -276,7 +276,7 @@ void bad_input(void **st)
 	assert_int_equal(fi_control(&s.eq->fid, 999, nullptr), -FI_ENOSYS);
 	q->hold();
 	assert_int_equal(fi_close(&s.eq->fid), -FI_EBUSY);
-	q->release();
+	q->unhold();
 }
 
 /* For each wait object: a timed-out sread, a write from another thread ending an infinite

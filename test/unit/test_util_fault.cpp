@@ -105,7 +105,7 @@ protected:
 		armed_ = true;
 		return 0;
 	}
-	void close_hook() noexcept override { detach_channel(); }
+	void close_begin() noexcept override { detach_channel(); }
 
 private:
 	static void drain(void *arg) noexcept

@@ -18,7 +18,7 @@
 /* before waitable.h, which names struct fi_provider without declaring it */
 #include <rdma/providers/fi_prov.h>
 
-#include "vwait/util/waitable.h"
+#include "vwait/util/object.h"
 
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
@@ -27,22 +27,21 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 
 namespace vwait::util
 {
 
 int cntr_check_attr(const struct fi_provider *prov, const struct fi_cntr_attr *attr) noexcept;
 
-class cntr : public waitable
+class cntr : public object
 {
 public:
+	static constexpr size_t fid_class = FI_CLASS_CNTR;
+
 	cntr(const struct fi_provider *prov, const struct fi_cntr_attr &attr);
 	~cntr() override;
 	cntr(const cntr &) = delete;
 	cntr &operator=(const cntr &) = delete;
-
-	int init_wait() noexcept;
 
 	/* fi_cntr_* entry points. */
 	uint64_t read() noexcept;
@@ -54,25 +53,14 @@ public:
 	/* 0 once the value is >= threshold, -FI_ETIMEDOUT at the deadline, -FI_EAVAIL when the
 	 * error value changed while waiting. */
 	int wait(uint64_t threshold, int timeout) noexcept;
-	int control(int command, void *arg) noexcept;
-	int close_check() noexcept;
-	void hold() noexcept;
-	void release() noexcept;
 
 	/* waitable. A counter has nothing queued: its changes reach waiters through wake(), and
 	 * poll sets through poll_ready(), which reports a change of the success or the error
 	 * value since the last fi_poll (cookie: the generation that poll set saw last). */
 	bool ready() noexcept override;
 	int trywait() noexcept override;
-	void *poll_context() const noexcept override { return context_; }
 	bool poll_ready(uint64_t &cookie) noexcept override;
 	uint64_t poll_cookie() const noexcept override;
-
-	void *context() const noexcept { return context_; }
-	void set_context(void *ctx) noexcept { context_ = ctx; }
-	struct fid *fid() const noexcept { return fid_; }
-	void set_fid(struct fid *f) noexcept { fid_ = f; }
-	const struct fi_provider *provider() const noexcept { return prov_; }
 
 protected:
 	/* Extension points for the verbs counter (called without the counter's lock).
@@ -84,28 +72,21 @@ protected:
 	virtual int arm() noexcept { return FI_SUCCESS; }
 	/* After every change of either value: a new generation, then wake(). */
 	void changed() noexcept;
+	/* FI_GETOPSFLAG / FI_SETOPSFLAG */
+	int control_own(int command, void *arg) noexcept override;
 
 private:
-	const struct fi_provider *prov_;
-	const enum fi_wait_obj wait_obj_;
-	struct fid_wait *wait_set_;
-	uint64_t ops_flags_ = 0;
-	void *context_ = nullptr;
-	struct fid *fid_ = nullptr;
+	std::atomic<uint64_t> ops_flags_{0};
 
 	std::atomic<uint64_t> value_{0};
 	std::atomic<uint64_t> err_{0};
 	/* Every change bumps generation_; each poll set keeps the one it saw last. */
 	std::atomic<uint64_t> generation_{0};
-
-	std::mutex lock_;
-	int refs_ = 0;
 };
 
 int cntr_install(std::unique_ptr<cntr> obj, struct fid_cntr **out, void *context) noexcept;
 int cntr_open(const struct fi_provider *prov, const struct fi_cntr_attr *attr,
               struct fid_cntr **out, void *context);
-cntr *cntr_of(struct fid_cntr *fid) noexcept;
 
 } // namespace vwait::util
 

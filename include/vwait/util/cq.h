@@ -28,7 +28,7 @@
 #include <rdma/providers/fi_prov.h>
 
 #include "vwait/util/guard.h"
-#include "vwait/util/waitable.h"
+#include "vwait/util/object.h"
 
 #include <rdma/fabric.h>
 #include <rdma/fi_eq.h>
@@ -46,21 +46,6 @@
 
 namespace vwait::util
 {
-
-/* The value an enum field of an application's attr holds, read as an int: a value outside
- * the enum (a bad argument) must be reported, and loading it as the enum is undefined. */
-template <typename E>
-int raw_enum(const E &field) noexcept
-{
-	static_assert(sizeof(E) == sizeof(int), "an enum of int size");
-	int v;
-	std::memcpy(&v, &field, sizeof(v));
-	return v;
-}
-/* 0, or -FI_EINVAL with one warning line naming who and the value, for a wait_obj that is
- * not one of enum fi_wait_obj (shared by cq, cntr and eq). */
-int check_wait_obj(const struct fi_provider *prov, enum fi_log_subsys subsys, const char *who,
-                   const enum fi_wait_obj &wait_obj) noexcept;
 
 /* One completion as the queue stores it: the widest format (tagged) plus the source. */
 struct cq_entry {
@@ -85,17 +70,16 @@ void cq_entry_copy_out(enum fi_cq_format format, const cq_entry &e, void *dst) n
 /* Checks an attr; one warning line through prov naming the bad field; 0 or -FI_E*. */
 int cq_check_attr(const struct fi_provider *prov, const struct fi_cq_attr *attr) noexcept;
 
-class cq : public waitable
+class cq : public object
 {
 public:
+	static constexpr size_t fid_class = FI_CLASS_CQ;
+
 	/* attr must have passed cq_check_attr. api_version: the fabric's (err_data rules). */
 	cq(const struct fi_provider *prov, const struct fi_cq_attr &attr, uint32_t api_version);
 	~cq() override;
 	cq(const cq &) = delete;
 	cq &operator=(const cq &) = delete;
-
-	/* Sets up the wait object (attr's wait_obj / wait_set); called once by cq_install. */
-	int init_wait() noexcept;
 
 	/* fi_cq_* entry points; src may be NULL. read: a subclass's read_direct first (the
 	 * polling path, inline in the fid shim), then the ring (read_ring). */
@@ -112,13 +96,6 @@ public:
 	ssize_t sread(void *buf, size_t count, fi_addr_t *src, const void *cond,
 	              int timeout) noexcept;
 	int signal() noexcept;
-	const char *strerror(int prov_errno, const void *err_data, char *buf, size_t len) noexcept;
-	int control(int command, void *arg) noexcept;
-	/* fi_close's checks: -FI_EBUSY while bound (hold/release) or in a poll set. Then it
-	 * leaves its waiters (close_wait) before it is destroyed. */
-	int close_check() noexcept;
-	void hold() noexcept;
-	void release() noexcept;
 
 	/* Producer side, used by endpoints and by subclasses from progress(). 0, or -FI_EAGAIN
 	 * when the ring is full (the caller keeps the completion and retries later). */
@@ -129,11 +106,6 @@ public:
 	/* An error completion: err->err positive; err_data (len bytes) is copied. */
 	int push_error(const struct fi_cq_err_entry &err, const void *err_data, size_t len,
 	               fi_addr_t src_addr = FI_ADDR_NOTAVAIL) noexcept;
-
-	/* Called by fi_close after close_check() succeeded and before the CQ leaves its
-	 * waiters: a subclass releases what must go while its waiter still exists (the verbs
-	 * CQ: its ibv_cq and completion channel). Also called before a failed open is undone. */
-	virtual void close_hook() noexcept {}
 
 	/* entries and error entries in the ring */
 	size_t queued() const noexcept
@@ -146,16 +118,9 @@ public:
 	 * else arm(), progress() and check once more. */
 	bool ready() noexcept override;
 	int trywait() noexcept override;
-	void *poll_context() const noexcept override { return context_; }
-
-	void *context() const noexcept { return context_; }
-	void set_context(void *ctx) noexcept { context_ = ctx; }
-	struct fid *fid() const noexcept { return fid_; }
-	void set_fid(struct fid *f) noexcept { fid_ = f; }
 
 	enum fi_cq_format format() const noexcept { return format_; }
 	size_t size() const noexcept { return size_; }
-	const struct fi_provider *provider() const noexcept { return prov_; }
 
 protected:
 	/* Extension points for the verbs CQ (called without the CQ's lock held). */
@@ -164,8 +129,6 @@ protected:
 	/* Arms the source below so that its next completion wakes the waiter; 0, -FI_EAGAIN if
 	 * something arrived meanwhile, or -FI_E*. */
 	virtual int arm() noexcept { return FI_SUCCESS; }
-	/* Provider text for a prov_errno (fi_cq_strerror); the default names the FI errno. */
-	virtual std::string describe_error(int prov_errno, const void *err_data) const;
 	/* fi_cq_read / readfrom's shortcut (count > 0): a subclass that can, while nothing is
 	 * queued, write completions from below straight into the caller's buffer (in format(),
 	 * src[i] = FI_ADDR_NOTAVAIL) does so and returns direct_read::took(how many, -FI_EAGAIN
@@ -205,15 +168,10 @@ private:
 	ssize_t read_ring(void *buf, size_t count, fi_addr_t *src) noexcept;
 	ssize_t read_locked(void *buf, size_t count, fi_addr_t *src) noexcept;
 
-	const struct fi_provider *prov_;
 	const enum fi_cq_format format_;
-	const enum fi_wait_obj wait_obj_;
 	const enum fi_cq_wait_cond wait_cond_;
 	const size_t size_;
 	const uint32_t api_version_;
-	struct fid_wait *wait_set_;
-	void *context_ = nullptr;
-	struct fid *fid_ = nullptr;
 
 	struct slot {
 		cq_entry entry;
@@ -230,7 +188,6 @@ private:
 	std::atomic<size_t> count_{0};       /* occupied; written under lock_ only */
 	std::deque<error_record> errors_;    /* error payloads, oldest first */
 	std::vector<uint8_t> last_err_data_; /* provider-owned err_data of the last readerr */
-	int refs_ = 0;
 
 	/* fi_cq_signal: raised counts every signal, consumed the ones an sread returned for. */
 	std::atomic<uint64_t> signals_raised_{0};
@@ -243,8 +200,6 @@ int cq_install(std::unique_ptr<cq> obj, struct fid_cq **out, void *context) noex
 /* A plain software CQ (fi_cq_open of the util layer). */
 int cq_open(const struct fi_provider *prov, const struct fi_cq_attr *attr, struct fid_cq **out,
             void *context, uint32_t api_version = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION));
-/* The C++ object behind a fid_cq opened by cq_install / cq_open. */
-cq *cq_of(struct fid_cq *fid) noexcept;
 
 } // namespace vwait::util
 

@@ -24,7 +24,7 @@
 /* before waitable.h, which names struct fi_provider without declaring it */
 #include <rdma/providers/fi_prov.h>
 
-#include "vwait/util/waitable.h"
+#include "vwait/util/object.h"
 
 #include <rdma/fabric.h>
 #include <rdma/fi_eq.h>
@@ -48,32 +48,27 @@ constexpr size_t eq_max_size = size_t{1} << 20;
 
 int eq_check_attr(const struct fi_provider *prov, const struct fi_eq_attr *attr) noexcept;
 
-class eq : public waitable
+class eq : public object
 {
 public:
+	static constexpr size_t fid_class = FI_CLASS_EQ;
+
 	eq(const struct fi_provider *prov, const struct fi_eq_attr &attr, uint32_t api_version);
 	~eq() override;
 	eq(const eq &) = delete;
 	eq &operator=(const eq &) = delete;
-
-	int init_wait() noexcept;
 
 	/* fi_eq_* entry points. */
 	ssize_t read(uint32_t *event, void *buf, size_t len, uint64_t flags) noexcept;
 	ssize_t readerr(struct fi_eq_err_entry *buf, uint64_t flags) noexcept;
 	ssize_t write(uint32_t event, const void *buf, size_t len, uint64_t flags) noexcept;
 	ssize_t sread(uint32_t *event, void *buf, size_t len, int timeout, uint64_t flags) noexcept;
-	const char *strerror(int prov_errno, const void *err_data, char *buf, size_t len) noexcept;
-	int control(int command, void *arg) noexcept;
-	int close_check() noexcept;
-	/* fi_close, after close_check(): closing() (the subclass's own progress stops), stops
-	 * watching the source fd (unwatch()), then, once the EQ left its waiters, hands unread
-	 * entries to discard(). */
-	void discard_unread() noexcept;
+	/* fi_close, after close_check(): close_begin() stops the subclass's own progress
+	 * (closing()) and the source fd leaves the waiter (unwatch(): a wait set outlives the
+	 * EQ); close_end(), once the EQ left its waiters, hands unread entries to discard(). */
+	void close_begin() noexcept override;
+	void close_end() noexcept override;
 	void unwatch() noexcept;
-	void close_progress() noexcept { closing(); }
-	void hold() noexcept;
-	void release() noexcept;
 	/* An object that reports through this EQ (an endpoint) is closing: its queued entries
 	 * (FI_CONNECTED, FI_SHUTDOWN, errors: every entry but fi_eq_write's names its fid first)
 	 * go, through discard(), so that no read returns a closed fid. Call it once the object
@@ -98,14 +93,8 @@ public:
 	/* what is queued: progress() reads the rdma_cm channel, a system call */
 	bool peek() noexcept override;
 	int trywait() noexcept override;
-	void *poll_context() const noexcept override { return context_; }
 
-	void *context() const noexcept { return context_; }
-	void set_context(void *ctx) noexcept { context_ = ctx; }
-	struct fid *fid() const noexcept { return fid_; }
-	void set_fid(struct fid *f) noexcept { fid_ = f; }
 	size_t size() const noexcept { return size_; }
-	const struct fi_provider *provider() const noexcept { return prov_; }
 
 protected:
 	/* Extension points for the verbs EQ (called without the EQ's lock held). */
@@ -121,7 +110,6 @@ protected:
 	/* fi_close, once close_check() passed, before anything else: what drains the source on
 	 * its own (a provider thread) stops here. */
 	virtual void closing() noexcept {}
-	virtual std::string describe_error(int prov_errno, const void *err_data) const;
 	/* fi_close with entries unread: called for each entry push()ed (not for error entries,
 	 * nor for what fi_eq_write queued: the application owns what those point at), before
 	 * the EQ is destroyed, so that what an entry owns (the fi_info of an FI_CONNREQ) is
@@ -146,25 +134,18 @@ private:
 	                bool over_size) noexcept;
 	static void drain_source(void *self) noexcept;
 
-	const struct fi_provider *prov_;
-	const enum fi_wait_obj wait_obj_;
 	const size_t size_;
 	const uint32_t api_version_;
-	struct fid_wait *wait_set_;
-	void *context_ = nullptr;
-	struct fid *fid_ = nullptr;
 
 	mutable std::mutex lock_;
 	std::deque<record> queue_;
 	std::vector<uint8_t> last_err_data_;
-	int refs_ = 0;
 	int watched_fd_ = -1;
 };
 
 int eq_install(std::unique_ptr<eq> obj, struct fid_eq **out, void *context) noexcept;
 int eq_open(const struct fi_provider *prov, const struct fi_eq_attr *attr, struct fid_eq **out,
             void *context, uint32_t api_version = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION));
-eq *eq_of(struct fid_eq *fid) noexcept;
 
 } // namespace vwait::util
 

@@ -4,9 +4,7 @@
 
 #include "vwait/util/cntr.h"
 
-#include "vwait/util/cq.h"
-#include "vwait/util/enosys.h"
-#include "vwait/util/fid.h"
+#include "vwait/util/guard.h"
 #include "vwait/util/wait.h"
 
 #include <rdma/fi_errno.h>
@@ -35,16 +33,11 @@ int cntr_check_attr(const struct fi_provider *prov, const struct fi_cntr_attr *a
 }
 
 cntr::cntr(const struct fi_provider *prov, const struct fi_cntr_attr &attr)
-    : prov_(prov), wait_obj_(attr.wait_obj), wait_set_(attr.wait_set)
+    : object(prov, FI_LOG_CNTR, "counter", attr.wait_obj, attr.wait_set)
 {
 }
 
 cntr::~cntr() = default;
-
-int cntr::init_wait() noexcept
-{
-	return open_wait(prov_, wait_obj_, wait_set_);
-}
 
 void cntr::changed() noexcept
 {
@@ -157,57 +150,19 @@ int cntr::trywait() noexcept
 	return arm();
 }
 
-int cntr::control(int command, void *arg) noexcept
+int cntr::control_own(int command, void *arg) noexcept
 {
-	switch (command) {
-	case FI_GETOPSFLAG:
-	case FI_SETOPSFLAG: {
-		if (!arg) {
-			FI_WARN(prov_, FI_LOG_CNTR, "fi_control(counter, %s): arg is NULL\n",
-			        command == FI_GETOPSFLAG ? "FI_GETOPSFLAG" : "FI_SETOPSFLAG");
-			return -FI_EINVAL;
-		}
-		std::lock_guard<std::mutex> g(lock_);
-		if (command == FI_GETOPSFLAG)
-			*static_cast<uint64_t *>(arg) = ops_flags_;
-		else
-			ops_flags_ = *static_cast<uint64_t *>(arg);
-		return FI_SUCCESS;
+	if (command != FI_GETOPSFLAG && command != FI_SETOPSFLAG)
+		return -FI_ENOSYS;
+	if (!arg) {
+		FI_WARN(prov_, FI_LOG_CNTR, "fi_control(counter, %s): arg is NULL\n",
+		        command == FI_GETOPSFLAG ? "FI_GETOPSFLAG" : "FI_SETOPSFLAG");
+		return -FI_EINVAL;
 	}
-	default: {
-		int ret = answer_control(command, arg);
-		if (ret == -FI_ENOSYS)
-			FI_WARN(prov_, FI_LOG_CNTR,
-			        "fi_control(counter): command %d is not supported\n", command);
-		return ret;
-	}
-	}
-}
-
-void cntr::hold() noexcept
-{
-	std::lock_guard<std::mutex> g(lock_);
-	++refs_;
-}
-
-void cntr::release() noexcept
-{
-	std::lock_guard<std::mutex> g(lock_);
-	--refs_;
-}
-
-int cntr::close_check() noexcept
-{
-	std::lock_guard<std::mutex> g(lock_);
-	if (refs_) {
-		FI_WARN(prov_, FI_LOG_CNTR, "fi_close(counter): %d objects still bound\n", refs_);
-		return -FI_EBUSY;
-	}
-	if (in_poll_set()) {
-		FI_WARN(prov_, FI_LOG_CNTR,
-		        "fi_close(counter): still in a poll set (fi_poll_del it)\n");
-		return -FI_EBUSY;
-	}
+	if (command == FI_GETOPSFLAG)
+		*static_cast<uint64_t *>(arg) = ops_flags_.load(std::memory_order_acquire);
+	else
+		ops_flags_.store(*static_cast<uint64_t *>(arg), std::memory_order_release);
 	return FI_SUCCESS;
 }
 
@@ -215,23 +170,10 @@ int cntr::close_check() noexcept
 namespace
 {
 
-using cntr_box = fid_box<struct fid_cntr, cntr>;
-
+/* a slot of cntr_ops: the fid is a counter's object_box */
 cntr *obj(struct fid_cntr *f) noexcept
 {
-	return owner<cntr>(f);
-}
-
-int cntr_close(struct fid *f) noexcept
-{
-	auto *box = reinterpret_cast<cntr_box *>(f);
-	int ret = box->obj->close_check();
-	if (ret)
-		return ret;
-	box->obj->close_wait();
-	delete box->obj;
-	delete box;
-	return FI_SUCCESS;
+	return static_cast<cntr *>(object_box::of(f)->obj);
 }
 
 uint64_t cntr_read(struct fid_cntr *f) noexcept
@@ -269,8 +211,6 @@ int cntr_seterr(struct fid_cntr *f, uint64_t value) noexcept
 	return obj(f)->seterr(value);
 }
 
-struct fi_ops cntr_fi_ops = fi_ops_with(cntr_close, box_control<struct fid_cntr, cntr>);
-
 struct fi_ops_cntr cntr_ops = {
     .size = sizeof(struct fi_ops_cntr),
     .read = cntr_read,
@@ -284,28 +224,16 @@ struct fi_ops_cntr cntr_ops = {
 
 } // namespace
 
-cntr *cntr_of(struct fid_cntr *fid) noexcept
-{
-	return fid && fid->fid.ops == &cntr_fi_ops ? obj(fid) : nullptr;
-}
-
 int cntr_install(std::unique_ptr<cntr> o, struct fid_cntr **out, void *context) noexcept
 {
-	return box_install(std::move(o), FI_CLASS_CNTR, &cntr_fi_ops, &cntr_ops, out, context);
+	return object_install(std::move(o), &cntr_ops, out, context);
 }
 
 int cntr_open(const struct fi_provider *prov, const struct fi_cntr_attr *attr,
               struct fid_cntr **out, void *context)
 {
-	if (!out) {
-		FI_WARN(prov, FI_LOG_CNTR, "fi_cntr_open: cntr is NULL\n");
-		return -FI_EINVAL;
-	}
-	*out = nullptr;
-	int ret = cntr_check_attr(prov, attr);
-	if (ret)
-		return ret;
-	return guard(
+	return object_open(
+	    prov, FI_LOG_CNTR, "fi_cntr_open", "cntr", cntr_check_attr, attr, out,
 	    [&] { return cntr_install(std::make_unique<cntr>(prov, *attr), out, context); });
 }
 

@@ -4,8 +4,6 @@
 
 #include "vwait/util/cq.h"
 
-#include "vwait/util/enosys.h"
-#include "vwait/util/fid.h"
 #include "vwait/util/wait.h"
 
 #include <rdma/fi_domain.h>
@@ -63,17 +61,6 @@ void cq_entry_copy_out(enum fi_cq_format format, const cq_entry &e, void *dst) n
 	}
 }
 
-int check_wait_obj(const struct fi_provider *prov, enum fi_log_subsys subsys, const char *who,
-                   const enum fi_wait_obj &wait_obj) noexcept
-{
-	const int v = raw_enum(wait_obj);
-	if (v < FI_WAIT_NONE || v > FI_WAIT_POLLFD) {
-		FI_WARN(prov, subsys, "%s: attr->wait_obj %d is not an fi_wait_obj\n", who, v);
-		return -FI_EINVAL;
-	}
-	return FI_SUCCESS;
-}
-
 int cq_check_attr(const struct fi_provider *prov, const struct fi_cq_attr *attr) noexcept
 {
 	if (!attr) {
@@ -107,19 +94,14 @@ int cq_check_attr(const struct fi_provider *prov, const struct fi_cq_attr *attr)
 }
 
 cq::cq(const struct fi_provider *prov, const struct fi_cq_attr &attr, uint32_t api_version)
-    : prov_(prov), format_(attr.format == FI_CQ_FORMAT_UNSPEC ? cq_default_format : attr.format),
-      wait_obj_(attr.wait_obj), wait_cond_(attr.wait_cond),
-      size_(attr.size ? attr.size : cq_default_size), api_version_(api_version),
-      wait_set_(attr.wait_set), ring_(size_)
+    : object(prov, FI_LOG_CQ, "CQ", attr.wait_obj, attr.wait_set),
+      format_(attr.format == FI_CQ_FORMAT_UNSPEC ? cq_default_format : attr.format),
+      wait_cond_(attr.wait_cond), size_(attr.size ? attr.size : cq_default_size),
+      api_version_(api_version), ring_(size_)
 {
 }
 
 cq::~cq() = default;
-
-int cq::init_wait() noexcept
-{
-	return open_wait(prov_, wait_obj_, wait_set_);
-}
 
 bool cq::ready() noexcept
 {
@@ -353,86 +335,14 @@ int cq::signal() noexcept
 	return FI_SUCCESS;
 }
 
-std::string cq::describe_error(int prov_errno, const void *) const
-{
-	return std::string("provider error ") + std::to_string(prov_errno) + ": " +
-	       fi_strerror(prov_errno < 0 ? -prov_errno : prov_errno);
-}
-
-const char *cq::strerror(int prov_errno, const void *err_data, char *buf, size_t len) noexcept
-{
-	try {
-		static thread_local std::string text;
-		text = describe_error(prov_errno, err_data);
-		if (buf && len) {
-			const size_t n = std::min(len - 1, text.size());
-			std::memcpy(buf, text.data(), n);
-			buf[n] = '\0';
-			return buf;
-		}
-		return text.c_str();
-	} catch (...) {
-		return fi_strerror(FI_ENOMEM);
-	}
-}
-
-int cq::control(int command, void *arg) noexcept
-{
-	int ret = answer_control(command, arg);
-	if (ret == -FI_ENOSYS)
-		FI_WARN(prov_, FI_LOG_CQ, "fi_control(CQ): command %d is not supported\n", command);
-	return ret;
-}
-
-void cq::hold() noexcept
-{
-	std::lock_guard<std::mutex> g(lock_);
-	++refs_;
-}
-
-void cq::release() noexcept
-{
-	std::lock_guard<std::mutex> g(lock_);
-	--refs_;
-}
-
-int cq::close_check() noexcept
-{
-	std::lock_guard<std::mutex> g(lock_);
-	if (refs_) {
-		FI_WARN(prov_, FI_LOG_CQ, "fi_close(CQ): %d endpoints or counters still bound\n",
-		        refs_);
-		return -FI_EBUSY;
-	}
-	if (in_poll_set()) {
-		FI_WARN(prov_, FI_LOG_CQ, "fi_close(CQ): still in a poll set (fi_poll_del it)\n");
-		return -FI_EBUSY;
-	}
-	return FI_SUCCESS;
-}
-
 /* ------------------------------------------------------------------ the fid_cq shim */
 namespace
 {
 
-using cq_box = fid_box<struct fid_cq, cq>;
-
+/* a slot of cq_ops: the fid is a CQ's object_box */
 cq *obj(struct fid_cq *f) noexcept
 {
-	return owner<cq>(f);
-}
-
-int cq_close(struct fid *f) noexcept
-{
-	auto *box = reinterpret_cast<cq_box *>(f);
-	int ret = box->obj->close_check();
-	if (ret)
-		return ret;
-	box->obj->close_hook();
-	box->obj->close_wait();
-	delete box->obj;
-	delete box;
-	return FI_SUCCESS;
+	return static_cast<cq *>(object_box::of(f)->obj);
 }
 
 ssize_t cq_read(struct fid_cq *f, void *buf, size_t count) noexcept
@@ -466,14 +376,6 @@ int cq_signal(struct fid_cq *f) noexcept
 	return obj(f)->signal();
 }
 
-const char *cq_strerror(struct fid_cq *f, int prov_errno, const void *err_data, char *buf,
-                        size_t len) noexcept
-{
-	return obj(f)->strerror(prov_errno, err_data, buf, len);
-}
-
-struct fi_ops cq_fi_ops = fi_ops_with(cq_close, box_control<struct fid_cq, cq>);
-
 struct fi_ops_cq cq_ops = {
     .size = sizeof(struct fi_ops_cq),
     .read = cq_read,
@@ -482,33 +384,20 @@ struct fi_ops_cq cq_ops = {
     .sread = cq_sread,
     .sreadfrom = cq_sreadfrom,
     .signal = cq_signal,
-    .strerror = cq_strerror,
+    .strerror = object_strerror<struct fid_cq>,
 };
 
 } // namespace
 
-cq *cq_of(struct fid_cq *fid) noexcept
-{
-	return fid && fid->fid.ops == &cq_fi_ops ? obj(fid) : nullptr;
-}
-
 int cq_install(std::unique_ptr<cq> o, struct fid_cq **out, void *context) noexcept
 {
-	return box_install(std::move(o), FI_CLASS_CQ, &cq_fi_ops, &cq_ops, out, context);
+	return object_install(std::move(o), &cq_ops, out, context);
 }
 
 int cq_open(const struct fi_provider *prov, const struct fi_cq_attr *attr, struct fid_cq **out,
             void *context, uint32_t api_version)
 {
-	if (!out) {
-		FI_WARN(prov, FI_LOG_CQ, "fi_cq_open: cq is NULL\n");
-		return -FI_EINVAL;
-	}
-	*out = nullptr;
-	int ret = cq_check_attr(prov, attr);
-	if (ret)
-		return ret;
-	return guard([&] {
+	return object_open(prov, FI_LOG_CQ, "fi_cq_open", "cq", cq_check_attr, attr, out, [&] {
 		return cq_install(std::make_unique<cq>(prov, *attr, api_version), out, context);
 	});
 }

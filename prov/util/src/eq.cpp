@@ -4,9 +4,7 @@
 
 #include "vwait/util/eq.h"
 
-#include "vwait/util/cq.h"
-#include "vwait/util/enosys.h"
-#include "vwait/util/fid.h"
+#include "vwait/util/guard.h"
 #include "vwait/util/wait.h"
 
 #include <rdma/fi_errno.h>
@@ -41,19 +39,14 @@ int eq_check_attr(const struct fi_provider *prov, const struct fi_eq_attr *attr)
 }
 
 eq::eq(const struct fi_provider *prov, const struct fi_eq_attr &attr, uint32_t api_version)
-    : prov_(prov), wait_obj_(attr.wait_obj), size_(attr.size ? attr.size : eq_default_size),
-      api_version_(api_version), wait_set_(attr.wait_set)
+    : object(prov, FI_LOG_EQ, "EQ", attr.wait_obj, attr.wait_set),
+      size_(attr.size ? attr.size : eq_default_size), api_version_(api_version)
 {
 }
 
 eq::~eq()
 {
 	unwatch();
-}
-
-int eq::init_wait() noexcept
-{
-	return open_wait(prov_, wait_obj_, wait_set_);
 }
 
 size_t eq::queued() const noexcept
@@ -288,59 +281,6 @@ ssize_t eq::sread(uint32_t *event, void *buf, size_t len, int timeout, uint64_t 
 	return result;
 }
 
-std::string eq::describe_error(int prov_errno, const void *) const
-{
-	return std::string("provider error ") + std::to_string(prov_errno) + ": " +
-	       fi_strerror(prov_errno < 0 ? -prov_errno : prov_errno);
-}
-
-const char *eq::strerror(int prov_errno, const void *err_data, char *buf, size_t len) noexcept
-{
-	try {
-		static thread_local std::string text;
-		text = describe_error(prov_errno, err_data);
-		if (buf && len) {
-			const size_t n = std::min(len - 1, text.size());
-			std::memcpy(buf, text.data(), n);
-			buf[n] = '\0';
-			return buf;
-		}
-		return text.c_str();
-	} catch (...) {
-		return fi_strerror(FI_ENOMEM);
-	}
-}
-
-int eq::control(int command, void *arg) noexcept
-{
-	int ret = answer_control(command, arg);
-	if (ret == -FI_ENOSYS)
-		FI_WARN(prov_, FI_LOG_EQ, "fi_control(EQ): command %d is not supported\n", command);
-	return ret;
-}
-
-void eq::hold() noexcept
-{
-	std::lock_guard<std::mutex> g(lock_);
-	++refs_;
-}
-
-void eq::release() noexcept
-{
-	std::lock_guard<std::mutex> g(lock_);
-	--refs_;
-}
-
-int eq::close_check() noexcept
-{
-	std::lock_guard<std::mutex> g(lock_);
-	if (refs_) {
-		FI_WARN(prov_, FI_LOG_EQ, "fi_close(EQ): %d objects still bound\n", refs_);
-		return -FI_EBUSY;
-	}
-	return FI_SUCCESS;
-}
-
 void eq::drain_source(void *self) noexcept
 {
 	static_cast<eq *>(self)->progress();
@@ -377,7 +317,13 @@ void eq::unwatch() noexcept
 		wait_object()->remove_source(fd);
 }
 
-void eq::discard_unread() noexcept
+void eq::close_begin() noexcept
+{
+	closing();
+	unwatch();
+}
+
+void eq::close_end() noexcept
 {
 	std::deque<record> left;
 	{
@@ -417,26 +363,10 @@ void eq::remove_fid_events(const struct fid *f) noexcept
 namespace
 {
 
-using eq_box = fid_box<struct fid_eq, eq>;
-
+/* a slot of eq_ops: the fid is an EQ's object_box */
 eq *obj(struct fid_eq *f) noexcept
 {
-	return owner<eq>(f);
-}
-
-int eq_close(struct fid *f) noexcept
-{
-	auto *box = reinterpret_cast<eq_box *>(f);
-	int ret = box->obj->close_check();
-	if (ret)
-		return ret;
-	box->obj->close_progress();
-	box->obj->unwatch(); /* before leaving the waiter: a wait set outlives the EQ */
-	box->obj->close_wait();
-	box->obj->discard_unread();
-	delete box->obj;
-	delete box;
-	return FI_SUCCESS;
+	return static_cast<eq *>(object_box::of(f)->obj);
 }
 
 ssize_t eq_read(struct fid_eq *f, uint32_t *event, void *buf, size_t len, uint64_t flags) noexcept
@@ -461,47 +391,26 @@ ssize_t eq_sread(struct fid_eq *f, uint32_t *event, void *buf, size_t len, int t
 	return obj(f)->sread(event, buf, len, timeout, flags);
 }
 
-const char *eq_strerror(struct fid_eq *f, int prov_errno, const void *err_data, char *buf,
-                        size_t len) noexcept
-{
-	return obj(f)->strerror(prov_errno, err_data, buf, len);
-}
-
-struct fi_ops eq_fi_ops = fi_ops_with(eq_close, box_control<struct fid_eq, eq>);
-
 struct fi_ops_eq eq_ops = {
     .size = sizeof(struct fi_ops_eq),
     .read = eq_read,
     .readerr = eq_readerr,
     .write = eq_write,
     .sread = eq_sread,
-    .strerror = eq_strerror,
+    .strerror = object_strerror<struct fid_eq>,
 };
 
 } // namespace
 
-eq *eq_of(struct fid_eq *fid) noexcept
-{
-	return fid && fid->fid.ops == &eq_fi_ops ? obj(fid) : nullptr;
-}
-
 int eq_install(std::unique_ptr<eq> o, struct fid_eq **out, void *context) noexcept
 {
-	return box_install(std::move(o), FI_CLASS_EQ, &eq_fi_ops, &eq_ops, out, context);
+	return object_install(std::move(o), &eq_ops, out, context);
 }
 
 int eq_open(const struct fi_provider *prov, const struct fi_eq_attr *attr, struct fid_eq **out,
             void *context, uint32_t api_version)
 {
-	if (!out) {
-		FI_WARN(prov, FI_LOG_EQ, "fi_eq_open: eq is NULL\n");
-		return -FI_EINVAL;
-	}
-	*out = nullptr;
-	int ret = eq_check_attr(prov, attr);
-	if (ret)
-		return ret;
-	return guard([&] {
+	return object_open(prov, FI_LOG_EQ, "fi_eq_open", "eq", eq_check_attr, attr, out, [&] {
 		return eq_install(std::make_unique<eq>(prov, *attr, api_version), out, context);
 	});
 }

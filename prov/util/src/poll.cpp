@@ -330,7 +330,7 @@ using poll_box = fid_box<struct fid_poll, poll_set>;
 
 int poll_close(struct fid *fid) noexcept
 {
-	auto *box = reinterpret_cast<poll_box *>(fid);
+	auto *box = poll_box::of(fid);
 	size_t n = box->obj->member_count();
 	if (n) {
 		FI_WARN(box->obj->provider(), FI_LOG_CORE,
@@ -360,15 +360,15 @@ int poll_ops_open(struct fid *, const char *, uint64_t, void **, void *) noexcep
 
 int poll_poll(struct fid_poll *fid, void **context, int count) noexcept
 {
-	return owner<poll_set>(fid)->poll(context, count);
+	return poll_box::of(fid)->obj->poll(context, count);
 }
 int poll_add(struct fid_poll *fid, struct fid *event_fid, uint64_t) noexcept
 {
-	return owner<poll_set>(fid)->add(event_fid);
+	return poll_box::of(fid)->obj->add(event_fid);
 }
 int poll_del(struct fid_poll *fid, struct fid *event_fid, uint64_t) noexcept
 {
-	return owner<poll_set>(fid)->del(event_fid);
+	return poll_box::of(fid)->obj->del(event_fid);
 }
 
 struct fi_ops poll_fi_ops = {

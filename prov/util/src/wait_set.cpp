@@ -24,7 +24,7 @@ using wait_box = fid_box<struct fid_wait, wait_set>;
 
 int wait_set_close(struct fid *fid) noexcept
 {
-	auto *box = reinterpret_cast<wait_box *>(fid);
+	auto *box = wait_box::of(fid);
 	size_t n = box->obj->w->member_count();
 	if (n) {
 		FI_WARN(box->obj->w->provider(), FI_LOG_CORE,
@@ -41,7 +41,7 @@ int wait_set_close(struct fid *fid) noexcept
 
 int wait_set_control(struct fid *fid, int command, void *arg) noexcept
 {
-	auto *box = reinterpret_cast<wait_box *>(fid);
+	auto *box = wait_box::of(fid);
 	if (command == ctl_get_waiter) {
 		if (!arg)
 			return -FI_EINVAL;
@@ -53,7 +53,7 @@ int wait_set_control(struct fid *fid, int command, void *arg) noexcept
 
 int wait_set_wait(struct fid_wait *fid, int timeout) noexcept
 {
-	return owner<wait_set>(fid)->w->wait(timeout);
+	return wait_box::of(fid)->obj->w->wait(timeout);
 }
 
 int wait_set_bind(struct fid *, struct fid *, uint64_t) noexcept
@@ -133,7 +133,7 @@ int get_waiter(struct fid *fid, waiter **out) noexcept
 		return -FI_EINVAL;
 	if (fid->fclass != FI_CLASS_WAIT || fid->ops != &wait_set_fi_ops)
 		return -FI_ENOSYS;
-	*out = reinterpret_cast<wait_box *>(fid)->obj->w.get();
+	*out = wait_box::of(fid)->obj->w.get();
 	return 0;
 }
 

@@ -4,7 +4,6 @@
 #include "config.h"
 
 #include "vwait/av.h"
-#include "vwait/slots.h"
 #include "vwait/util/cq.h"
 #include "vwait/util/enosys.h"
 #include "vwait/vwait.h"
@@ -149,7 +148,7 @@ av::~av()
 	for (entry &e : table_)
 		if (e.ah)
 			ibv_destroy_ah(e.ah);
-	domain_->release();
+	domain_->unhold();
 }
 
 av::peer av::key(const uint8_t *gid, uint32_t qpn) noexcept
@@ -330,12 +329,12 @@ using av_box = util::fid_box<struct fid_av, av>;
 
 av *av_of(struct fid_av *fid) noexcept
 {
-	return util::owner<av>(fid);
+	return av_box::of(fid)->obj;
 }
 
 int av_close(struct fid *fid) noexcept
 {
-	auto *box = reinterpret_cast<av_box *>(fid);
+	auto *box = av_box::of(fid);
 	if (box->obj->busy()) {
 		FI_WARN(&prov, FI_LOG_AV, "fi_close(av): endpoints are still bound to it\n");
 		return -FI_EBUSY;
@@ -402,10 +401,10 @@ struct fi_ops av_fi_ops = {
     .size = sizeof(struct fi_ops),
     .close = av_close,
     .bind = av_bind,
-    .control = util::enosys_control,
-    .ops_open = util::enosys_ops_open,
-    .tostr = util::enosys_tostr,
-    .ops_set = util::enosys_ops_set,
+    .control = util::unsupported{},
+    .ops_open = util::unsupported{},
+    .tostr = util::unsupported{},
+    .ops_set = util::unsupported{},
 };
 
 struct fi_ops_av av_ops = {
@@ -416,16 +415,14 @@ struct fi_ops_av av_ops = {
     .remove = av_remove,
     .lookup = av_lookup,
     .straddr = av_straddr,
-    .av_set = unsupported{},
+    .av_set = util::unsupported{},
 };
 
 } // namespace
 
 av *verbs_av_of(struct fid *fid) noexcept
 {
-	if (!fid || fid->fclass != FI_CLASS_AV || fid->ops != &av_fi_ops)
-		return nullptr;
-	return util::owner_of_fid<av, struct fid_av>(fid);
+	return av_box::checked(fid, FI_CLASS_AV, &av_fi_ops);
 }
 
 int av_open(struct fid_domain *domain_fid, struct fi_av_attr *attr, struct fid_av **out,

@@ -6,7 +6,7 @@
 #include "config.h"
 
 #include "vwait/ep.h"
-#include "vwait/slots.h"
+#include "vwait/util/enosys.h"
 #include "vwait/vwait.h"
 
 #include <infiniband/ib.h>
@@ -406,15 +406,15 @@ int ep_shutdown(struct fid_ep *fid, uint64_t flags) noexcept
 
 struct fi_ops_cm rc_ep_cm_ops = {
     .size = sizeof(struct fi_ops_cm),
-    .setname = unsupported{},
+    .setname = util::unsupported{},
     .getname = ep_getname,
     .getpeer = ep_getpeer,
     .connect = ep_connect,
-    .listen = unsupported{},
+    .listen = util::unsupported{},
     .accept = ep_accept,
-    .reject = unsupported{},
+    .reject = util::unsupported{},
     .shutdown = ep_shutdown,
-    .join = unsupported{},
+    .join = util::unsupported{},
 };
 
 } // namespace vwait

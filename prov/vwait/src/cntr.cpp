@@ -24,7 +24,7 @@ cntr::cntr(domain *dom, const struct fi_cntr_attr &attr) : util::cntr(&prov, att
 
 cntr::~cntr()
 {
-	domain_->release();
+	domain_->unhold();
 }
 
 int cntr::add_feed(cq *q) noexcept
@@ -116,16 +116,6 @@ int cntr::arm() noexcept
 			f.first->drive();
 	}
 	return poll_cookie() != before ? -FI_EAGAIN : 0;
-}
-
-cntr *verbs_cntr_of(struct fid *fid) noexcept
-{
-	if (!fid || fid->fclass != FI_CLASS_CNTR)
-		return nullptr;
-	util::waitable *w = nullptr;
-	if (util::get_waitable(fid, &w) != 0 || !w)
-		return nullptr;
-	return dynamic_cast<cntr *>(w);
 }
 
 int cntr_open(struct fid_domain *domain_fid, struct fi_cntr_attr *attr, struct fid_cntr **out,

@@ -199,9 +199,9 @@ cq::cq(domain *dom, const struct fi_cq_attr &attr, size_t size)
 
 cq::~cq()
 {
-	close_hook();
+	close_begin();
 	if (held_domain_)
-		domain_->release();
+		domain_->unhold();
 }
 
 int cq::create_hw() noexcept
@@ -228,7 +228,7 @@ int cq::create_hw() noexcept
 
 /* Before the CQ leaves its waiters (util::cq_close): no event of it may be left unacked and
  * the channel must leave a private waiter while that waiter still exists. */
-void cq::close_hook() noexcept
+void cq::close_begin() noexcept
 {
 	std::lock_guard<util::fast_mutex> lock(progress_mutex_);
 	if (!hw_)
@@ -494,16 +494,6 @@ std::string cq::describe_error(int prov_errno, const void *err_data) const
 	if (err_data)
 		memcpy(&status, err_data, sizeof(status));
 	return ibv_wc_status_str(static_cast<enum ibv_wc_status>(status));
-}
-
-cq *verbs_cq_of(struct fid *fid) noexcept
-{
-	if (!fid || fid->fclass != FI_CLASS_CQ)
-		return nullptr;
-	util::waitable *w = nullptr;
-	if (util::get_waitable(fid, &w) != 0 || !w)
-		return nullptr;
-	return dynamic_cast<cq *>(w);
 }
 
 int cq_open(struct fid_domain *domain_fid, struct fi_cq_attr *attr, struct fid_cq **out,

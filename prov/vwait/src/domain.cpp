@@ -8,7 +8,6 @@
 #include "vwait/cq.h"
 #include "vwait/domain.h"
 #include "vwait/ep.h"
-#include "vwait/slots.h"
 #include "vwait/util/enosys.h"
 #include "vwait/util/poll.h"
 #include "vwait/vwait.h"
@@ -32,7 +31,7 @@ domain::domain(fabric *fab, verbs::cm_devices devices, struct ibv_context *ctx, 
 domain::~domain()
 {
 	pd_.reset();
-	fabric_->release();
+	fabric_->unhold();
 }
 
 void domain::poll_async_events() noexcept
@@ -100,15 +99,15 @@ int domain_poll_open(struct fid_domain *domain_fid, struct fi_poll_attr *attr,
 	}
 	domain *dom = domain_of(domain_fid);
 	dom->hold();
-	int ret = util::poll_open(&prov, attr, pollset, [dom] { dom->release(); });
+	int ret = util::poll_open(&prov, attr, pollset, [dom] { dom->unhold(); });
 	if (ret)
-		dom->release();
+		dom->unhold();
 	return ret;
 }
 
 int domain_close(struct fid *fid) noexcept
 {
-	auto *box = reinterpret_cast<domain_box *>(fid);
+	auto *box = domain_box::of(fid);
 	if (box->obj->busy()) {
 		FI_WARN(&prov, FI_LOG_DOMAIN, "fi_close(domain %s): objects still open\n",
 		        box->obj->name());
@@ -126,13 +125,13 @@ struct fi_ops_domain domain_ops = {
     .av_open = av_open,
     .cq_open = cq_open,
     .endpoint = ep_open,
-    .scalable_ep = unsupported{},
+    .scalable_ep = util::unsupported{},
     .cntr_open = cntr_open,
     .poll_open = domain_poll_open,
-    .stx_ctx = unsupported{},
-    .srx_ctx = unsupported{},
-    .query_atomic = unsupported{},
-    .query_collective = unsupported{},
+    .stx_ctx = util::unsupported{},
+    .srx_ctx = util::unsupported{},
+    .query_atomic = util::unsupported{},
+    .query_collective = util::unsupported{},
 };
 
 struct fi_ops_mr domain_mr_ops = {
@@ -199,7 +198,7 @@ int domain_open(struct fid_fabric *fabric_fid, struct fi_info *info, struct fid_
 		if (fl < 0 || fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK) < 0)
 			FI_WARN(&prov, FI_LOG_DOMAIN, "%s: async fd stays blocking: %s\n", name,
 			        strerror(errno));
-		auto *fab = util::owner<fabric>(fabric_fid);
+		auto *fab = fabric_box::of(fabric_fid)->obj;
 		auto obj = std::make_unique<domain>(fab, std::move(devices), ctx, std::move(pd),
 		                                    attr, fabric_fid->api_version);
 		auto box = std::make_unique<domain_box>();

@@ -10,7 +10,6 @@
 #include "config.h"
 
 #include "vwait/ep.h"
-#include "vwait/slots.h"
 #include "vwait/util/enosys.h"
 #include "vwait/vwait.h"
 
@@ -64,28 +63,28 @@ ep::~ep()
 	drop_feeds();
 	for (cntr *c : {send_cntr_, recv_cntr_, read_cntr_, write_cntr_, rwrite_cntr_})
 		if (c)
-			c->release();
+			c->unhold();
 	if (own_cq_) {
-		static_cast<util::cq *>(own_cq_.get())->close_hook(); /* as fi_close does */
+		static_cast<util::cq *>(own_cq_.get())->close_begin(); /* as fi_close does */
 		own_cq_->close_wait();
 		own_cq_.reset();
 	}
 	if (tx_cq_) {
 		tx_cq_->adopt(tx_);
 		tx_cq_->adopt(rx_);
-		tx_cq_->release();
+		tx_cq_->unhold();
 	}
 	if (rx_cq_) {
 		rx_cq_->adopt(rx_);
 		rx_cq_->adopt(tx_);
-		rx_cq_->release();
+		rx_cq_->unhold();
 	}
 	if (eq_) {
 		/* the QP and its rdma_cm id are gone: no event for this endpoint comes any more */
 		eq_->remove_fid_events(fid_);
-		eq_->release();
+		eq_->unhold();
 	}
-	domain_->release();
+	domain_->unhold();
 }
 
 void ep::close_rings() noexcept
@@ -118,7 +117,7 @@ int ep::bind(struct fid *bfid, uint64_t flags) noexcept
 			        "fi_ep_bind(cq): flags need FI_TRANSMIT or FI_RECV\n");
 			return -FI_EBADFLAGS;
 		}
-		cq *q = verbs_cq_of(bfid);
+		cq *q = util::object_of<cq>(bfid);
 		if (!q) {
 			FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_ep_bind: fid %p is not a vwait CQ\n",
 			        static_cast<void *>(bfid));
@@ -149,7 +148,7 @@ int ep::bind(struct fid *bfid, uint64_t flags) noexcept
 			FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_ep_bind: an EQ is already bound\n");
 			return -FI_EINVAL;
 		}
-		eq *q = verbs_eq_of(bfid);
+		eq *q = util::object_of<eq>(bfid);
 		if (!q) {
 			FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_ep_bind: fid %p is not a vwait EQ\n",
 			        static_cast<void *>(bfid));
@@ -240,7 +239,7 @@ int ep::bind_cntr(struct fid *bfid, uint64_t flags) noexcept
 		        "target of an RDMA read)\n");
 		return -FI_ENOSYS;
 	}
-	cntr *c = verbs_cntr_of(bfid);
+	cntr *c = util::object_of<cntr>(bfid);
 	if (!c) {
 		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_ep_bind: fid %p is not a vwait counter\n",
 		        static_cast<void *>(bfid));
@@ -493,7 +492,7 @@ using ep_box = util::fid_box<struct fid_ep, ep>;
 
 int ep_close(struct fid *fid) noexcept
 {
-	auto *box = reinterpret_cast<ep_box *>(fid);
+	auto *box = ep_box::of(fid);
 	delete box->obj;
 	delete box;
 	return FI_SUCCESS;
@@ -540,60 +539,60 @@ struct fi_ops ep_fi_ops = {
     .close = ep_close,
     .bind = ep_bind,
     .control = ep_control,
-    .ops_open = util::enosys_ops_open,
-    .tostr = util::enosys_tostr,
-    .ops_set = util::enosys_ops_set,
+    .ops_open = util::unsupported{},
+    .tostr = util::unsupported{},
+    .ops_set = util::unsupported{},
 };
 
 struct fi_ops_ep ep_ops = {
     .size = sizeof(struct fi_ops_ep),
-    .cancel = unsupported{},
+    .cancel = util::unsupported{},
     .getopt = ep_getopt,
     .setopt = ep_setopt,
-    .tx_ctx = unsupported{},
-    .rx_ctx = unsupported{},
+    .tx_ctx = util::unsupported{},
+    .rx_ctx = util::unsupported{},
     .rx_size_left = ep_rx_size_left,
     .tx_size_left = ep_tx_size_left,
 };
 
 struct fi_ops_tagged ep_tagged_ops = {
     .size = sizeof(struct fi_ops_tagged),
-    .recv = unsupported{},
-    .recvv = unsupported{},
-    .recvmsg = unsupported{},
-    .send = unsupported{},
-    .sendv = unsupported{},
-    .sendmsg = unsupported{},
-    .inject = unsupported{},
-    .senddata = unsupported{},
-    .injectdata = unsupported{},
+    .recv = util::unsupported{},
+    .recvv = util::unsupported{},
+    .recvmsg = util::unsupported{},
+    .send = util::unsupported{},
+    .sendv = util::unsupported{},
+    .sendmsg = util::unsupported{},
+    .inject = util::unsupported{},
+    .senddata = util::unsupported{},
+    .injectdata = util::unsupported{},
 };
 
 struct fi_ops_atomic ep_atomic_ops = {
     .size = sizeof(struct fi_ops_atomic),
-    .write = unsupported{},
-    .writev = unsupported{},
-    .writemsg = unsupported{},
-    .inject = unsupported{},
-    .readwrite = unsupported{},
-    .readwritev = unsupported{},
-    .readwritemsg = unsupported{},
-    .compwrite = unsupported{},
-    .compwritev = unsupported{},
-    .compwritemsg = unsupported{},
-    .writevalid = unsupported{},
-    .readwritevalid = unsupported{},
-    .compwritevalid = unsupported{},
+    .write = util::unsupported{},
+    .writev = util::unsupported{},
+    .writemsg = util::unsupported{},
+    .inject = util::unsupported{},
+    .readwrite = util::unsupported{},
+    .readwritev = util::unsupported{},
+    .readwritemsg = util::unsupported{},
+    .compwrite = util::unsupported{},
+    .compwritev = util::unsupported{},
+    .compwritemsg = util::unsupported{},
+    .writevalid = util::unsupported{},
+    .readwritevalid = util::unsupported{},
+    .compwritevalid = util::unsupported{},
 };
 
 ep *ep_of(struct fid_ep *fid) noexcept
 {
-	return util::owner<ep>(fid);
+	return ep_box::of(fid)->obj;
 }
 
 ep *ep_of(struct fid *fid) noexcept
 {
-	return util::owner_of_fid<ep, struct fid_ep>(fid);
+	return ep_box::of(fid)->obj;
 }
 
 int ep_install(std::unique_ptr<ep> obj, struct fi_ops_cm *cm, struct fi_ops_msg *msg,

@@ -4,7 +4,7 @@
 #include "config.h"
 
 #include "vwait/ep_dgram.h"
-#include "vwait/slots.h"
+#include "vwait/util/enosys.h"
 #include "vwait/vwait.h"
 
 #include <arpa/inet.h>
@@ -63,7 +63,7 @@ ud_ep::~ud_ep()
 	spill_mr_.reset();
 	grh_mr_.reset();
 	if (av_)
-		av_->release();
+		av_->unhold();
 }
 
 int ud_ep::bind_kind(struct fid *bfid, uint64_t flags) noexcept
@@ -321,15 +321,15 @@ ssize_t dgram_injectdata(struct fid_ep *fid, const void *buf, size_t len, uint64
 
 struct fi_ops_cm dgram_cm_ops = {
     .size = sizeof(struct fi_ops_cm),
-    .setname = unsupported{},
+    .setname = util::unsupported{},
     .getname = dgram_getname,
-    .getpeer = unsupported{},
-    .connect = unsupported{},
-    .listen = unsupported{},
-    .accept = unsupported{},
-    .reject = unsupported{},
-    .shutdown = unsupported{},
-    .join = unsupported{}, /* multicast: -FI_ENOSYS (fi_vwait(7)) */
+    .getpeer = util::unsupported{},
+    .connect = util::unsupported{},
+    .listen = util::unsupported{},
+    .accept = util::unsupported{},
+    .reject = util::unsupported{},
+    .shutdown = util::unsupported{},
+    .join = util::unsupported{}, /* multicast: -FI_ENOSYS (fi_vwait(7)) */
 };
 
 struct fi_ops_msg dgram_msg_ops = {
@@ -347,15 +347,15 @@ struct fi_ops_msg dgram_msg_ops = {
 
 struct fi_ops_rma dgram_rma_ops = {
     .size = sizeof(struct fi_ops_rma),
-    .read = unsupported{},
-    .readv = unsupported{},
-    .readmsg = unsupported{},
-    .write = unsupported{},
-    .writev = unsupported{},
-    .writemsg = unsupported{},
-    .inject = unsupported{},
-    .writedata = unsupported{},
-    .injectdata = unsupported{},
+    .read = util::unsupported{},
+    .readv = util::unsupported{},
+    .readmsg = util::unsupported{},
+    .write = util::unsupported{},
+    .writev = util::unsupported{},
+    .writemsg = util::unsupported{},
+    .inject = util::unsupported{},
+    .writedata = util::unsupported{},
+    .injectdata = util::unsupported{},
 };
 
 } // namespace

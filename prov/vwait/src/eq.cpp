@@ -37,7 +37,7 @@ eq::~eq()
 	closing();
 	unwatch(); /* the channel's fd leaves the waiter before it closes */
 	channel_.reset();
-	fabric_->release();
+	fabric_->unhold();
 }
 
 int eq::start() noexcept
@@ -296,16 +296,6 @@ std::string eq::describe_error(int prov_errno, const void *) const
 	return "rdma_cm status " + std::to_string(prov_errno);
 }
 
-eq *verbs_eq_of(struct fid *fid) noexcept
-{
-	if (!fid || fid->fclass != FI_CLASS_EQ)
-		return nullptr;
-	util::waitable *w = nullptr;
-	if (util::get_waitable(fid, &w) != 0 || !w)
-		return nullptr;
-	return dynamic_cast<eq *>(w);
-}
-
 namespace
 {
 
@@ -340,7 +330,7 @@ int eq_open(struct fid_fabric *fabric_fid, struct fi_eq_attr *attr, struct fid_e
 		}
 		if (int ret = set_nonblocking(ch->fd))
 			return ret;
-		auto *fab = util::owner<fabric>(fabric_fid);
+		auto *fab = fabric_box::of(fabric_fid)->obj;
 		auto obj = std::make_unique<eq>(fab, *attr, std::move(ch));
 		eq *raw = obj.get();
 		struct fid_eq *fid = nullptr;

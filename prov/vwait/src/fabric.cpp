@@ -27,7 +27,7 @@ namespace
 
 int fabric_close(struct fid *fid) noexcept
 {
-	auto *box = reinterpret_cast<fabric_box *>(fid);
+	auto *box = fabric_box::of(fid);
 	if (box->obj->busy()) {
 		FI_WARN(&prov, FI_LOG_FABRIC, "fabric %s still has objects open\n",
 		        box->obj->name().c_str());
@@ -64,23 +64,23 @@ int fabric_ops_open(struct fid *fid, const char *name, uint64_t flags, void **op
 struct fi_ops fabric_fi_ops = {
     .size = sizeof(struct fi_ops),
     .close = fabric_close,
-    .bind = util::enosys_bind,
-    .control = util::enosys_control,
+    .bind = util::unsupported{},
+    .control = util::unsupported{},
     .ops_open = fabric_ops_open,
-    .tostr = util::enosys_tostr,
-    .ops_set = util::enosys_ops_set,
+    .tostr = util::unsupported{},
+    .ops_set = util::unsupported{},
 };
 
 /* Wait sets hold the fabric open; fi_trywait runs over any mix of vwait waitables. */
 int fabric_wait_open(struct fid_fabric *fid, struct fi_wait_attr *attr,
                      struct fid_wait **waitset) noexcept
 {
-	fabric *fab = util::owner<fabric>(fid);
+	fabric *fab = fabric_box::of(fid)->obj;
 	fab->hold();
 	int ret = util::wait_open(
-	    &prov, attr, waitset, [fab] { fab->release(); }, get_params().wait);
+	    &prov, attr, waitset, [fab] { fab->unhold(); }, get_params().wait);
 	if (ret)
-		fab->release();
+		fab->unhold();
 	return ret;
 }
 

@@ -24,7 +24,7 @@ public:
 	~mr()
 	{
 		hw_.reset();
-		domain_->release();
+		domain_->unhold();
 	}
 	mr(const mr &) = delete;
 	mr &operator=(const mr &) = delete;
@@ -40,7 +40,7 @@ using mr_box = util::fid_box<struct fid_mr, mr>;
 
 int mr_close(struct fid *fid) noexcept
 {
-	auto *box = reinterpret_cast<mr_box *>(fid);
+	auto *box = mr_box::of(fid);
 	delete box->obj;
 	delete box;
 	return FI_SUCCESS;
@@ -96,7 +96,7 @@ int reg(struct fid *fid, const void *buf, size_t len, uint64_t access, uint64_t 
 		FI_WARN(&prov, FI_LOG_MR, "fi_mr_reg: buf is NULL with len %zu\n", len);
 		return -FI_EINVAL;
 	}
-	auto *dom = util::owner_of_fid<domain, struct fid_domain>(fid);
+	auto *dom = domain_box::of(fid)->obj;
 	return guard([&] {
 		verbs::mr hw(
 		    ibv_reg_mr(dom->pd(), const_cast<void *>(buf), len, access_to_ibv(access)));

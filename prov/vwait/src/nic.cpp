@@ -177,11 +177,11 @@ int nic_tostr(const struct fid *fid, char *buf, size_t len) noexcept
 struct fi_ops nic_ops = {
     .size = sizeof(struct fi_ops),
     .close = nic_close,
-    .bind = util::enosys_bind,
+    .bind = util::unsupported{},
     .control = nic_control,
-    .ops_open = util::enosys_ops_open,
+    .ops_open = util::unsupported{},
     .tostr = nic_tostr,
-    .ops_set = util::enosys_ops_set,
+    .ops_set = util::unsupported{},
 };
 
 struct fid_nic *nic_alloc() noexcept

@@ -7,7 +7,6 @@
 
 #include "vwait/cm.h"
 #include "vwait/ep.h"
-#include "vwait/slots.h"
 #include "vwait/util/enosys.h"
 #include "vwait/vwait.h"
 
@@ -32,8 +31,8 @@ pep::~pep()
 {
 	id_.reset();
 	if (eq_)
-		eq_->release();
-	fabric_->release();
+		eq_->unhold();
+	fabric_->unhold();
 }
 
 struct fi_info *pep::connreq_info(struct rdma_cm_id *id) noexcept
@@ -106,7 +105,7 @@ int pep::bind(struct fid *bfid, uint64_t flags) noexcept
 		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_pep_bind: already bound to an EQ\n");
 		return -FI_EINVAL;
 	}
-	eq *q = verbs_eq_of(bfid);
+	eq *q = util::object_of<eq>(bfid);
 	if (!q) {
 		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_pep_bind: fid %p is not a vwait EQ\n",
 		        static_cast<void *>(bfid));
@@ -228,12 +227,12 @@ using pep_box = util::fid_box<struct fid_pep, pep>;
 
 pep *pep_of(struct fid *fid) noexcept
 {
-	return util::owner_of_fid<pep, struct fid_pep>(fid);
+	return pep_box::of(fid)->obj;
 }
 
 int pep_close(struct fid *fid) noexcept
 {
-	auto *box = reinterpret_cast<pep_box *>(fid);
+	auto *box = pep_box::of(fid);
 	delete box->obj;
 	delete box;
 	return FI_SUCCESS;
@@ -261,55 +260,53 @@ int pep_getname(fid_t fid, void *addr, size_t *addrlen) noexcept
 
 int pep_listen(struct fid_pep *fid) noexcept
 {
-	return util::owner<pep>(fid)->listen();
+	return pep_box::of(fid)->obj->listen();
 }
 
 int pep_reject(struct fid_pep *fid, fid_t handle, const void *param, size_t paramlen) noexcept
 {
-	return util::owner<pep>(fid)->reject(handle, param, paramlen);
+	return pep_box::of(fid)->obj->reject(handle, param, paramlen);
 }
 
 struct fi_ops pep_fi_ops = {
     .size = sizeof(struct fi_ops),
     .close = pep_close,
     .bind = pep_bind,
-    .control = util::enosys_control,
-    .ops_open = util::enosys_ops_open,
-    .tostr = util::enosys_tostr,
-    .ops_set = util::enosys_ops_set,
+    .control = util::unsupported{},
+    .ops_open = util::unsupported{},
+    .tostr = util::unsupported{},
+    .ops_set = util::unsupported{},
 };
 
 struct fi_ops_ep pep_ep_ops = {
     .size = sizeof(struct fi_ops_ep),
-    .cancel = unsupported{},
+    .cancel = util::unsupported{},
     .getopt = pep_getopt,
-    .setopt = unsupported{},
-    .tx_ctx = unsupported{},
-    .rx_ctx = unsupported{},
-    .rx_size_left = unsupported{},
-    .tx_size_left = unsupported{},
+    .setopt = util::unsupported{},
+    .tx_ctx = util::unsupported{},
+    .rx_ctx = util::unsupported{},
+    .rx_size_left = util::unsupported{},
+    .tx_size_left = util::unsupported{},
 };
 
 struct fi_ops_cm pep_cm_ops = {
     .size = sizeof(struct fi_ops_cm),
     .setname = pep_setname,
     .getname = pep_getname,
-    .getpeer = unsupported{},
-    .connect = unsupported{},
+    .getpeer = util::unsupported{},
+    .connect = util::unsupported{},
     .listen = pep_listen,
-    .accept = unsupported{},
+    .accept = util::unsupported{},
     .reject = pep_reject,
-    .shutdown = unsupported{},
-    .join = unsupported{},
+    .shutdown = util::unsupported{},
+    .join = util::unsupported{},
 };
 
 } // namespace
 
 pep *vwait_pep(struct fid *fid) noexcept
 {
-	if (!fid || fid->fclass != FI_CLASS_PEP || fid->ops != &pep_fi_ops)
-		return nullptr;
-	return pep_of(fid);
+	return pep_box::checked(fid, FI_CLASS_PEP, &pep_fi_ops);
 }
 
 int pep_open(struct fid_fabric *fabric_fid, struct fi_info *info, struct fid_pep **out,
@@ -349,7 +346,7 @@ int pep_open(struct fid_fabric *fabric_fid, struct fi_info *info, struct fid_pep
 				return ret;
 			}
 		}
-		auto *fab = util::owner<fabric>(fabric_fid);
+		auto *fab = fabric_box::of(fabric_fid)->obj;
 		auto obj = std::make_unique<pep>(fab, std::move(copy), std::move(id));
 		auto box = std::make_unique<pep_box>();
 		box->fid.fid.fclass = FI_CLASS_PEP;
