@@ -118,9 +118,9 @@ public:
 	static void drain_source(void *arg) noexcept;
 
 private:
-	comp_channel(verbs::comp_channel ch, util::waiter *w) noexcept;
+	comp_channel(verbs::comp_channel_ptr ch, util::waiter *w) noexcept;
 
-	verbs::comp_channel ch_;
+	verbs::comp_channel_ptr ch_;
 	util::waiter *waiter_;
 	bool registered_ = false;
 	std::atomic<unsigned> cqs_{0};

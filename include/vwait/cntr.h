@@ -37,23 +37,23 @@
 namespace vwait
 {
 
-class cq;
+class verbs_cq;
 class domain;
 
-class cntr final : public util::cntr
+class verbs_cntr final : public util::sw_cntr
 {
 public:
-	cntr(domain *dom, const struct fi_cntr_attr &attr);
-	~cntr() override;
+	verbs_cntr(domain *dom, const struct fi_cntr_attr &attr);
+	~verbs_cntr() override;
 
 	domain *parent() const noexcept { return domain_; }
 
 	/* An endpoint enabled with this counter on a direction fed by q: poll q in progress(),
 	 * wait on its channel. Counted per endpoint direction, so add/remove pair up. 0 or a
 	 * negative FI_E* code (then nothing was added). */
-	int add_feed(cq *q) noexcept;
+	int add_feed(verbs_cq *q) noexcept;
 	/* The endpoint closed: the reverse of add_feed (q must outlive this call). */
-	void remove_feed(cq *q) noexcept;
+	void remove_feed(verbs_cq *q) noexcept;
 
 	/* The counters a verbs CQ's events must reach are polled, not notified by the CQ's own
 	 * waiter: poll sets and wait sets check them on every pass (trywait arms the CQs). */
@@ -73,13 +73,13 @@ private:
 		std::shared_ptr<comp_channel> channel;
 	};
 	/* the channel of q as a source of our waiter, and us as a listener of q's events */
-	int hold_channel(cq *q, feed &f) noexcept;
-	void drop_channel(cq *q, feed &f) noexcept;
+	int hold_channel(verbs_cq *q, feed &f) noexcept;
+	void drop_channel(verbs_cq *q, feed &f) noexcept;
 
 	domain *domain_;
 	/* lock order: feeds_mu_ -> a feeding CQ's progress lock -> counters' listener locks */
 	std::mutex feeds_mu_;
-	std::map<cq *, feed> feeds_;
+	std::map<verbs_cq *, feed> feeds_;
 };
 
 /* The vwait counter behind a fid handed to fi_ep_bind: nullptr for anything else. */

@@ -56,11 +56,11 @@ int wc_status_error(enum ibv_wc_status status) noexcept;
  * its ibv_cq on the completion channel of its waiter (one per device and waiter, shared with
  * the other CQs of that waiter); arm() asks for the next completion event, and an event
  * marks the CQ ready on its waiter and poll sets (on_event -> notify). */
-class cq final : public util::cq, public cq_events
+class verbs_cq final : public util::sw_cq, public cq_events
 {
 public:
-	cq(domain *dom, const struct fi_cq_attr &attr, size_t size);
-	~cq() override;
+	verbs_cq(domain *dom, const struct fi_cq_attr &attr, size_t size);
+	~verbs_cq() override;
 
 	/* After util::cq_install set up the wait object: the channel (if any) and the ibv_cq.
 	 * 0 or a negative FI_E* code. */
@@ -86,9 +86,9 @@ public:
 	bool set_overrun() noexcept { return !overrun_.exchange(true, std::memory_order_acq_rel); }
 
 	/* The CQ behind an ibv_cq's cq_context. */
-	static cq *from_context(void *cq_context) noexcept
+	static verbs_cq *from_context(void *cq_context) noexcept
 	{
-		return static_cast<cq *>(static_cast<cq_events *>(cq_context));
+		return static_cast<verbs_cq *>(static_cast<cq_events *>(cq_context));
 	}
 
 	/* Its waiter learns of its completions by itself when the waiter blocks on fds (FD,
@@ -126,7 +126,7 @@ private:
 
 	domain *domain_;
 	std::shared_ptr<comp_channel> channel_; /* before hw_: the CQ goes first */
-	verbs::cq hw_;
+	verbs::cq_ptr hw_;
 	util::fast_mutex progress_mutex_; /* keeps completions in order across threads */
 	std::mutex orphans_mutex_;
 	std::vector<std::shared_ptr<wr_ring>> orphans_;

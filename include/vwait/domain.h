@@ -22,8 +22,8 @@ namespace vwait
 class domain
 {
 public:
-	domain(fabric *fab, verbs::cm_devices devices, struct ibv_context *ctx, verbs::pd pd,
-	       const struct ibv_device_attr &attr, uint32_t api_version);
+	domain(fabric *fab, verbs::cm_devices_ptr devices, struct ibv_context *ctx,
+	       verbs::pd_ptr pd, const struct ibv_device_attr &attr, uint32_t api_version);
 	~domain();
 	domain(const domain &) = delete;
 	domain &operator=(const domain &) = delete;
@@ -55,9 +55,9 @@ public:
 
 private:
 	fabric *fabric_;
-	verbs::cm_devices devices_; /* keeps ctx_ alive */
+	verbs::cm_devices_ptr devices_; /* keeps ctx_ alive */
 	struct ibv_context *ctx_;
-	verbs::pd pd_;
+	verbs::pd_ptr pd_;
 	struct ibv_device_attr attr_;
 	uint32_t api_version_;
 	std::mutex async_mutex_;

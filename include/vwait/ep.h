@@ -38,7 +38,7 @@ using info_ptr = std::unique_ptr<struct fi_info, info_deleter>;
 class pep final : public cm_target
 {
 public:
-	pep(fabric *fab, info_ptr info, verbs::cm_id id);
+	pep(fabric *fab, info_ptr info, verbs::cm_id_ptr id);
 	~pep() override;
 
 	struct fid *cm_fid() noexcept override { return fid_; }
@@ -57,8 +57,8 @@ public:
 	 * src_addr) moves to the active endpoint, synchronous until that endpoint connects; the
 	 * passive endpoint refuses everything after but fi_close. A listening one, or one whose
 	 * id is gone already, refuses. restore_id gives it back when fi_endpoint fails after. */
-	int take_id(verbs::cm_id *out) noexcept;
-	void restore_id(verbs::cm_id id) noexcept;
+	int take_id(verbs::cm_id_ptr *out) noexcept;
+	void restore_id(verbs::cm_id_ptr id) noexcept;
 
 	void set_fid(struct fid *fid) noexcept { fid_ = fid; }
 	fabric *parent() const noexcept { return fabric_; }
@@ -68,8 +68,8 @@ private:
 
 	fabric *fabric_;
 	info_ptr info_;
-	verbs::cm_id id_;
-	eq *eq_ = nullptr;
+	verbs::cm_id_ptr id_;
+	verbs_eq *eq_ = nullptr;
 	bool bound_ = false;
 	bool listening_ = false;
 	struct fid *fid_ = nullptr;
@@ -169,7 +169,7 @@ protected:
 
 	domain *domain_;
 	info_ptr info_;
-	eq *eq_ = nullptr;
+	verbs_eq *eq_ = nullptr;
 	struct fid *fid_ = nullptr;
 	mutable util::fast_mutex mutex_; /* a futex: the posting path takes it per operation */
 	std::atomic<bool> enabled_{false};
@@ -182,26 +182,26 @@ protected:
 private:
 	int bind_cntr(struct fid *bfid, uint64_t flags) noexcept;
 	/* fi_enable's counter part: the internal CQ (if needed), the rings' counters, the feeds */
-	int enable_cntrs(cq *&send_cq, cq *&recv_cq) noexcept;
+	int enable_cntrs(verbs_cq *&send_cq, verbs_cq *&recv_cq) noexcept;
 	void drop_feeds() noexcept;
 
-	cq *tx_cq_ = nullptr;
-	cq *rx_cq_ = nullptr;
+	verbs_cq *tx_cq_ = nullptr;
+	verbs_cq *rx_cq_ = nullptr;
 	/* Counters by fi_ep_bind flag (each bound one is held). FI_REMOTE_READ: verbs never
 	 * tells the target of a read, so it is refused. */
-	cntr *send_cntr_ = nullptr;
-	cntr *recv_cntr_ = nullptr;
-	cntr *read_cntr_ = nullptr;
-	cntr *write_cntr_ = nullptr;
-	cntr *rwrite_cntr_ = nullptr;
+	verbs_cntr *send_cntr_ = nullptr;
+	verbs_cntr *recv_cntr_ = nullptr;
+	verbs_cntr *read_cntr_ = nullptr;
+	verbs_cntr *write_cntr_ = nullptr;
+	verbs_cntr *rwrite_cntr_ = nullptr;
 	/* A direction with a counter and no CQ gets this internal CQ (FI_WAIT_NONE, a sink:
 	 * it only counts), made at fi_enable, polled by the counters it feeds; it also serves
 	 * a direction with neither. It dies with the endpoint, after the QP. */
-	std::unique_ptr<cq> own_cq_;
-	/* (counter, CQ) pairs registered with cntr::add_feed at fi_enable */
-	std::vector<std::pair<cntr *, cq *>> feeds_;
-	cq *send_cq_ = nullptr; /* the QP's CQs, set by fi_enable */
-	cq *recv_cq_ = nullptr;
+	std::unique_ptr<verbs_cq> own_cq_;
+	/* (counter, CQ) pairs registered with verbs_cntr::add_feed at fi_enable */
+	std::vector<std::pair<verbs_cntr *, verbs_cq *>> feeds_;
+	verbs_cq *send_cq_ = nullptr; /* the QP's CQs, set by fi_enable */
+	verbs_cq *recv_cq_ = nullptr;
 	struct ibv_qp *qp_ = nullptr; /* set by fi_enable, destroyed by the kind */
 	bool rx_selective_ = false;
 	uint64_t tx_flags_ = 0;
@@ -222,7 +222,7 @@ private:
 class rc_ep final : public ep, public cm_target
 {
 public:
-	rc_ep(domain *dom, info_ptr info, verbs::cm_id id, bool from_connreq);
+	rc_ep(domain *dom, info_ptr info, verbs::cm_id_ptr id, bool from_connreq);
 	~rc_ep() override;
 
 	struct fid *cm_fid() noexcept override { return fid_; }
@@ -248,7 +248,7 @@ protected:
 private:
 	int migrate_to_eq() noexcept;
 
-	verbs::cm_id id_;
+	verbs::cm_id_ptr id_;
 	bool passive_;
 	bool connecting_ = false;
 	bool route_resolved_ = false;

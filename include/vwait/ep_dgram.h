@@ -38,10 +38,10 @@ private:
 	/* where what a receive's buffers cannot hold goes (ep::set_rx_spill): registered once,
 	 * shared by every receive; freed after the QP */
 	std::vector<uint8_t> spill_;
-	verbs::mr spill_mr_;
+	verbs::mr_ptr spill_mr_;
 	/* without FI_MSG_PREFIX: the GRH of each receive slot, kept here (ep::set_rx_hidden) */
 	std::vector<uint8_t> grh_;
-	verbs::mr grh_mr_;
+	verbs::mr_ptr grh_mr_;
 	struct ibv_qp *qp_ = nullptr;
 	uint8_t port_;
 	ud_name name_ = {};

@@ -39,11 +39,11 @@ namespace vwait
  * connected endpoint of this EQ (cm_target::probe); one whose QP went to the error state (the
  * RC retry budget of a probe or of the application's own work ran out) gets FI_SHUTDOWN at
  * once and is disconnected (the DISCONNECTED that follows adds no second FI_SHUTDOWN). */
-class eq final : public util::eq
+class verbs_eq final : public util::sw_eq
 {
 public:
-	eq(fabric *fab, const struct fi_eq_attr &attr, verbs::event_channel ch);
-	~eq() override;
+	verbs_eq(fabric *fab, const struct fi_eq_attr &attr, verbs::event_channel_ptr ch);
+	~verbs_eq() override;
 
 	/* After util::eq_install set up the wait object: the channel becomes a source of it.
 	 * 0 or a negative FI_E* code. */
@@ -72,7 +72,7 @@ private:
 	                   size_t len);
 
 	fabric *fabric_;
-	verbs::event_channel channel_;
+	verbs::event_channel_ptr channel_;
 	std::mutex progress_mutex_; /* keeps events in order across draining threads */
 	int stop_fd_ = -1;          /* eventfd: readable when the thread must end */
 	/* keepalive: endpoints connected through this EQ; those already given FI_SHUTDOWN */

@@ -38,7 +38,7 @@ inline void check_destroy(const char *call, int ret) noexcept
 struct device_list_deleter {
 	void operator()(struct ibv_device **list) const noexcept { ibv_free_device_list(list); }
 };
-using device_list = std::unique_ptr<struct ibv_device *[], device_list_deleter>;
+using device_list_ptr = std::unique_ptr<struct ibv_device *[], device_list_deleter>;
 
 struct context_deleter {
 	void operator()(struct ibv_context *ctx) const noexcept
@@ -46,7 +46,7 @@ struct context_deleter {
 		check_destroy("ibv_close_device", ibv_close_device(ctx));
 	}
 };
-using context = std::unique_ptr<struct ibv_context, context_deleter>;
+using context_ptr = std::unique_ptr<struct ibv_context, context_deleter>;
 
 struct pd_deleter {
 	void operator()(struct ibv_pd *pd) const noexcept
@@ -54,7 +54,7 @@ struct pd_deleter {
 		check_destroy("ibv_dealloc_pd", ibv_dealloc_pd(pd));
 	}
 };
-using pd = std::unique_ptr<struct ibv_pd, pd_deleter>;
+using pd_ptr = std::unique_ptr<struct ibv_pd, pd_deleter>;
 
 struct comp_channel_deleter {
 	void operator()(struct ibv_comp_channel *ch) const noexcept
@@ -62,7 +62,7 @@ struct comp_channel_deleter {
 		check_destroy("ibv_destroy_comp_channel", ibv_destroy_comp_channel(ch));
 	}
 };
-using comp_channel = std::unique_ptr<struct ibv_comp_channel, comp_channel_deleter>;
+using comp_channel_ptr = std::unique_ptr<struct ibv_comp_channel, comp_channel_deleter>;
 
 struct cq_deleter {
 	void operator()(struct ibv_cq *cq) const noexcept
@@ -70,7 +70,7 @@ struct cq_deleter {
 		check_destroy("ibv_destroy_cq", ibv_destroy_cq(cq));
 	}
 };
-using cq = std::unique_ptr<struct ibv_cq, cq_deleter>;
+using cq_ptr = std::unique_ptr<struct ibv_cq, cq_deleter>;
 
 struct mr_deleter {
 	void operator()(struct ibv_mr *mr) const noexcept
@@ -78,7 +78,7 @@ struct mr_deleter {
 		check_destroy("ibv_dereg_mr", ibv_dereg_mr(mr));
 	}
 };
-using mr = std::unique_ptr<struct ibv_mr, mr_deleter>;
+using mr_ptr = std::unique_ptr<struct ibv_mr, mr_deleter>;
 
 /* An rdma_cm id; its QP, when rdma_create_qp made one, goes first (rdma_destroy_id refuses
  * nothing, but the QP would leak). */
@@ -90,7 +90,7 @@ struct cm_id_deleter {
 		check_destroy("rdma_destroy_id", rdma_destroy_id(id));
 	}
 };
-using cm_id = std::unique_ptr<struct rdma_cm_id, cm_id_deleter>;
+using cm_id_ptr = std::unique_ptr<struct rdma_cm_id, cm_id_deleter>;
 
 struct event_channel_deleter {
 	void operator()(struct rdma_event_channel *ch) const noexcept
@@ -98,18 +98,18 @@ struct event_channel_deleter {
 		rdma_destroy_event_channel(ch);
 	}
 };
-using event_channel = std::unique_ptr<struct rdma_event_channel, event_channel_deleter>;
+using event_channel_ptr = std::unique_ptr<struct rdma_event_channel, event_channel_deleter>;
 
 /* rdma_cm's own device contexts: the ones every rdma_cm_id of the process points at. */
 struct cm_devices_deleter {
 	void operator()(struct ibv_context **list) const noexcept { rdma_free_devices(list); }
 };
-using cm_devices = std::unique_ptr<struct ibv_context *[], cm_devices_deleter>;
+using cm_devices_ptr = std::unique_ptr<struct ibv_context *[], cm_devices_deleter>;
 
 struct addrinfo_deleter {
 	void operator()(struct rdma_addrinfo *ai) const noexcept { rdma_freeaddrinfo(ai); }
 };
-using addrinfo = std::unique_ptr<struct rdma_addrinfo, addrinfo_deleter>;
+using addrinfo_ptr = std::unique_ptr<struct rdma_addrinfo, addrinfo_deleter>;
 
 /* rdma_cm calls return -1 + errno. */
 inline int cm_code(int ret) noexcept
@@ -118,7 +118,7 @@ inline int cm_code(int ret) noexcept
 }
 
 /* A synchronous id (no event channel: rdma_resolve_* block until done), or a channel's id. */
-inline int create_id(struct rdma_event_channel *ch, void *owner, cm_id *out) noexcept
+inline int create_id(struct rdma_event_channel *ch, void *owner, cm_id_ptr *out) noexcept
 {
 	struct rdma_cm_id *id = nullptr;
 	if (rdma_create_id(ch, &id, owner, RDMA_PS_TCP) != 0)
@@ -128,10 +128,10 @@ inline int create_id(struct rdma_event_channel *ch, void *owner, cm_id *out) noe
 }
 
 /* The device list, or an empty pointer with *count = 0 (no device, or no verbs at all). */
-inline device_list get_device_list(int *count) noexcept
+inline device_list_ptr get_device_list(int *count) noexcept
 {
 	*count = 0;
-	device_list list(ibv_get_device_list(count));
+	device_list_ptr list(ibv_get_device_list(count));
 	if (!list)
 		*count = 0;
 	return list;

@@ -14,7 +14,7 @@ namespace vwait
 
 namespace util
 {
-class cntr;
+class sw_cntr;
 }
 
 struct wr_ring;
@@ -62,9 +62,9 @@ struct wr_ring {
 	 *   receive queue: msg = FI_RECV, write = FI_REMOTE_WRITE. Verbs reports a remote
 	 *                  write only when it carries immediate data (it consumes a receive):
 	 *                  plain RDMA writes of the peer never reach this side's CQ. */
-	util::cntr *msg_cntr = nullptr;
-	util::cntr *write_cntr = nullptr;
-	util::cntr *read_cntr = nullptr;
+	util::sw_cntr *msg_cntr = nullptr;
+	util::sw_cntr *write_cntr = nullptr;
+	util::sw_cntr *read_cntr = nullptr;
 	/* A receive queue that reports its senders (a DGRAM endpoint's): the fi_addr_t of the
 	 * sender of a datagram, from the receive buffer and the source QPN. */
 	uint64_t (*source)(void *arg, const void *buf, uint32_t src_qp) = nullptr;

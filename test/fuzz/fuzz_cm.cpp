@@ -7,7 +7,7 @@
  * fi_eq_readerr copy out into buffers of any size with any flags; fi_eq_write adds entries of
  * the application's own. Checked: every call returns its documented value or a negative FI_E*
  * code, the data handed out is exactly what the peer sent. The verbs EQ's conversion of real
- * rdma_cm events (eq::convert) needs a channel and is not reached here. */
+ * rdma_cm events (verbs_eq::convert) needs a channel and is not reached here. */
 #include "config.h"
 
 #include "fuzz_common.h"
@@ -94,7 +94,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (!sent.empty())
 				memcpy(entry.data() + sizeof(cm), sent.data(), sent.size());
 			uint32_t event = in.ConsumeBool() ? FI_CONNECTED : FI_SHUTDOWN;
-			long r = util::object_of<util::eq>(&eq->fid)->push(
+			long r = util::object_of<util::sw_eq>(&eq->fid)->push(
 			    event, entry.data(), entry.size(), in.ConsumeBool());
 			if (r != 0 && r != -FI_EAGAIN && r != -FI_ENOMEM)
 				abort();
@@ -107,8 +107,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			err.fid = &peer_fid;
 			err.err = FI_ECONNREFUSED;
 			err.prov_errno = in.ConsumeIntegral<int>();
-			long r = util::object_of<util::eq>(&eq->fid)->push_error(err, sent.data(),
-			                                                         sent.size());
+			long r = util::object_of<util::sw_eq>(&eq->fid)->push_error(
+			    err, sent.data(), sent.size());
 			if (r != 0 && r != -FI_EAGAIN && r != -FI_ENOMEM)
 				abort();
 			break;

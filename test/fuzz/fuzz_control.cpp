@@ -290,7 +290,7 @@ void one_step(FuzzedDataProvider &in, objects &o)
 		if (!o.cqs.empty() && in.ConsumeBool()) {
 			auto *c = o.cqs[in.ConsumeIntegralInRange<size_t>(0, o.cqs.size() - 1)];
 			util::cq_entry e;
-			(void)util::object_of<util::cq>(&c->fid)->push(e);
+			(void)util::object_of<util::sw_cq>(&c->fid)->push(e);
 		}
 		if (!o.cntrs.empty() && in.ConsumeBool())
 			fi_cntr_add(

@@ -126,7 +126,7 @@ int main()
 	alarm(120); /* a hang (e.g. ibv_destroy_cq waiting for an ack) fails the test */
 	const char *want = getenv("RXE_DEV");
 	int ndev = 0;
-	vwait::verbs::device_list list = vwait::verbs::get_device_list(&ndev);
+	vwait::verbs::device_list_ptr list = vwait::verbs::get_device_list(&ndev);
 	struct ibv_device *dev = nullptr;
 	for (int i = 0; i < ndev; i++)
 		if (!want || !*want || strcmp(ibv_get_device_name(list[i]), want) == 0)
@@ -135,7 +135,7 @@ int main()
 		printf("SKIP: no verbs device\n");
 		return 77;
 	}
-	vwait::verbs::context ctx(ibv_open_device(dev));
+	vwait::verbs::context_ptr ctx(ibv_open_device(dev));
 	CHECK(ctx != nullptr);
 	if (!ctx)
 		return 1;
@@ -145,7 +145,7 @@ int main()
 	CHECK(gidx >= 0);
 	union ibv_gid gid;
 	CHECK(ibv_query_gid(ctx.get(), 1, gidx, &gid) == 0);
-	vwait::verbs::pd pd(ibv_alloc_pd(ctx.get()));
+	vwait::verbs::pd_ptr pd(ibv_alloc_pd(ctx.get()));
 	CHECK(pd != nullptr);
 
 	std::unique_ptr<vwait::util::waiter> w, other;
@@ -167,8 +167,8 @@ int main()
 
 		sink sa, sb;
 		sa.w = sb.w = w.get();
-		vwait::verbs::cq cqa(ibv_create_cq(ctx.get(), 256, &sa, ch->get(), 0));
-		vwait::verbs::cq cqb(ibv_create_cq(ctx.get(), 256, &sb, ch->get(), 0));
+		vwait::verbs::cq_ptr cqa(ibv_create_cq(ctx.get(), 256, &sa, ch->get(), 0));
+		vwait::verbs::cq_ptr cqb(ibv_create_cq(ctx.get(), 256, &sb, ch->get(), 0));
 		CHECK(cqa && cqb);
 		if (!cqa || !cqb)
 			return 1;
@@ -190,9 +190,9 @@ int main()
 		CHECK(connect_qp(qpb.get(), qpa->qp_num, gid, gidx));
 
 		static char sbuf[64], rbuf[64];
-		vwait::verbs::mr smr(
+		vwait::verbs::mr_ptr smr(
 		    ibv_reg_mr(pd.get(), sbuf, sizeof(sbuf), IBV_ACCESS_LOCAL_WRITE));
-		vwait::verbs::mr rmr(
+		vwait::verbs::mr_ptr rmr(
 		    ibv_reg_mr(pd.get(), rbuf, sizeof(rbuf), IBV_ACCESS_LOCAL_WRITE));
 		CHECK(smr && rmr);
 		auto round = [&](bool signaled) {

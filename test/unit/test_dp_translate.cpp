@@ -152,7 +152,7 @@ void closed_ring_dropped(void **state)
 
 /* Counting: every completion of its kind counts on the ring's counter of that kind, success
  * or error, reported or not (FI_SELECTIVE_COMPLETION, inject); nothing counts once the
- * endpoint closed its ring. util::cntr with FI_WAIT_NONE stands in for vwait::cntr. */
+ * endpoint closed its ring. util::sw_cntr with FI_WAIT_NONE stands in for vwait::verbs_cntr. */
 struct fi_provider test_prov = {
     .version = FI_VERSION(0, 1),
     .fi_version = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION),
@@ -162,7 +162,7 @@ struct fi_provider test_prov = {
 struct count_state {
 	vwait::wr_ring tx{8};
 	vwait::wr_ring rx{8};
-	std::unique_ptr<vwait::util::cntr> send, recv, read, write, rwrite;
+	std::unique_ptr<vwait::util::sw_cntr> send, recv, read, write, rwrite;
 };
 
 int count_setup(void **state)
@@ -172,7 +172,7 @@ int count_setup(void **state)
 	a.events = FI_CNTR_EVENTS_COMP;
 	a.wait_obj = FI_WAIT_NONE;
 	for (auto *p : {&s->send, &s->recv, &s->read, &s->write, &s->rwrite})
-		p->reset(new vwait::util::cntr(&test_prov, a));
+		p->reset(new vwait::util::sw_cntr(&test_prov, a));
 	s->tx.msg_cntr = s->send.get();
 	s->tx.read_cntr = s->read.get();
 	s->tx.write_cntr = s->write.get();

@@ -733,7 +733,7 @@ void table(void **)
 	/* still usable: a CQ entry goes through, a counter counts */
 	util::cq_entry e;
 	e.op_context = &e;
-	assert_int_equal(util::object_of<util::cq>(&v.cq_fd->fid)->push(e), 0);
+	assert_int_equal(util::object_of<util::sw_cq>(&v.cq_fd->fid)->push(e), 0);
 	struct fi_cq_entry out;
 	assert_int_equal(fi_cq_read(v.cq_fd, &out, 1), 1);
 	assert_ptr_equal(out.op_context, &e);

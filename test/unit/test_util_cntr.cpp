@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
-/* util::cntr, the software counter: values and error values, fi_cntr_wait (threshold,
+/* util::sw_cntr, the software counter: values and error values, fi_cntr_wait (threshold,
  * -FI_ETIMEDOUT, -FI_EAVAIL), several waiters at different thresholds, every wait object
  * standalone and in a wait set, poll sets, bad input, many threads adding. */
 #include "vwait/fi_deprecated.h"
@@ -46,7 +46,7 @@ struct fid_cntr *open_cntr(state &s, enum fi_wait_obj w, struct fid_cntr **where
 	}
 	struct fid_cntr **out = where ? where : &s.cntr;
 	assert_int_equal(util::cntr_open(&test_prov, &a, out, &s), 0);
-	assert_non_null(util::object_of<util::cntr>(&(*out)->fid));
+	assert_non_null(util::object_of<util::sw_cntr>(&(*out)->fid));
 	return *out;
 }
 
@@ -115,7 +115,7 @@ void bad_input(void **st)
 	assert_int_equal(fi_control(&c->fid, 4242, nullptr), -FI_ENOSYS);
 	enum fi_wait_obj obj = FI_WAIT_FD;
 	assert_int_equal(fi_control(&c->fid, FI_GETWAITOBJ, &obj), -FI_ENODATA);
-	util::cntr *o = util::object_of<util::cntr>(&c->fid);
+	util::sw_cntr *o = util::object_of<util::sw_cntr>(&c->fid);
 	o->hold();
 	assert_int_equal(fi_close(&c->fid), -FI_EBUSY);
 	o->unhold();
@@ -164,10 +164,10 @@ void each_wait_object(void **st)
 /* The extension points as the verbs counter uses them: fi_cntr_wait calls progress(), and
  * before it blocks arm(), which may find a change that came before the arming (-FI_EAGAIN:
  * the wait re-checks instead of blocking) or fail (the wait returns the error). */
-class armed_cntr final : public util::cntr
+class armed_cntr final : public util::sw_cntr
 {
 public:
-	using util::cntr::cntr;
+	using util::sw_cntr::sw_cntr;
 	std::atomic<int> arms{0};
 	std::atomic<int> progresses{0};
 	std::atomic<int> fail{0};

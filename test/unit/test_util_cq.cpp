@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
-/* util::cq, the software completion queue: every format, error entries and the err_data
+/* util::sw_cq, the software completion queue: every format, error entries and the err_data
  * rules, bad input, every wait object standalone and in a wait set, sread timing,
  * fi_cq_signal, FI_CQ_COND_THRESHOLD, and many threads pushing and reading. */
 #include "vwait/fi_deprecated.h"
@@ -44,10 +44,10 @@ struct fi_cq_attr attr_of(enum fi_wait_obj w, enum fi_cq_format f = FI_CQ_FORMAT
 	return a;
 }
 
-util::cq *open_cq(state &s, struct fi_cq_attr a)
+util::sw_cq *open_cq(state &s, struct fi_cq_attr a)
 {
 	assert_int_equal(util::cq_open(&test_prov, &a, &s.cq, &s), 0);
-	util::cq *q = util::object_of<util::cq>(&s.cq->fid);
+	util::sw_cq *q = util::object_of<util::sw_cq>(&s.cq->fid);
 	assert_non_null(q);
 	return q;
 }
@@ -69,7 +69,7 @@ util::cq_entry entry(uintptr_t id)
 void format_context(void **st)
 {
 	state &s = st_of(st);
-	util::cq *q = open_cq(s, attr_of(FI_WAIT_NONE, FI_CQ_FORMAT_CONTEXT));
+	util::sw_cq *q = open_cq(s, attr_of(FI_WAIT_NONE, FI_CQ_FORMAT_CONTEXT));
 	assert_int_equal(q->push(entry(1)), 0);
 	assert_int_equal(q->push(entry(2)), 0);
 	struct fi_cq_entry out[4] = {};
@@ -82,7 +82,7 @@ void format_context(void **st)
 void format_unspec_is_context(void **st)
 {
 	state &s = st_of(st);
-	util::cq *q = open_cq(s, attr_of(FI_WAIT_NONE, FI_CQ_FORMAT_UNSPEC));
+	util::sw_cq *q = open_cq(s, attr_of(FI_WAIT_NONE, FI_CQ_FORMAT_UNSPEC));
 	assert_int_equal(q->format(), util::cq_default_format);
 	assert_int_equal(q->push(entry(5)), 0);
 	struct fi_cq_entry out[2] = {};
@@ -93,7 +93,7 @@ void format_unspec_is_context(void **st)
 void format_msg(void **st)
 {
 	state &s = st_of(st);
-	util::cq *q = open_cq(s, attr_of(FI_WAIT_NONE, FI_CQ_FORMAT_MSG));
+	util::sw_cq *q = open_cq(s, attr_of(FI_WAIT_NONE, FI_CQ_FORMAT_MSG));
 	for (uintptr_t i = 1; i <= 3; i++)
 		assert_int_equal(q->push(entry(i)), 0);
 	struct fi_cq_msg_entry out[3] = {};
@@ -108,7 +108,7 @@ void format_msg(void **st)
 void format_data(void **st)
 {
 	state &s = st_of(st);
-	util::cq *q = open_cq(s, attr_of(FI_WAIT_NONE, FI_CQ_FORMAT_DATA));
+	util::sw_cq *q = open_cq(s, attr_of(FI_WAIT_NONE, FI_CQ_FORMAT_DATA));
 	assert_int_equal(q->push(entry(7)), 0);
 	struct fi_cq_data_entry out[1] = {};
 	assert_int_equal(fi_cq_read(s.cq, out, 1), 1);
@@ -121,7 +121,7 @@ void format_data(void **st)
 void format_tagged(void **st)
 {
 	state &s = st_of(st);
-	util::cq *q = open_cq(s, attr_of(FI_WAIT_NONE, FI_CQ_FORMAT_TAGGED));
+	util::sw_cq *q = open_cq(s, attr_of(FI_WAIT_NONE, FI_CQ_FORMAT_TAGGED));
 	assert_int_equal(q->push(entry(9)), 0);
 	struct fi_cq_tagged_entry out[2] = {};
 	assert_int_equal(fi_cq_read(s.cq, out, 2), 1);
@@ -136,7 +136,7 @@ void format_tagged(void **st)
 void readfrom_source(void **st)
 {
 	state &s = st_of(st);
-	util::cq *q = open_cq(s, attr_of(FI_WAIT_NONE, FI_CQ_FORMAT_CONTEXT));
+	util::sw_cq *q = open_cq(s, attr_of(FI_WAIT_NONE, FI_CQ_FORMAT_CONTEXT));
 	util::cq_entry known = entry(1);
 	known.src_addr = 42;
 	assert_int_equal(q->push(known), 0);
@@ -153,7 +153,7 @@ void count_zero_and_size(void **st)
 	state &s = st_of(st);
 	struct fi_cq_attr a = attr_of(FI_WAIT_NONE, FI_CQ_FORMAT_CONTEXT);
 	a.size = 4;
-	util::cq *q = open_cq(s, a);
+	util::sw_cq *q = open_cq(s, a);
 	assert_int_equal(q->size(), 4);
 	for (uintptr_t i = 0; i < 4; i++)
 		assert_int_equal(q->push(entry(i)), 0);
@@ -183,7 +183,7 @@ void push_batch(void **st)
 	state &s = st_of(st);
 	struct fi_cq_attr a = attr_of(FI_WAIT_FD, FI_CQ_FORMAT_CONTEXT);
 	a.size = 8;
-	util::cq *q = open_cq(s, a);
+	util::sw_cq *q = open_cq(s, a);
 	util::cq_entry batch[6];
 	for (uintptr_t i = 0; i < 6; i++)
 		batch[i] = entry(i);
@@ -201,7 +201,7 @@ void throughput(void **st)
 {
 	state &s = st_of(st);
 	for (enum fi_cq_format f : {FI_CQ_FORMAT_CONTEXT, FI_CQ_FORMAT_TAGGED}) {
-		util::cq *q = open_cq(s, attr_of(FI_WAIT_FD, f));
+		util::sw_cq *q = open_cq(s, attr_of(FI_WAIT_FD, f));
 		constexpr size_t total = 1000000, batch = 16;
 		util::cq_entry in[batch];
 		struct fi_cq_tagged_entry out[batch];
@@ -243,7 +243,7 @@ struct fi_cq_err_entry error_entry(uintptr_t id)
 void error_in_order(void **st)
 {
 	state &s = st_of(st);
-	util::cq *q = open_cq(s, attr_of(FI_WAIT_NONE, FI_CQ_FORMAT_CONTEXT));
+	util::sw_cq *q = open_cq(s, attr_of(FI_WAIT_NONE, FI_CQ_FORMAT_CONTEXT));
 	const char payload[] = "0123456789";
 	assert_int_equal(q->push(entry(1)), 0);
 	assert_int_equal(q->push_error(error_entry(2), payload, sizeof(payload)), 0);
@@ -276,7 +276,7 @@ void error_in_order(void **st)
 void error_user_buffer(void **st)
 {
 	state &s = st_of(st);
-	util::cq *q = open_cq(s, attr_of(FI_WAIT_NONE));
+	util::sw_cq *q = open_cq(s, attr_of(FI_WAIT_NONE));
 	const char payload[] = "abcdefghijklmnop";
 	assert_int_equal(q->push_error(error_entry(1), payload, 16), 0);
 	assert_int_equal(q->push_error(error_entry(2), payload, 16), 0);
@@ -316,7 +316,7 @@ void error_old_api(void **st)
 	state &s = st_of(st);
 	struct fi_cq_attr a = attr_of(FI_WAIT_NONE);
 	assert_int_equal(util::cq_open(&test_prov, &a, &s.cq, nullptr, FI_VERSION(1, 4)), 0);
-	util::cq *q = util::object_of<util::cq>(&s.cq->fid);
+	util::sw_cq *q = util::object_of<util::sw_cq>(&s.cq->fid);
 	const char payload[] = "old";
 	assert_int_equal(q->push_error(error_entry(1), payload, sizeof(payload)), 0);
 	char mine[16] = {};
@@ -396,7 +396,7 @@ void bad_input(void **st)
 void close_busy(void **st)
 {
 	state &s = st_of(st);
-	util::cq *q = open_cq(s, attr_of(FI_WAIT_NONE));
+	util::sw_cq *q = open_cq(s, attr_of(FI_WAIT_NONE));
 	q->hold();
 	assert_int_equal(fi_close(&s.cq->fid), -FI_EBUSY);
 	q->unhold();
@@ -410,7 +410,7 @@ const enum fi_wait_obj own_objs[] = {FI_WAIT_UNSPEC, FI_WAIT_FD, FI_WAIT_POLLFD,
                                      FI_WAIT_YIELD};
 
 /* Opens s.cq with wait object w (FI_WAIT_SET: a new FD wait set). */
-util::cq *open_waiting(state &s, enum fi_wait_obj w, struct fi_cq_attr a)
+util::sw_cq *open_waiting(state &s, enum fi_wait_obj w, struct fi_cq_attr a)
 {
 	a.wait_obj = w;
 	if (w == FI_WAIT_SET) {
@@ -443,7 +443,7 @@ void each_wait_object(void **st)
 	std::vector<enum fi_wait_obj> objs(std::begin(own_objs), std::end(own_objs));
 	objs.push_back(FI_WAIT_SET);
 	for (enum fi_wait_obj w : objs) {
-		util::cq *q = open_waiting(s, w, attr_of(FI_WAIT_NONE, FI_CQ_FORMAT_CONTEXT));
+		util::sw_cq *q = open_waiting(s, w, attr_of(FI_WAIT_NONE, FI_CQ_FORMAT_CONTEXT));
 		struct fi_cq_entry out[4] = {};
 
 		auto t0 = steady::now();
@@ -497,7 +497,7 @@ void wait_set_kinds(void **st)
 		assert_int_equal(util::wait_open(&test_prov, &wa, &s.set), 0);
 		struct fi_cq_attr a = attr_of(FI_WAIT_SET, FI_CQ_FORMAT_CONTEXT);
 		a.wait_set = s.set;
-		util::cq *q = open_cq(s, a);
+		util::sw_cq *q = open_cq(s, a);
 		struct fi_cq_entry out[2];
 		auto t0 = steady::now();
 		assert_int_equal(fi_cq_sread(s.cq, out, 2, nullptr, 100), -FI_EAGAIN);
@@ -569,7 +569,7 @@ void getwait(void **st)
 void fd_readable(void **st)
 {
 	state &s = st_of(st);
-	util::cq *q = open_waiting(s, FI_WAIT_FD, attr_of(FI_WAIT_NONE));
+	util::sw_cq *q = open_waiting(s, FI_WAIT_FD, attr_of(FI_WAIT_NONE));
 	int fd = -1;
 	assert_int_equal(fi_control(&s.cq->fid, FI_GETWAIT, &fd), 0);
 	struct fid *fids[1] = {&s.cq->fid};
@@ -591,7 +591,7 @@ void sread_two_seconds(void **st)
 	state &s = st_of(st);
 	struct fi_cq_attr a = attr_of(FI_WAIT_FD, FI_CQ_FORMAT_CONTEXT);
 	a.wait_cond = FI_CQ_COND_THRESHOLD;
-	util::cq *q = open_cq(s, a);
+	util::sw_cq *q = open_cq(s, a);
 	std::atomic<bool> stop{false};
 	s.threads.emplace_back([q, &stop] {
 		/* one entry, then wakeups that never reach the threshold */
@@ -626,7 +626,7 @@ void threshold(void **st)
 	state &s = st_of(st);
 	struct fi_cq_attr a = attr_of(FI_WAIT_FD, FI_CQ_FORMAT_CONTEXT);
 	a.wait_cond = FI_CQ_COND_THRESHOLD;
-	util::cq *q = open_cq(s, a);
+	util::sw_cq *q = open_cq(s, a);
 	s.threads.emplace_back([q] {
 		for (uintptr_t i = 0; i < 10; i++) {
 			std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -682,7 +682,7 @@ void signal_wakes_all(void **st)
 void two_readers_one_entry(void **st)
 {
 	state &s = st_of(st);
-	util::cq *q = open_cq(s, attr_of(FI_WAIT_FD, FI_CQ_FORMAT_CONTEXT));
+	util::sw_cq *q = open_cq(s, attr_of(FI_WAIT_FD, FI_CQ_FORMAT_CONTEXT));
 	std::atomic<int> got{0}, empty{0};
 	std::atomic<long> empty_ms{0};
 	for (int i = 0; i < 2; i++)
@@ -719,7 +719,7 @@ void many_threads(void **st)
 	for (enum fi_wait_obj w : {FI_WAIT_FD, FI_WAIT_MUTEX_COND}) {
 		struct fi_cq_attr a = attr_of(w, FI_CQ_FORMAT_CONTEXT);
 		a.size = 256;
-		util::cq *q = open_cq(s, a);
+		util::sw_cq *q = open_cq(s, a);
 		constexpr uintptr_t producers = 4, per_producer = 25000;
 		constexpr uintptr_t total = producers * per_producer;
 		std::vector<std::atomic<int>> seen(total);
@@ -779,7 +779,7 @@ void many_threads(void **st)
 void in_poll_set(void **st)
 {
 	state &s = st_of(st);
-	util::cq *q = open_cq(s, attr_of(FI_WAIT_NONE, FI_CQ_FORMAT_CONTEXT));
+	util::sw_cq *q = open_cq(s, attr_of(FI_WAIT_NONE, FI_CQ_FORMAT_CONTEXT));
 	assert_int_equal(util::poll_open(&test_prov, nullptr, &s.pollset), 0);
 	assert_int_equal(fi_sets::poll_add(s.pollset, &s.cq->fid, 0), 0);
 	void *ctx[4] = {};
@@ -800,7 +800,7 @@ void in_poll_set(void **st)
 void trywait_wait_set(void **st)
 {
 	state &s = st_of(st);
-	util::cq *q = open_waiting(s, FI_WAIT_SET, attr_of(FI_WAIT_NONE, FI_CQ_FORMAT_CONTEXT));
+	util::sw_cq *q = open_waiting(s, FI_WAIT_SET, attr_of(FI_WAIT_NONE, FI_CQ_FORMAT_CONTEXT));
 	struct fid *fids[2] = {&s.cq->fid, &s.set->fid};
 	assert_int_equal(util::trywait(&test_prov, fids, 2), 0);
 	s.threads.emplace_back([q] {
@@ -817,10 +817,10 @@ void trywait_wait_set(void **st)
 }
 
 /* The verbs CQ's shape: progress() feeds the ring, arm() is the trywait step. */
-class fed_cq : public util::cq
+class fed_cq : public util::sw_cq
 {
 public:
-	using util::cq::cq;
+	using util::sw_cq::sw_cq;
 	std::atomic<int> backlog{0}; /* completions "in hardware" */
 	std::atomic<int> arms{0};
 	/* false: events below reach nobody unless someone polls (poll sets then check it on
@@ -895,7 +895,7 @@ void mixed_wait_set(void **st)
 	assert_int_equal(util::wait_open(&test_prov, &wa, &s.set), 0);
 	struct fi_cq_attr ca = attr_of(FI_WAIT_SET, FI_CQ_FORMAT_CONTEXT);
 	ca.wait_set = s.set;
-	util::cq *q = open_cq(s, ca);
+	util::sw_cq *q = open_cq(s, ca);
 	struct fi_cntr_attr na = {};
 	na.wait_obj = FI_WAIT_SET;
 	na.wait_set = s.set;
@@ -970,7 +970,7 @@ void mixed_poll_set(void **st)
 	assert_int_equal(fi_sets::poll_add(s.pollset, &s.cntr->fid, 0), 0);
 	void *ctx[4] = {};
 	assert_int_equal(fi_sets::poll(s.pollset, ctx, 4), 0);
-	assert_int_equal(util::object_of<util::cq>(&s.cq2->fid)->push(entry(1)), 0);
+	assert_int_equal(util::object_of<util::sw_cq>(&s.cq2->fid)->push(entry(1)), 0);
 	fi_cntr_add(s.cntr, 1);
 	int n = fi_sets::poll(s.pollset, ctx, 4);
 	assert_int_equal(n, 2);
@@ -988,7 +988,7 @@ void mixed_poll_set(void **st)
 	struct fi_cq_entry out;
 	assert_int_equal(fi_cq_read(s.cq2, &out, 1), 1);
 	assert_int_equal(
-	    util::object_of<util::cq>(&s.cq->fid)->push_error(error_entry(1), nullptr, 0), 0);
+	    util::object_of<util::sw_cq>(&s.cq->fid)->push_error(error_entry(1), nullptr, 0), 0);
 	assert_int_equal(fi_sets::poll(s.pollset, ctx, 4), 1);
 	assert_ptr_equal(ctx[0], &ctx_a);
 	for (struct fid *f : {&s.cq->fid, &s.cq2->fid, &s.cntr->fid})
@@ -1005,8 +1005,8 @@ void pingpong_latency(void **st)
 		struct fi_cq_attr a = attr_of(w, FI_CQ_FORMAT_CONTEXT);
 		assert_int_equal(util::cq_open(&test_prov, &a, &s.cq, nullptr), 0);
 		assert_int_equal(util::cq_open(&test_prov, &a, &s.cq2, nullptr), 0);
-		util::cq *ping = util::object_of<util::cq>(&s.cq->fid),
-		         *pong = util::object_of<util::cq>(&s.cq2->fid);
+		util::sw_cq *ping = util::object_of<util::sw_cq>(&s.cq->fid),
+		            *pong = util::object_of<util::sw_cq>(&s.cq2->fid);
 		constexpr int rounds = 2000;
 		std::atomic<int> echoed{0};
 		s.threads.emplace_back([&s, ping, &echoed] {

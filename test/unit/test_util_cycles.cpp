@@ -121,7 +121,7 @@ long run_kind(const char *what, long n, int kind, struct fid_wait *set)
 			struct fid_cq *cq = nullptr;
 			assert_int_equal(util::cq_open(&test_prov, &a, &cq, nullptr), 0);
 			util::cq_entry e;
-			assert_int_equal(util::object_of<util::cq>(&cq->fid)->push(e), 0);
+			assert_int_equal(util::object_of<util::sw_cq>(&cq->fid)->push(e), 0);
 			use_wait(&cq->fid, kind);
 			struct fi_cq_entry out;
 			assert_int_equal(fi_cq_read(cq, &out, 1), 1);
@@ -217,7 +217,7 @@ void sets(void **)
 			assert_int_equal(fi_sets::poll_add(ps, &cq->fid, 0), 0);
 			assert_int_equal(fi_cntr_add(c, 1), 0);
 			util::cq_entry e;
-			assert_int_equal(util::object_of<util::cq>(&cq->fid)->push(e), 0);
+			assert_int_equal(util::object_of<util::sw_cq>(&cq->fid)->push(e), 0);
 			void *ctx[2];
 			assert_int_equal(fi_sets::poll(ps, ctx, 2), 2);
 			assert_int_equal(fi_sets::wait(set, 0), 0);

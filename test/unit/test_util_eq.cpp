@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
-/* util::eq, the software event queue: fi_eq_write / read of entries of any length, FI_PEEK,
+/* util::sw_eq, the software event queue: fi_eq_write / read of entries of any length, FI_PEEK,
  * CM entries cut short, error entries and the err_data rules, bad input, every wait object
  * standalone and in a wait set, sread timing, fi_eq_write ending a blocked sread, and many
  * threads writing and reading; the verbs EQ's shape (a subclass draining an fd source), with
@@ -35,7 +35,7 @@ using steady = std::chrono::steady_clock;
 
 using namespace vwait_test::fixture;
 
-util::eq *open_eq(state &s, enum fi_wait_obj w, size_t size = 0)
+util::sw_eq *open_eq(state &s, enum fi_wait_obj w, size_t size = 0)
 {
 	struct fi_eq_attr a = {};
 	a.size = size;
@@ -48,7 +48,7 @@ util::eq *open_eq(state &s, enum fi_wait_obj w, size_t size = 0)
 		a.wait_set = s.set;
 	}
 	assert_int_equal(util::eq_open(&test_prov, &a, &s.eq, &s), 0);
-	util::eq *q = util::object_of<util::eq>(&s.eq->fid);
+	util::sw_eq *q = util::object_of<util::sw_eq>(&s.eq->fid);
 	assert_non_null(q);
 	return q;
 }
@@ -141,7 +141,7 @@ void peek(void **st)
 void too_small_and_cm(void **st)
 {
 	state &s = st_of(st);
-	util::eq *q = open_eq(s, FI_WAIT_NONE);
+	util::sw_eq *q = open_eq(s, FI_WAIT_NONE);
 	struct fi_eq_entry in = notify_entry(3);
 	assert_int_equal(fi_eq_write(s.eq, FI_NOTIFY, &in, sizeof(in), 0), sizeof(in));
 	uint32_t event;
@@ -176,7 +176,7 @@ struct fi_eq_err_entry error_entry(int err)
 void errors(void **st)
 {
 	state &s = st_of(st);
-	util::eq *q = open_eq(s, FI_WAIT_NONE);
+	util::sw_eq *q = open_eq(s, FI_WAIT_NONE);
 	const char payload[] = "rejected by peer";
 	struct fi_eq_entry in = notify_entry(1);
 	assert_int_equal(fi_eq_write(s.eq, FI_NOTIFY, &in, sizeof(in), 0), sizeof(in));
@@ -227,7 +227,7 @@ void errors(void **st)
 	/* an API older than 1.5: always the provider's buffer */
 	struct fi_eq_attr a = {};
 	assert_int_equal(util::eq_open(&test_prov, &a, &s.eq, nullptr, FI_VERSION(1, 4)), 0);
-	q = util::object_of<util::eq>(&s.eq->fid);
+	q = util::object_of<util::sw_eq>(&s.eq->fid);
 	assert_int_equal(q->push_error(error_entry(FI_EIO), payload, sizeof(payload)), 0);
 	err = {};
 	err.err_data = mine;
@@ -257,7 +257,7 @@ void bad_input(void **st)
 	assert_int_equal(util::eq_open(&test_prov, &a, &eq, nullptr), -FI_EINVAL);
 	assert_null(eq);
 
-	util::eq *q = open_eq(s, FI_WAIT_NONE, 2);
+	util::sw_eq *q = open_eq(s, FI_WAIT_NONE, 2);
 	struct fi_eq_entry in = notify_entry(1);
 	uint32_t event;
 	struct fi_eq_entry out;
@@ -415,11 +415,11 @@ void many_threads(void **st)
 
 /* The verbs EQ's shape: progress() drains a source into the queue (here a backlog standing in
  * for the rdma_cm channel), discard() releases what unread entries own at close. */
-class fed_eq : public util::eq
+class fed_eq : public util::sw_eq
 {
 public:
 	fed_eq(const struct fi_eq_attr &a, std::atomic<int> *discarded)
-	    : util::eq(&test_prov, a, FI_VERSION(1, 17)), discarded_(discarded)
+	    : util::sw_eq(&test_prov, a, FI_VERSION(1, 17)), discarded_(discarded)
 	{
 	}
 	std::atomic<int> backlog{0};
@@ -479,7 +479,7 @@ void subclass_hooks(void **st)
 void remove_fid_events(void **st)
 {
 	state &s = st_of(st);
-	util::eq *q = open_eq(s, FI_WAIT_FD);
+	util::sw_eq *q = open_eq(s, FI_WAIT_FD);
 	struct fid closing = {}, other = {};
 	struct fi_eq_cm_entry a = {}, b = {};
 	a.fid = &closing;
@@ -520,7 +520,7 @@ void remove_fid_events(void **st)
 void over_size(void **st)
 {
 	state &s = st_of(st);
-	util::eq *q = open_eq(s, FI_WAIT_FD, 2);
+	util::sw_eq *q = open_eq(s, FI_WAIT_FD, 2);
 	struct fi_eq_entry in = notify_entry(1);
 	assert_int_equal(q->room(), 2);
 	assert_int_equal(fi_eq_write(s.eq, FI_NOTIFY, &in, sizeof(in), 0), sizeof(in));
@@ -549,11 +549,11 @@ void over_size(void **st)
 /* The verbs EQ's fd source: an eventfd stands in for the rdma_cm channel; each count read
  * from it becomes an FI_CONNECTED entry, in progress(), called by the waiter when it polls
  * readable. */
-class channel_eq : public util::eq
+class channel_eq : public util::sw_eq
 {
 public:
 	channel_eq(const struct fi_eq_attr &a, int fd)
-	    : util::eq(&test_prov, a, FI_VERSION(1, 17)), fd_(fd)
+	    : util::sw_eq(&test_prov, a, FI_VERSION(1, 17)), fd_(fd)
 	{
 	}
 	int start() noexcept { return watch(fd_); }

@@ -45,10 +45,10 @@ namespace
  * when the CQ is armed, fires one event on the channel (the eventfd); the channel is a source
  * of the CQ's waiter whose drain reads the event and notifies the CQ; progress() moves
  * completions into the ring; arm() arms for the next completion. */
-class hw_cq final : public util::cq
+class hw_cq final : public util::sw_cq
 {
 public:
-	hw_cq(const struct fi_cq_attr &attr) : util::cq(&test_prov, attr, FI_VERSION(1, 17)) {}
+	hw_cq(const struct fi_cq_attr &attr) : util::sw_cq(&test_prov, attr, FI_VERSION(1, 17)) {}
 
 	/* after cq_install: the channel becomes a source of the waiter */
 	int attach_channel() noexcept
@@ -242,14 +242,14 @@ void test_eq_cntr_waiters(void **st)
 	struct fi_eq_attr ea = {};
 	ea.wait_obj = static_cast<enum fi_wait_obj>(kind);
 	struct fid_eq *eq = nullptr;
-	auto eq_obj = std::make_unique<util::eq>(&test_prov, ea, FI_VERSION(1, 17));
+	auto eq_obj = std::make_unique<util::sw_eq>(&test_prov, ea, FI_VERSION(1, 17));
 	eq_obj->set_wait_policy(variant_of(st).policy);
 	assert_int_equal(util::eq_install(std::move(eq_obj), &eq, nullptr), 0);
 	struct fi_cntr_attr ca = {};
 	ca.events = FI_CNTR_EVENTS_COMP;
 	ca.wait_obj = static_cast<enum fi_wait_obj>(kind);
 	struct fid_cntr *cntr = nullptr;
-	auto cntr_obj = std::make_unique<util::cntr>(&test_prov, ca);
+	auto cntr_obj = std::make_unique<util::sw_cntr>(&test_prov, ca);
 	cntr_obj->set_wait_policy(variant_of(st).policy);
 	assert_int_equal(util::cntr_install(std::move(cntr_obj), &cntr, nullptr), 0);
 

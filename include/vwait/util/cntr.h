@@ -33,15 +33,15 @@ namespace vwait::util
 
 int cntr_check_attr(const struct fi_provider *prov, const struct fi_cntr_attr *attr) noexcept;
 
-class cntr : public object
+class sw_cntr : public object
 {
 public:
 	static constexpr size_t fid_class = FI_CLASS_CNTR;
 
-	cntr(const struct fi_provider *prov, const struct fi_cntr_attr &attr);
-	~cntr() override;
-	cntr(const cntr &) = delete;
-	cntr &operator=(const cntr &) = delete;
+	sw_cntr(const struct fi_provider *prov, const struct fi_cntr_attr &attr);
+	~sw_cntr() override;
+	sw_cntr(const sw_cntr &) = delete;
+	sw_cntr &operator=(const sw_cntr &) = delete;
 
 	/* fi_cntr_* entry points. */
 	uint64_t read() noexcept;
@@ -84,7 +84,7 @@ private:
 	std::atomic<uint64_t> generation_{0};
 };
 
-int cntr_install(std::unique_ptr<cntr> obj, struct fid_cntr **out, void *context) noexcept;
+int cntr_install(std::unique_ptr<sw_cntr> obj, struct fid_cntr **out, void *context) noexcept;
 int cntr_open(const struct fi_provider *prov, const struct fi_cntr_attr *attr,
               struct fid_cntr **out, void *context);
 

@@ -70,16 +70,16 @@ void cq_entry_copy_out(enum fi_cq_format format, const cq_entry &e, void *dst) n
 /* Checks an attr; one warning line through prov naming the bad field; 0 or -FI_E*. */
 int cq_check_attr(const struct fi_provider *prov, const struct fi_cq_attr *attr) noexcept;
 
-class cq : public object
+class sw_cq : public object
 {
 public:
 	static constexpr size_t fid_class = FI_CLASS_CQ;
 
 	/* attr must have passed cq_check_attr. api_version: the fabric's (err_data rules). */
-	cq(const struct fi_provider *prov, const struct fi_cq_attr &attr, uint32_t api_version);
-	~cq() override;
-	cq(const cq &) = delete;
-	cq &operator=(const cq &) = delete;
+	sw_cq(const struct fi_provider *prov, const struct fi_cq_attr &attr, uint32_t api_version);
+	~sw_cq() override;
+	sw_cq(const sw_cq &) = delete;
+	sw_cq &operator=(const sw_cq &) = delete;
 
 	/* fi_cq_* entry points; src may be NULL. read: a subclass's read_direct first (the
 	 * polling path, inline in the fid shim), then the ring (read_ring). */
@@ -196,7 +196,7 @@ private:
 
 /* Wraps obj in a fid_cq with the util ops (set up its wait object first); the verbs CQ
  * calls this with its subclass. On failure obj is destroyed and *out is NULL. */
-int cq_install(std::unique_ptr<cq> obj, struct fid_cq **out, void *context) noexcept;
+int cq_install(std::unique_ptr<sw_cq> obj, struct fid_cq **out, void *context) noexcept;
 /* A plain software CQ (fi_cq_open of the util layer). */
 int cq_open(const struct fi_provider *prov, const struct fi_cq_attr *attr, struct fid_cq **out,
             void *context, uint32_t api_version = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION));

@@ -48,15 +48,15 @@ constexpr size_t eq_max_size = size_t{1} << 20;
 
 int eq_check_attr(const struct fi_provider *prov, const struct fi_eq_attr *attr) noexcept;
 
-class eq : public object
+class sw_eq : public object
 {
 public:
 	static constexpr size_t fid_class = FI_CLASS_EQ;
 
-	eq(const struct fi_provider *prov, const struct fi_eq_attr &attr, uint32_t api_version);
-	~eq() override;
-	eq(const eq &) = delete;
-	eq &operator=(const eq &) = delete;
+	sw_eq(const struct fi_provider *prov, const struct fi_eq_attr &attr, uint32_t api_version);
+	~sw_eq() override;
+	sw_eq(const sw_eq &) = delete;
+	sw_eq &operator=(const sw_eq &) = delete;
 
 	/* fi_eq_* entry points. */
 	ssize_t read(uint32_t *event, void *buf, size_t len, uint64_t flags) noexcept;
@@ -143,7 +143,7 @@ private:
 	int watched_fd_ = -1;
 };
 
-int eq_install(std::unique_ptr<eq> obj, struct fid_eq **out, void *context) noexcept;
+int eq_install(std::unique_ptr<sw_eq> obj, struct fid_eq **out, void *context) noexcept;
 int eq_open(const struct fi_provider *prov, const struct fi_eq_attr *attr, struct fid_eq **out,
             void *context, uint32_t api_version = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION));
 

@@ -146,8 +146,8 @@ const char *object_strerror(Fid *f, int prov_errno, const void *err_data, char *
 int object_install(std::unique_ptr<object> obj, size_t fclass, void *ops, struct fid **out,
                    void *context) noexcept;
 
-/* The same, typed: obj is a util::cq / cntr / eq (or a subclass), *out its fid_cq / fid_cntr /
- * fid_eq (the union's member of that class, at the box's address). */
+/* The same, typed: obj is a util::sw_cq / sw_cntr / sw_eq (or a subclass), *out its fid_cq /
+ * fid_cntr / fid_eq (the union's member of that class, at the box's address). */
 template <typename Obj, typename Fid, typename Ops>
 int object_install(std::unique_ptr<Obj> obj, Ops *ops, Fid **out, void *context) noexcept
 {
@@ -178,7 +178,7 @@ int object_open(const struct fi_provider *prov, enum fi_log_subsys subsys, const
 }
 
 /* The object of type T behind a fid from outside: T::fid_class, vwait's object_fi_ops, and
- * an object of type T (util::cq, or the verbs CQ derived from it, ...); else nullptr. */
+ * an object of type T (util::sw_cq, or vwait::verbs_cq derived from it, ...); else nullptr. */
 template <typename T>
 T *object_of(struct fid *f) noexcept
 {

@@ -32,60 +32,60 @@ int cntr_check_attr(const struct fi_provider *prov, const struct fi_cntr_attr *a
 	return check_wait_obj(prov, FI_LOG_CNTR, "fi_cntr_open", attr->wait_obj);
 }
 
-cntr::cntr(const struct fi_provider *prov, const struct fi_cntr_attr &attr)
+sw_cntr::sw_cntr(const struct fi_provider *prov, const struct fi_cntr_attr &attr)
     : object(prov, FI_LOG_CNTR, "counter", attr.wait_obj, attr.wait_set)
 {
 }
 
-cntr::~cntr() = default;
+sw_cntr::~sw_cntr() = default;
 
-void cntr::changed() noexcept
+void sw_cntr::changed() noexcept
 {
 	generation_.fetch_add(1, std::memory_order_acq_rel);
 	wake();
 }
 
-uint64_t cntr::read() noexcept
+uint64_t sw_cntr::read() noexcept
 {
 	progress();
 	return value_.load(std::memory_order_acquire);
 }
 
-uint64_t cntr::readerr() noexcept
+uint64_t sw_cntr::readerr() noexcept
 {
 	progress();
 	return err_.load(std::memory_order_acquire);
 }
 
-int cntr::add(uint64_t value) noexcept
+int sw_cntr::add(uint64_t value) noexcept
 {
 	value_.fetch_add(value, std::memory_order_acq_rel);
 	changed();
 	return FI_SUCCESS;
 }
 
-int cntr::adderr(uint64_t value) noexcept
+int sw_cntr::adderr(uint64_t value) noexcept
 {
 	err_.fetch_add(value, std::memory_order_acq_rel);
 	changed();
 	return FI_SUCCESS;
 }
 
-int cntr::set(uint64_t value) noexcept
+int sw_cntr::set(uint64_t value) noexcept
 {
 	value_.store(value, std::memory_order_release);
 	changed();
 	return FI_SUCCESS;
 }
 
-int cntr::seterr(uint64_t value) noexcept
+int sw_cntr::seterr(uint64_t value) noexcept
 {
 	err_.store(value, std::memory_order_release);
 	changed();
 	return FI_SUCCESS;
 }
 
-int cntr::wait(uint64_t threshold, int timeout) noexcept
+int sw_cntr::wait(uint64_t threshold, int timeout) noexcept
 {
 	const auto until = deadline_after(timeout); /* once, at entry */
 	waiter *w = wait_object();
@@ -123,13 +123,13 @@ int cntr::wait(uint64_t threshold, int timeout) noexcept
 	return result;
 }
 
-bool cntr::ready() noexcept
+bool sw_cntr::ready() noexcept
 {
 	progress();
 	return false;
 }
 
-bool cntr::poll_ready(uint64_t &cookie) noexcept
+bool sw_cntr::poll_ready(uint64_t &cookie) noexcept
 {
 	progress();
 	const uint64_t now = generation_.load(std::memory_order_acquire);
@@ -139,18 +139,18 @@ bool cntr::poll_ready(uint64_t &cookie) noexcept
 	return true;
 }
 
-uint64_t cntr::poll_cookie() const noexcept
+uint64_t sw_cntr::poll_cookie() const noexcept
 {
 	return generation_.load(std::memory_order_acquire);
 }
 
-int cntr::trywait() noexcept
+int sw_cntr::trywait() noexcept
 {
 	/* changes already reached the waiter through wake(); only the source below is left */
 	return arm();
 }
 
-int cntr::control_own(int command, void *arg) noexcept
+int sw_cntr::control_own(int command, void *arg) noexcept
 {
 	if (command != FI_GETOPSFLAG && command != FI_SETOPSFLAG)
 		return -FI_ENOSYS;
@@ -171,9 +171,9 @@ namespace
 {
 
 /* a slot of cntr_ops: the fid is a counter's object_box */
-cntr *obj(struct fid_cntr *f) noexcept
+sw_cntr *obj(struct fid_cntr *f) noexcept
 {
-	return static_cast<cntr *>(object_box::of(f)->obj);
+	return static_cast<sw_cntr *>(object_box::of(f)->obj);
 }
 
 uint64_t cntr_read(struct fid_cntr *f) noexcept
@@ -224,7 +224,7 @@ struct fi_ops_cntr cntr_ops = {
 
 } // namespace
 
-int cntr_install(std::unique_ptr<cntr> o, struct fid_cntr **out, void *context) noexcept
+int cntr_install(std::unique_ptr<sw_cntr> o, struct fid_cntr **out, void *context) noexcept
 {
 	return object_install(std::move(o), &cntr_ops, out, context);
 }
@@ -234,7 +234,7 @@ int cntr_open(const struct fi_provider *prov, const struct fi_cntr_attr *attr,
 {
 	return object_open(
 	    prov, FI_LOG_CNTR, "fi_cntr_open", "cntr", cntr_check_attr, attr, out,
-	    [&] { return cntr_install(std::make_unique<cntr>(prov, *attr), out, context); });
+	    [&] { return cntr_install(std::make_unique<sw_cntr>(prov, *attr), out, context); });
 }
 
 } // namespace vwait::util

@@ -93,7 +93,7 @@ int cq_check_attr(const struct fi_provider *prov, const struct fi_cq_attr *attr)
 	return check_wait_obj(prov, FI_LOG_CQ, "fi_cq_open", attr->wait_obj);
 }
 
-cq::cq(const struct fi_provider *prov, const struct fi_cq_attr &attr, uint32_t api_version)
+sw_cq::sw_cq(const struct fi_provider *prov, const struct fi_cq_attr &attr, uint32_t api_version)
     : object(prov, FI_LOG_CQ, "CQ", attr.wait_obj, attr.wait_set),
       format_(attr.format == FI_CQ_FORMAT_UNSPEC ? cq_default_format : attr.format),
       wait_cond_(attr.wait_cond), size_(attr.size ? attr.size : cq_default_size),
@@ -101,15 +101,15 @@ cq::cq(const struct fi_provider *prov, const struct fi_cq_attr &attr, uint32_t a
 {
 }
 
-cq::~cq() = default;
+sw_cq::~sw_cq() = default;
 
-bool cq::ready() noexcept
+bool sw_cq::ready() noexcept
 {
 	progress();
 	return queued() > 0;
 }
 
-int cq::trywait() noexcept
+int sw_cq::trywait() noexcept
 {
 	if (queued() > 0)
 		return -FI_EAGAIN;
@@ -120,7 +120,7 @@ int cq::trywait() noexcept
 	return queued() > 0 ? -FI_EAGAIN : FI_SUCCESS;
 }
 
-int cq::push(const cq_entry &e) noexcept
+int sw_cq::push(const cq_entry &e) noexcept
 {
 	{
 		std::lock_guard<std::mutex> g(lock_);
@@ -135,7 +135,7 @@ int cq::push(const cq_entry &e) noexcept
 	return FI_SUCCESS;
 }
 
-size_t cq::push_n(const cq_entry *entries, size_t n) noexcept
+size_t sw_cq::push_n(const cq_entry *entries, size_t n) noexcept
 {
 	size_t done = 0;
 	{
@@ -152,8 +152,8 @@ size_t cq::push_n(const cq_entry *entries, size_t n) noexcept
 	return done;
 }
 
-int cq::push_error(const struct fi_cq_err_entry &err, const void *err_data, size_t len,
-                   fi_addr_t src_addr) noexcept
+int sw_cq::push_error(const struct fi_cq_err_entry &err, const void *err_data, size_t len,
+                      fi_addr_t src_addr) noexcept
 {
 	int ret = guard([&] {
 		error_record rec{err, {}};
@@ -179,7 +179,7 @@ int cq::push_error(const struct fi_cq_err_entry &err, const void *err_data, size
 	return ret;
 }
 
-ssize_t cq::read_locked(void *buf, size_t count, fi_addr_t *src) noexcept
+ssize_t sw_cq::read_locked(void *buf, size_t count, fi_addr_t *src) noexcept
 {
 	if (!count_)
 		return -FI_EAGAIN;
@@ -201,7 +201,7 @@ ssize_t cq::read_locked(void *buf, size_t count, fi_addr_t *src) noexcept
 }
 
 /* read() after read_direct took nothing (or count is 0, or buf NULL) */
-ssize_t cq::read_ring(void *buf, size_t count, fi_addr_t *src) noexcept
+ssize_t sw_cq::read_ring(void *buf, size_t count, fi_addr_t *src) noexcept
 {
 	if (!buf && count) {
 		FI_WARN(prov_, FI_LOG_CQ, "fi_cq_read: buf is NULL with count %zu\n", count);
@@ -214,7 +214,7 @@ ssize_t cq::read_ring(void *buf, size_t count, fi_addr_t *src) noexcept
 	return read_locked(buf, count, src);
 }
 
-ssize_t cq::readerr(struct fi_cq_err_entry *buf, uint64_t flags) noexcept
+ssize_t sw_cq::readerr(struct fi_cq_err_entry *buf, uint64_t flags) noexcept
 {
 	if (!buf) {
 		FI_WARN(prov_, FI_LOG_CQ, "fi_cq_readerr: buf is NULL\n");
@@ -254,7 +254,8 @@ ssize_t cq::readerr(struct fi_cq_err_entry *buf, uint64_t flags) noexcept
 	});
 }
 
-ssize_t cq::sread(void *buf, size_t count, fi_addr_t *src, const void *cond, int timeout) noexcept
+ssize_t sw_cq::sread(void *buf, size_t count, fi_addr_t *src, const void *cond,
+                     int timeout) noexcept
 {
 	const auto until = deadline_after(timeout); /* once, at entry */
 	if (!buf && count) {
@@ -324,7 +325,7 @@ ssize_t cq::sread(void *buf, size_t count, fi_addr_t *src, const void *cond, int
 	return read_locked(buf, count, src);
 }
 
-int cq::signal() noexcept
+int sw_cq::signal() noexcept
 {
 	if (!wait_object()) {
 		FI_WARN(prov_, FI_LOG_CQ, "fi_cq_signal: the CQ was opened with FI_WAIT_NONE\n");
@@ -340,9 +341,9 @@ namespace
 {
 
 /* a slot of cq_ops: the fid is a CQ's object_box */
-cq *obj(struct fid_cq *f) noexcept
+sw_cq *obj(struct fid_cq *f) noexcept
 {
-	return static_cast<cq *>(object_box::of(f)->obj);
+	return static_cast<sw_cq *>(object_box::of(f)->obj);
 }
 
 ssize_t cq_read(struct fid_cq *f, void *buf, size_t count) noexcept
@@ -389,7 +390,7 @@ struct fi_ops_cq cq_ops = {
 
 } // namespace
 
-int cq_install(std::unique_ptr<cq> o, struct fid_cq **out, void *context) noexcept
+int cq_install(std::unique_ptr<sw_cq> o, struct fid_cq **out, void *context) noexcept
 {
 	return object_install(std::move(o), &cq_ops, out, context);
 }
@@ -398,7 +399,7 @@ int cq_open(const struct fi_provider *prov, const struct fi_cq_attr *attr, struc
             void *context, uint32_t api_version)
 {
 	return object_open(prov, FI_LOG_CQ, "fi_cq_open", "cq", cq_check_attr, attr, out, [&] {
-		return cq_install(std::make_unique<cq>(prov, *attr, api_version), out, context);
+		return cq_install(std::make_unique<sw_cq>(prov, *attr, api_version), out, context);
 	});
 }
 

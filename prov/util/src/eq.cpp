@@ -38,35 +38,35 @@ int eq_check_attr(const struct fi_provider *prov, const struct fi_eq_attr *attr)
 	return check_wait_obj(prov, FI_LOG_EQ, "fi_eq_open", attr->wait_obj);
 }
 
-eq::eq(const struct fi_provider *prov, const struct fi_eq_attr &attr, uint32_t api_version)
+sw_eq::sw_eq(const struct fi_provider *prov, const struct fi_eq_attr &attr, uint32_t api_version)
     : object(prov, FI_LOG_EQ, "EQ", attr.wait_obj, attr.wait_set),
       size_(attr.size ? attr.size : eq_default_size), api_version_(api_version)
 {
 }
 
-eq::~eq()
+sw_eq::~sw_eq()
 {
 	unwatch();
 }
 
-size_t eq::queued() const noexcept
+size_t sw_eq::queued() const noexcept
 {
 	std::lock_guard<std::mutex> g(lock_);
 	return queue_.size();
 }
 
-bool eq::ready() noexcept
+bool sw_eq::ready() noexcept
 {
 	progress();
 	return queued() > 0;
 }
 
-bool eq::peek() noexcept
+bool sw_eq::peek() noexcept
 {
 	return queued() > 0;
 }
 
-int eq::trywait() noexcept
+int sw_eq::trywait() noexcept
 {
 	if (queued() > 0)
 		return -FI_EAGAIN;
@@ -77,14 +77,14 @@ int eq::trywait() noexcept
 	return queued() > 0 ? -FI_EAGAIN : FI_SUCCESS;
 }
 
-size_t eq::room() const noexcept
+size_t sw_eq::room() const noexcept
 {
 	std::lock_guard<std::mutex> g(lock_);
 	return queue_.size() < size_ ? size_ - queue_.size() : 0;
 }
 
-int eq::push_record(uint32_t event, const void *entry, size_t len, bool written,
-                    bool over_size) noexcept
+int sw_eq::push_record(uint32_t event, const void *entry, size_t len, bool written,
+                       bool over_size) noexcept
 {
 	if (len > eq_max_entry_size || (!entry && len)) {
 		FI_WARN(prov_, FI_LOG_EQ, "EQ entry of %zu bytes at %p is out of range (max %zu)\n",
@@ -109,13 +109,13 @@ int eq::push_record(uint32_t event, const void *entry, size_t len, bool written,
 	return ret;
 }
 
-int eq::push(uint32_t event, const void *entry, size_t len, bool over_size) noexcept
+int sw_eq::push(uint32_t event, const void *entry, size_t len, bool over_size) noexcept
 {
 	return push_record(event, entry, len, false, over_size);
 }
 
-int eq::push_error(const struct fi_eq_err_entry &err, const void *err_data, size_t len,
-                   bool over_size) noexcept
+int sw_eq::push_error(const struct fi_eq_err_entry &err, const void *err_data, size_t len,
+                      bool over_size) noexcept
 {
 	int ret = guard([&] {
 		record rec;
@@ -150,7 +150,7 @@ bool truncatable(uint32_t event) noexcept
 
 } // namespace
 
-ssize_t eq::read_locked(uint32_t *event, void *buf, size_t len, uint64_t flags) noexcept
+ssize_t sw_eq::read_locked(uint32_t *event, void *buf, size_t len, uint64_t flags) noexcept
 {
 	if (queue_.empty())
 		return -FI_EAGAIN;
@@ -176,7 +176,7 @@ ssize_t eq::read_locked(uint32_t *event, void *buf, size_t len, uint64_t flags) 
 	return static_cast<ssize_t>(n);
 }
 
-ssize_t eq::read(uint32_t *event, void *buf, size_t len, uint64_t flags) noexcept
+ssize_t sw_eq::read(uint32_t *event, void *buf, size_t len, uint64_t flags) noexcept
 {
 	if (!event || (!buf && len)) {
 		FI_WARN(prov_, FI_LOG_EQ, "fi_eq_read: %s is NULL\n", !event ? "event" : "buf");
@@ -192,7 +192,7 @@ ssize_t eq::read(uint32_t *event, void *buf, size_t len, uint64_t flags) noexcep
 	return read_locked(event, buf, len, flags);
 }
 
-ssize_t eq::readerr(struct fi_eq_err_entry *buf, uint64_t flags) noexcept
+ssize_t sw_eq::readerr(struct fi_eq_err_entry *buf, uint64_t flags) noexcept
 {
 	if (!buf) {
 		FI_WARN(prov_, FI_LOG_EQ, "fi_eq_readerr: buf is NULL\n");
@@ -231,7 +231,7 @@ ssize_t eq::readerr(struct fi_eq_err_entry *buf, uint64_t flags) noexcept
 	});
 }
 
-ssize_t eq::write(uint32_t event, const void *buf, size_t len, uint64_t flags) noexcept
+ssize_t sw_eq::write(uint32_t event, const void *buf, size_t len, uint64_t flags) noexcept
 {
 	if (flags) {
 		FI_WARN(prov_, FI_LOG_EQ, "fi_eq_write: flags 0x%llx are not supported\n",
@@ -247,7 +247,7 @@ ssize_t eq::write(uint32_t event, const void *buf, size_t len, uint64_t flags) n
 	return ret ? ret : static_cast<ssize_t>(len);
 }
 
-ssize_t eq::sread(uint32_t *event, void *buf, size_t len, int timeout, uint64_t flags) noexcept
+ssize_t sw_eq::sread(uint32_t *event, void *buf, size_t len, int timeout, uint64_t flags) noexcept
 {
 	const auto until = deadline_after(timeout); /* once, at entry */
 	if (!event || (!buf && len)) {
@@ -281,12 +281,12 @@ ssize_t eq::sread(uint32_t *event, void *buf, size_t len, int timeout, uint64_t 
 	return result;
 }
 
-void eq::drain_source(void *self) noexcept
+void sw_eq::drain_source(void *self) noexcept
 {
-	static_cast<eq *>(self)->progress();
+	static_cast<sw_eq *>(self)->progress();
 }
 
-int eq::watch(int fd) noexcept
+int sw_eq::watch(int fd) noexcept
 {
 	waiter *w = wait_object();
 	if (!w)
@@ -306,7 +306,7 @@ int eq::watch(int fd) noexcept
 	return ret;
 }
 
-void eq::unwatch() noexcept
+void sw_eq::unwatch() noexcept
 {
 	int fd;
 	{
@@ -317,13 +317,13 @@ void eq::unwatch() noexcept
 		wait_object()->remove_source(fd);
 }
 
-void eq::close_begin() noexcept
+void sw_eq::close_begin() noexcept
 {
 	closing();
 	unwatch();
 }
 
-void eq::close_end() noexcept
+void sw_eq::close_end() noexcept
 {
 	std::deque<record> left;
 	{
@@ -335,7 +335,7 @@ void eq::close_end() noexcept
 			discard(rec.event, rec.bytes.data(), rec.bytes.size());
 }
 
-void eq::remove_fid_events(const struct fid *f) noexcept
+void sw_eq::remove_fid_events(const struct fid *f) noexcept
 {
 	if (!f)
 		return;
@@ -364,9 +364,9 @@ namespace
 {
 
 /* a slot of eq_ops: the fid is an EQ's object_box */
-eq *obj(struct fid_eq *f) noexcept
+sw_eq *obj(struct fid_eq *f) noexcept
 {
-	return static_cast<eq *>(object_box::of(f)->obj);
+	return static_cast<sw_eq *>(object_box::of(f)->obj);
 }
 
 ssize_t eq_read(struct fid_eq *f, uint32_t *event, void *buf, size_t len, uint64_t flags) noexcept
@@ -402,7 +402,7 @@ struct fi_ops_eq eq_ops = {
 
 } // namespace
 
-int eq_install(std::unique_ptr<eq> o, struct fid_eq **out, void *context) noexcept
+int eq_install(std::unique_ptr<sw_eq> o, struct fid_eq **out, void *context) noexcept
 {
 	return object_install(std::move(o), &eq_ops, out, context);
 }
@@ -411,7 +411,7 @@ int eq_open(const struct fi_provider *prov, const struct fi_eq_attr *attr, struc
             void *context, uint32_t api_version)
 {
 	return object_open(prov, FI_LOG_EQ, "fi_eq_open", "eq", eq_check_attr, attr, out, [&] {
-		return eq_install(std::make_unique<eq>(prov, *attr, api_version), out, context);
+		return eq_install(std::make_unique<sw_eq>(prov, *attr, api_version), out, context);
 	});
 }
 

@@ -83,7 +83,7 @@ void cq_events::ack_all() noexcept
 		ibv_ack_cq_events(cq_, ack);
 }
 
-comp_channel::comp_channel(verbs::comp_channel ch, util::waiter *w) noexcept
+comp_channel::comp_channel(verbs::comp_channel_ptr ch, util::waiter *w) noexcept
     : ch_(std::move(ch)), waiter_(w)
 {
 }
@@ -97,7 +97,7 @@ int comp_channel::create(struct ibv_context *ctx, util::waiter *w,
 		return -FI_EINVAL;
 	}
 	return guard([&] {
-		verbs::comp_channel ch(ibv_create_comp_channel(ctx));
+		verbs::comp_channel_ptr ch(ibv_create_comp_channel(ctx));
 		if (!ch) {
 			int ret = verbs::errno_code();
 			FI_WARN(&prov, FI_LOG_CQ, "ibv_create_comp_channel(%s): %s\n",

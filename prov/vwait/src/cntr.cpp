@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
-/* The vwait counter: util::cntr fed by the verbs CQs of the endpoints bound to it. See
+/* The vwait counter: util::sw_cntr fed by the verbs CQs of the endpoints bound to it. See
  * include/vwait/cntr.h. */
 #include "config.h"
 
@@ -16,18 +16,19 @@
 namespace vwait
 {
 
-cntr::cntr(domain *dom, const struct fi_cntr_attr &attr) : util::cntr(&prov, attr), domain_(dom)
+verbs_cntr::verbs_cntr(domain *dom, const struct fi_cntr_attr &attr)
+    : util::sw_cntr(&prov, attr), domain_(dom)
 {
 	set_wait_policy(get_params().wait);
 	domain_->hold();
 }
 
-cntr::~cntr()
+verbs_cntr::~verbs_cntr()
 {
 	domain_->unhold();
 }
 
-int cntr::add_feed(cq *q) noexcept
+int verbs_cntr::add_feed(verbs_cq *q) noexcept
 {
 	std::lock_guard<std::mutex> lock(feeds_mu_);
 	return guard([&] {
@@ -49,7 +50,7 @@ int cntr::add_feed(cq *q) noexcept
 /* Under feeds_mu_. The counter hears of q's completion events (wake()), and its waiter, if it
  * blocks on fds, watches q's channel: whichever thread drains it, every CQ and counter that
  * waits for that channel's events is told. */
-int cntr::hold_channel(cq *q, feed &f) noexcept
+int verbs_cntr::hold_channel(verbs_cq *q, feed &f) noexcept
 {
 	int ret = guard([&] {
 		q->add_event_listener(this);
@@ -73,7 +74,7 @@ int cntr::hold_channel(cq *q, feed &f) noexcept
 }
 
 /* Under feeds_mu_. */
-void cntr::drop_channel(cq *q, feed &f) noexcept
+void verbs_cntr::drop_channel(verbs_cq *q, feed &f) noexcept
 {
 	q->remove_event_listener(this);
 	if (f.channel) {
@@ -82,7 +83,7 @@ void cntr::drop_channel(cq *q, feed &f) noexcept
 	}
 }
 
-void cntr::remove_feed(cq *q) noexcept
+void verbs_cntr::remove_feed(verbs_cq *q) noexcept
 {
 	std::lock_guard<std::mutex> lock(feeds_mu_);
 	auto it = feeds_.find(q);
@@ -92,14 +93,14 @@ void cntr::remove_feed(cq *q) noexcept
 	feeds_.erase(it);
 }
 
-void cntr::progress() noexcept
+void verbs_cntr::progress() noexcept
 {
 	std::lock_guard<std::mutex> lock(feeds_mu_);
 	for (auto &f : feeds_)
 		f.first->drive();
 }
 
-int cntr::arm() noexcept
+int verbs_cntr::arm() noexcept
 {
 	const uint64_t before = poll_cookie();
 	{
@@ -130,8 +131,9 @@ int cntr_open(struct fid_domain *domain_fid, struct fi_cntr_attr *attr, struct f
 	if (int ret = util::cntr_check_attr(&prov, attr))
 		return ret;
 	domain *dom = domain_of(domain_fid);
-	return guard(
-	    [&] { return util::cntr_install(std::make_unique<cntr>(dom, *attr), out, context); });
+	return guard([&] {
+		return util::cntr_install(std::make_unique<verbs_cntr>(dom, *attr), out, context);
+	});
 }
 
 } // namespace vwait

@@ -86,7 +86,7 @@ namespace
 
 /* The counter a work completion counts on (see wr_ring): nullptr when none is bound. On error
  * a receive's opcode is undefined: it counts as a receive. */
-util::cntr *counter_of(const wr_ring &ring, uint64_t flags, const struct ibv_wc &wc) noexcept
+util::sw_cntr *counter_of(const wr_ring &ring, uint64_t flags, const struct ibv_wc &wc) noexcept
 {
 	if (wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM)
 		return ring.write_cntr;
@@ -125,8 +125,8 @@ __attribute__((always_inline)) inline bool translate_wc(const struct ibv_wc &wc,
 	if (ring->closed.load(std::memory_order_acquire))
 		return false;
 	/* counters: every completion of their kind, whether reported or not (the endpoint keeps
-	 * them alive until it closed its rings and passed cq::sync) */
-	if (util::cntr *k = counter_of(*ring, c.flags, wc)) {
+	 * them alive until it closed its rings and passed verbs_cq::sync) */
+	if (util::sw_cntr *k = counter_of(*ring, c.flags, wc)) {
 		if (wc.status == IBV_WC_SUCCESS)
 			k->add(1);
 		else
@@ -181,8 +181,8 @@ bool translate(const struct ibv_wc &wc, completion *out) noexcept
 	return translate_wc(wc, out);
 }
 
-cq::cq(domain *dom, const struct fi_cq_attr &attr, size_t size)
-    : util::cq(
+verbs_cq::verbs_cq(domain *dom, const struct fi_cq_attr &attr, size_t size)
+    : util::sw_cq(
           &prov,
           [&] {
 	          struct fi_cq_attr a = attr;
@@ -197,14 +197,14 @@ cq::cq(domain *dom, const struct fi_cq_attr &attr, size_t size)
 	held_domain_ = true;
 }
 
-cq::~cq()
+verbs_cq::~verbs_cq()
 {
 	close_begin();
 	if (held_domain_)
 		domain_->unhold();
 }
 
-int cq::create_hw() noexcept
+int verbs_cq::create_hw() noexcept
 {
 	/* the channel of its waiter when that waiter polls fds; otherwise the domain's channel
 	 * of the CQs with no such waiter, which poll sets and counters drain */
@@ -228,7 +228,7 @@ int cq::create_hw() noexcept
 
 /* Before the CQ leaves its waiters (util::cq_close): no event of it may be left unacked and
  * the channel must leave a private waiter while that waiter still exists. */
-void cq::close_begin() noexcept
+void verbs_cq::close_begin() noexcept
 {
 	std::lock_guard<util::fast_mutex> lock(progress_mutex_);
 	if (!hw_)
@@ -242,7 +242,7 @@ void cq::close_begin() noexcept
 	orphans_.clear();
 }
 
-void cq::adopt(std::shared_ptr<wr_ring> ring)
+void verbs_cq::adopt(std::shared_ptr<wr_ring> ring)
 {
 	std::lock_guard<std::mutex> lock(orphans_mutex_);
 	orphans_.erase(
@@ -254,7 +254,7 @@ void cq::adopt(std::shared_ptr<wr_ring> ring)
 }
 
 /* Under progress_mutex_: the device said this CQ overran; queue that once, first. */
-void cq::report_overrun() noexcept
+void verbs_cq::report_overrun() noexcept
 {
 	if (!overrun_.load(std::memory_order_acquire) || overrun_reported_)
 		return;
@@ -268,7 +268,7 @@ void cq::report_overrun() noexcept
 
 /* Under progress_mutex_: n translated completions into the ring, in order; successes in
  * batches (one wakeup each), an error keeps its place. */
-void cq::queue(const completion *c, size_t n) noexcept
+void verbs_cq::queue(const completion *c, size_t n) noexcept
 {
 	util::cq_entry ok[poll_batch];
 	size_t nok = 0;
@@ -304,7 +304,7 @@ void cq::queue(const completion *c, size_t n) noexcept
 
 /* Under progress_mutex_: up to max (<= poll_batch) work completions from the ibv_cq into wc;
  * how many, or -1 when ibv_poll_cq failed. */
-inline int cq::poll_wc(struct ibv_wc *wc, size_t max) noexcept
+inline int verbs_cq::poll_wc(struct ibv_wc *wc, size_t max) noexcept
 {
 	int n = ibv_poll_cq(hw_.get(), static_cast<int>(max), wc);
 	if (__builtin_expect(n > 0, 1))
@@ -334,7 +334,7 @@ int translate_all(const struct ibv_wc *wc, int n, completion *c) noexcept
 }
 } // namespace
 
-void cq::progress() noexcept
+void verbs_cq::progress() noexcept
 {
 	std::lock_guard<util::fast_mutex> lock(progress_mutex_);
 	if (!hw_)
@@ -362,7 +362,7 @@ void cq::progress() noexcept
  * completion at a time, translated in registers and written straight into the caller's
  * buffer: this is the loop of a spinning reader, kept free of copies and calls. */
 __attribute__((always_inline)) inline ssize_t
-cq::hand_over(struct ibv_wc *wc, int polled, void *buf, size_t count, fi_addr_t *src) noexcept
+verbs_cq::hand_over(struct ibv_wc *wc, int polled, void *buf, size_t count, fi_addr_t *src) noexcept
 {
 	auto *out = static_cast<uint8_t *>(buf);
 	const enum fi_cq_format fmt = format();
@@ -411,7 +411,7 @@ cq::hand_over(struct ibv_wc *wc, int polled, void *buf, size_t count, fi_addr_t 
  * go to the ring, in order. Anything queued already: the ring path, which keeps the order.
  * Kept short for the empty poll of a spinning reader (one ibv_poll_cq under the lock);
  * hand_over() does the rest. */
-cq::direct_read cq::read_direct(void *buf, size_t count, fi_addr_t *src) noexcept
+verbs_cq::direct_read verbs_cq::read_direct(void *buf, size_t count, fi_addr_t *src) noexcept
 {
 	std::lock_guard<util::fast_mutex> lock(progress_mutex_);
 	if (!hw_ || overrun_.load(std::memory_order_acquire) || queued() != 0)
@@ -425,15 +425,15 @@ cq::direct_read cq::read_direct(void *buf, size_t count, fi_addr_t *src) noexcep
 
 /* Under progress_mutex_, for hand_over: the error record first and the rest of its batch
  * after it, into the ring in order. Out of the read loop's way. */
-__attribute__((noinline, cold)) void cq::queue_tail(completion first, const struct ibv_wc *rest,
-                                                    int n) noexcept
+__attribute__((noinline, cold)) void verbs_cq::queue_tail(completion first,
+                                                          const struct ibv_wc *rest, int n) noexcept
 {
 	queue(&first, 1);
 	completion c[poll_batch];
 	queue(c, static_cast<size_t>(translate_all(rest, n, c)));
 }
 
-void cq::on_event() noexcept
+void verbs_cq::on_event() noexcept
 {
 	notify();
 	std::lock_guard<std::mutex> lock(event_listeners_mutex_);
@@ -441,13 +441,13 @@ void cq::on_event() noexcept
 		w->wake();
 }
 
-void cq::add_event_listener(util::waitable *w)
+void verbs_cq::add_event_listener(util::waitable *w)
 {
 	std::lock_guard<std::mutex> lock(event_listeners_mutex_);
 	event_listeners_.push_back(w);
 }
 
-void cq::remove_event_listener(util::waitable *w) noexcept
+void verbs_cq::remove_event_listener(util::waitable *w) noexcept
 {
 	std::lock_guard<std::mutex> lock(event_listeners_mutex_);
 	auto it = std::find(event_listeners_.begin(), event_listeners_.end(), w);
@@ -455,7 +455,7 @@ void cq::remove_event_listener(util::waitable *w) noexcept
 		event_listeners_.erase(it);
 }
 
-bool cq::events_from(util::event_source &out) const noexcept
+bool verbs_cq::events_from(util::event_source &out) const noexcept
 {
 	if (!channel_)
 		return false;
@@ -465,7 +465,7 @@ bool cq::events_from(util::event_source &out) const noexcept
 	return true;
 }
 
-bool cq::poll_ready(uint64_t &) noexcept
+bool verbs_cq::poll_ready(uint64_t &) noexcept
 {
 	if (queued() > 0)
 		return true;
@@ -480,7 +480,7 @@ bool cq::poll_ready(uint64_t &) noexcept
 	return queued() > 0;
 }
 
-int cq::arm() noexcept
+int verbs_cq::arm() noexcept
 {
 	if (!channel_)
 		return 0;
@@ -488,7 +488,7 @@ int cq::arm() noexcept
 }
 
 /* prov_errno is the vendor error; err_data (when given) holds the ibv_wc_status. */
-std::string cq::describe_error(int prov_errno, const void *err_data) const
+std::string verbs_cq::describe_error(int prov_errno, const void *err_data) const
 {
 	int status = prov_errno;
 	if (err_data)
@@ -518,8 +518,8 @@ int cq_open(struct fid_domain *domain_fid, struct fi_cq_attr *attr, struct fid_c
 	if (int ret = util::cq_check_attr(&prov, &clamped))
 		return ret;
 	return guard([&] {
-		auto obj = std::make_unique<cq>(dom, clamped, clamped.size);
-		cq *raw = obj.get();
+		auto obj = std::make_unique<verbs_cq>(dom, clamped, clamped.size);
+		verbs_cq *raw = obj.get();
 		struct fid_cq *fid = nullptr;
 		if (int ret = util::cq_install(std::move(obj), &fid, context))
 			return ret;

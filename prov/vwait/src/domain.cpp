@@ -20,8 +20,8 @@
 namespace vwait
 {
 
-domain::domain(fabric *fab, verbs::cm_devices devices, struct ibv_context *ctx, verbs::pd pd,
-               const struct ibv_device_attr &attr, uint32_t api_version)
+domain::domain(fabric *fab, verbs::cm_devices_ptr devices, struct ibv_context *ctx,
+               verbs::pd_ptr pd, const struct ibv_device_attr &attr, uint32_t api_version)
     : fabric_(fab), devices_(std::move(devices)), ctx_(ctx), pd_(std::move(pd)), attr_(attr),
       api_version_(api_version), channels_(ctx, &domain::async_source, this)
 {
@@ -47,7 +47,7 @@ void domain::poll_async_events() noexcept
 			 * next progress() queues the FI_EOVERRUN error that ends a blocked read
 			 * (the CQ cannot be destroyed before this event is acked). */
 			if (ev.element.cq && ev.element.cq->cq_context) {
-				cq *q = cq::from_context(ev.element.cq->cq_context);
+				verbs_cq *q = verbs_cq::from_context(ev.element.cq->cq_context);
 				if (q->set_overrun()) {
 					FI_WARN(&prov, FI_LOG_CQ,
 					        "%s: completion queue overrun (IBV_EVENT_CQ_ERR), "
@@ -89,7 +89,8 @@ namespace
 {
 
 /* fi_poll_open: a util poll set that holds the domain while it exists. It drains the
- * completion channels of its verbs CQs (cq::events_from) and looks only at the CQs they name. */
+ * completion channels of its verbs CQs (verbs_cq::events_from) and looks only at the CQs they name.
+ */
 int domain_poll_open(struct fid_domain *domain_fid, struct fi_poll_attr *attr,
                      struct fid_poll **pollset) noexcept
 {
@@ -142,7 +143,7 @@ struct fi_ops_mr domain_mr_ops = {
 };
 
 /* rdma_cm's context of the device called name (it owns the list the context lives in). */
-struct ibv_context *find_context(const char *name, verbs::cm_devices *devices)
+struct ibv_context *find_context(const char *name, verbs::cm_devices_ptr *devices)
 {
 	int count = 0;
 	devices->reset(rdma_get_devices(&count));
@@ -173,7 +174,7 @@ int domain_open(struct fid_fabric *fabric_fid, struct fi_info *info, struct fid_
 	}
 	return guard([&] {
 		const char *name = info->domain_attr->name;
-		verbs::cm_devices devices;
+		verbs::cm_devices_ptr devices;
 		struct ibv_context *ctx = find_context(name, &devices);
 		if (!ctx) {
 			FI_WARN(&prov, FI_LOG_DOMAIN, "fi_domain: no verbs device named %s\n",
@@ -186,7 +187,7 @@ int domain_open(struct fid_fabric *fabric_fid, struct fi_info *info, struct fid_
 			        strerror(ret));
 			return verbs::positive_code(ret);
 		}
-		verbs::pd pd(ibv_alloc_pd(ctx));
+		verbs::pd_ptr pd(ibv_alloc_pd(ctx));
 		if (!pd) {
 			int ret = verbs::errno_code();
 			FI_WARN(&prov, FI_LOG_DOMAIN, "ibv_alloc_pd(%s): %s\n", name,

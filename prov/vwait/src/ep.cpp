@@ -57,15 +57,15 @@ ep::~ep()
 	/* the kind destroyed its QP (and what owns it) already */
 	close_rings();
 	/* no translate() may still be counting on our counters: then they may go */
-	for (cq *q : {send_cq_, recv_cq_})
+	for (verbs_cq *q : {send_cq_, recv_cq_})
 		if (q)
 			q->sync();
 	drop_feeds();
-	for (cntr *c : {send_cntr_, recv_cntr_, read_cntr_, write_cntr_, rwrite_cntr_})
+	for (verbs_cntr *c : {send_cntr_, recv_cntr_, read_cntr_, write_cntr_, rwrite_cntr_})
 		if (c)
 			c->unhold();
 	if (own_cq_) {
-		static_cast<util::cq *>(own_cq_.get())->close_begin(); /* as fi_close does */
+		static_cast<util::sw_cq *>(own_cq_.get())->close_begin(); /* as fi_close does */
 		own_cq_->close_wait();
 		own_cq_.reset();
 	}
@@ -117,7 +117,7 @@ int ep::bind(struct fid *bfid, uint64_t flags) noexcept
 			        "fi_ep_bind(cq): flags need FI_TRANSMIT or FI_RECV\n");
 			return -FI_EBADFLAGS;
 		}
-		cq *q = util::object_of<cq>(bfid);
+		verbs_cq *q = util::object_of<verbs_cq>(bfid);
 		if (!q) {
 			FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_ep_bind: fid %p is not a vwait CQ\n",
 			        static_cast<void *>(bfid));
@@ -148,7 +148,7 @@ int ep::bind(struct fid *bfid, uint64_t flags) noexcept
 			FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_ep_bind: an EQ is already bound\n");
 			return -FI_EINVAL;
 		}
-		eq *q = util::object_of<eq>(bfid);
+		verbs_eq *q = util::object_of<verbs_eq>(bfid);
 		if (!q) {
 			FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_ep_bind: fid %p is not a vwait EQ\n",
 			        static_cast<void *>(bfid));
@@ -198,7 +198,7 @@ int ep::enable() noexcept
 	}
 	if (int ret = check_enable())
 		return ret;
-	cq *send_cq = nullptr, *recv_cq = nullptr;
+	verbs_cq *send_cq = nullptr, *recv_cq = nullptr;
 	if (int ret = enable_cntrs(send_cq, recv_cq))
 		return ret;
 	struct ibv_qp_init_attr attr = {};
@@ -239,7 +239,7 @@ int ep::bind_cntr(struct fid *bfid, uint64_t flags) noexcept
 		        "target of an RDMA read)\n");
 		return -FI_ENOSYS;
 	}
-	cntr *c = util::object_of<cntr>(bfid);
+	verbs_cntr *c = util::object_of<verbs_cntr>(bfid);
 	if (!c) {
 		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_ep_bind: fid %p is not a vwait counter\n",
 		        static_cast<void *>(bfid));
@@ -251,7 +251,7 @@ int ep::bind_cntr(struct fid *bfid, uint64_t flags) noexcept
 	}
 	struct {
 		uint64_t flag;
-		cntr **slot;
+		verbs_cntr **slot;
 	} const slots[] = {
 	    {FI_SEND, &send_cntr_},   {FI_RECV, &recv_cntr_},           {FI_READ, &read_cntr_},
 	    {FI_WRITE, &write_cntr_}, {FI_REMOTE_WRITE, &rwrite_cntr_},
@@ -273,7 +273,7 @@ int ep::bind_cntr(struct fid *bfid, uint64_t flags) noexcept
 	return FI_SUCCESS;
 }
 
-int ep::enable_cntrs(cq *&send_cq, cq *&recv_cq) noexcept
+int ep::enable_cntrs(verbs_cq *&send_cq, verbs_cq *&recv_cq) noexcept
 {
 	const bool tx_counted = send_cntr_ || read_cntr_ || write_cntr_;
 	const bool rx_counted = recv_cntr_ || rwrite_cntr_;
@@ -286,7 +286,7 @@ int ep::enable_cntrs(cq *&send_cq, cq *&recv_cq) noexcept
 		a.format = FI_CQ_FORMAT_CONTEXT;
 		a.wait_obj = FI_WAIT_NONE;
 		int ret = guard([&] {
-			auto q = std::make_unique<cq>(domain_, a, n);
+			auto q = std::make_unique<verbs_cq>(domain_, a, n);
 			q->make_sink();
 			if (int r = q->init_wait())
 				return r;
@@ -301,7 +301,7 @@ int ep::enable_cntrs(cq *&send_cq, cq *&recv_cq) noexcept
 			return ret;
 		}
 	}
-	cq *own = own_cq_.get();
+	verbs_cq *own = own_cq_.get();
 	send_cq = tx_cq_ ? tx_cq_ : (own ? own : rx_cq_);
 	recv_cq = rx_cq_ ? rx_cq_ : (own ? own : tx_cq_);
 	tx_->msg_cntr = send_cntr_;
@@ -309,7 +309,7 @@ int ep::enable_cntrs(cq *&send_cq, cq *&recv_cq) noexcept
 	tx_->write_cntr = write_cntr_;
 	rx_->msg_cntr = recv_cntr_;
 	rx_->write_cntr = rwrite_cntr_;
-	const std::pair<cntr *, cq *> wanted[] = {
+	const std::pair<verbs_cntr *, verbs_cq *> wanted[] = {
 	    {send_cntr_, send_cq}, {read_cntr_, send_cq},   {write_cntr_, send_cq},
 	    {recv_cntr_, recv_cq}, {rwrite_cntr_, recv_cq},
 	};

@@ -16,7 +16,7 @@
 namespace vwait
 {
 
-rc_ep::rc_ep(domain *dom, info_ptr info, verbs::cm_id id, bool from_connreq)
+rc_ep::rc_ep(domain *dom, info_ptr info, verbs::cm_id_ptr id, bool from_connreq)
     : ep(dom, std::move(info)), id_(std::move(id)), passive_(from_connreq)
 {
 	id_->context = static_cast<cm_target *>(this);
@@ -185,7 +185,7 @@ int rc_ep_open(domain *dom, struct fi_info *info, struct fid_ep **out, void *con
 	if (!copy)
 		return -FI_ENOMEM;
 	copy->handle = nullptr;
-	verbs::cm_id id;
+	verbs::cm_id_ptr id;
 	auto *dst = static_cast<struct sockaddr *>(info->dest_addr);
 	/* dest_addr given: the route now, from src_addr (or the address of the id: bound) */
 	auto resolve_dst = [&](struct sockaddr *src) {

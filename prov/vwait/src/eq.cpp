@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
-/* The vwait event queue: a util::eq fed from the rdma_cm event channel of the endpoints bound
+/* The vwait event queue: a util::sw_eq fed from the rdma_cm event channel of the endpoints bound
  * to it. The channel's fd is a source of the EQ's waiter; each rdma_cm event is acknowledged
  * as soon as it has been turned into an entry. */
 #include "config.h"
@@ -25,14 +25,14 @@
 namespace vwait
 {
 
-eq::eq(fabric *fab, const struct fi_eq_attr &attr, verbs::event_channel ch)
-    : util::eq(&prov, attr, fab->api_version()), fabric_(fab), channel_(std::move(ch))
+verbs_eq::verbs_eq(fabric *fab, const struct fi_eq_attr &attr, verbs::event_channel_ptr ch)
+    : util::sw_eq(&prov, attr, fab->api_version()), fabric_(fab), channel_(std::move(ch))
 {
 	set_wait_policy(get_params().wait);
 	fabric_->hold();
 }
 
-eq::~eq()
+verbs_eq::~verbs_eq()
 {
 	closing();
 	unwatch(); /* the channel's fd leaves the waiter before it closes */
@@ -40,7 +40,7 @@ eq::~eq()
 	fabric_->unhold();
 }
 
-int eq::start() noexcept
+int verbs_eq::start() noexcept
 {
 	if (int ret = watch(channel_->fd))
 		return ret;
@@ -56,7 +56,7 @@ int eq::start() noexcept
 	});
 }
 
-void eq::closing() noexcept
+void verbs_eq::closing() noexcept
 {
 	if (thread_.joinable()) {
 		uint64_t one = 1;
@@ -69,14 +69,14 @@ void eq::closing() noexcept
 		::close(std::exchange(stop_fd_, -1));
 }
 
-void eq::unprobe(cm_target *t) noexcept
+void verbs_eq::unprobe(cm_target *t) noexcept
 {
 	std::lock_guard<std::mutex> lock(probe_mutex_);
 	probed_.erase(t);
 	shut_.erase(t);
 }
 
-void eq::probe_all() noexcept
+void verbs_eq::probe_all() noexcept
 {
 	std::lock_guard<std::mutex> lock(probe_mutex_);
 	for (auto it = probed_.begin(); it != probed_.end();) {
@@ -97,7 +97,7 @@ void eq::probe_all() noexcept
 	}
 }
 
-void eq::auto_progress() noexcept
+void verbs_eq::auto_progress() noexcept
 {
 	struct pollfd p[2] = {{channel_->fd, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
 	const int period = get_params().keepalive_ms; /* 0: no keepalive, no timeout */
@@ -135,7 +135,7 @@ void eq::auto_progress() noexcept
 
 /* Unread at fi_close: a connection request nobody read is refused, and its id must go
  * before the channel. */
-void eq::discard(uint32_t event, const void *entry, size_t len) noexcept
+void verbs_eq::discard(uint32_t event, const void *entry, size_t len) noexcept
 {
 	if (event != FI_CONNREQ || len < sizeof(struct fi_eq_cm_entry))
 		return;
@@ -144,8 +144,8 @@ void eq::discard(uint32_t event, const void *entry, size_t len) noexcept
 	connreq_discard(cm.info);
 }
 
-void eq::push_cm(uint32_t event, struct fid *fid, struct fi_info *info, const uint8_t *data,
-                 size_t len)
+void verbs_eq::push_cm(uint32_t event, struct fid *fid, struct fi_info *info, const uint8_t *data,
+                       size_t len)
 {
 	/* the one-byte length of cm_data() bounds len */
 	alignas(struct fi_eq_cm_entry) uint8_t raw[sizeof(struct fi_eq_cm_entry) + 256];
@@ -161,7 +161,8 @@ void eq::push_cm(uint32_t event, struct fid *fid, struct fi_info *info, const ui
 		throw std::system_error(-ret, std::generic_category(), "EQ entry");
 }
 
-void eq::push_cm_error(struct fid *fid, int err, int prov_errno, const uint8_t *data, size_t len)
+void verbs_eq::push_cm_error(struct fid *fid, int err, int prov_errno, const uint8_t *data,
+                             size_t len)
 {
 	struct fi_eq_err_entry e = {};
 	e.fid = fid;
@@ -172,7 +173,7 @@ void eq::push_cm_error(struct fid *fid, int err, int prov_errno, const uint8_t *
 		throw std::system_error(-ret, std::generic_category(), "EQ error entry");
 }
 
-bool eq::convert(struct rdma_cm_event *ev)
+bool verbs_eq::convert(struct rdma_cm_event *ev)
 {
 	auto *target = static_cast<cm_target *>(ev->id ? ev->id->context : nullptr);
 	switch (ev->event) {
@@ -262,7 +263,7 @@ bool eq::convert(struct rdma_cm_event *ev)
 	}
 }
 
-void eq::progress() noexcept
+void verbs_eq::progress() noexcept
 {
 	std::lock_guard<std::mutex> lock(progress_mutex_);
 	/* one event makes at most one entry: never take an event there is no room for */
@@ -291,7 +292,7 @@ void eq::progress() noexcept
 }
 
 /* prov_errno is the rdma_cm event status (the IB CM reject reason for a reject). */
-std::string eq::describe_error(int prov_errno, const void *) const
+std::string verbs_eq::describe_error(int prov_errno, const void *) const
 {
 	return "rdma_cm status " + std::to_string(prov_errno);
 }
@@ -321,7 +322,7 @@ int eq_open(struct fid_fabric *fabric_fid, struct fi_eq_attr *attr, struct fid_e
 	if (int ret = util::eq_check_attr(&prov, attr))
 		return ret;
 	return guard([&] {
-		verbs::event_channel ch(rdma_create_event_channel());
+		verbs::event_channel_ptr ch(rdma_create_event_channel());
 		if (!ch) {
 			int ret = verbs::errno_code();
 			FI_WARN(&prov, FI_LOG_EQ, "rdma_create_event_channel: %s\n",
@@ -331,8 +332,8 @@ int eq_open(struct fid_fabric *fabric_fid, struct fi_eq_attr *attr, struct fid_e
 		if (int ret = set_nonblocking(ch->fd))
 			return ret;
 		auto *fab = fabric_box::of(fabric_fid)->obj;
-		auto obj = std::make_unique<eq>(fab, *attr, std::move(ch));
-		eq *raw = obj.get();
+		auto obj = std::make_unique<verbs_eq>(fab, *attr, std::move(ch));
+		verbs_eq *raw = obj.get();
 		struct fid_eq *fid = nullptr;
 		if (int ret = util::eq_install(std::move(obj), &fid, context))
 			return ret;

@@ -54,8 +54,8 @@ size_t probe_max_inline(struct ibv_context *ctx, const std::string &device)
 		if (k.first == device)
 			return k.second;
 	size_t found = 0;
-	verbs::pd pd(ibv_alloc_pd(ctx));
-	verbs::cq cq(pd ? ibv_create_cq(ctx, 1, nullptr, nullptr, 0) : nullptr);
+	verbs::pd_ptr pd(ibv_alloc_pd(ctx));
+	verbs::cq_ptr cq(pd ? ibv_create_cq(ctx, 1, nullptr, nullptr, 0) : nullptr);
 	for (size_t want : {1024, 512, 256, 128, 64, 32}) {
 		if (!cq)
 			break;
@@ -84,7 +84,7 @@ std::vector<port_desc> active_ports()
 {
 	std::vector<port_desc> ports;
 	int count = 0;
-	verbs::device_list list = verbs::get_device_list(&count);
+	verbs::device_list_ptr list = verbs::get_device_list(&count);
 	if (count == 0) {
 		FI_INFO(&prov, FI_LOG_CORE,
 		        "no verbs device found (ibv_get_device_list: %s); vwait offers nothing\n",
@@ -96,7 +96,7 @@ std::vector<port_desc> active_ports()
 		const char *name = ibv_get_device_name(list[i]);
 		if (!only.empty() && only != name)
 			continue;
-		verbs::context ctx(ibv_open_device(list[i]));
+		verbs::context_ptr ctx(ibv_open_device(list[i]));
 		if (!ctx) {
 			FI_WARN(&prov, FI_LOG_CORE, "ibv_open_device(%s): %s\n", name,
 			        strerror(errno));
@@ -155,7 +155,7 @@ cm_addr make_addr(const struct sockaddr *sa, struct ibv_context *verbs)
 /* Binds sa to learn its device (empty when the address is not on an RDMA device). */
 cm_addr bind_probe(const struct sockaddr *sa)
 {
-	verbs::cm_id id;
+	verbs::cm_id_ptr id;
 	if (verbs::create_id(nullptr, nullptr, &id) != 0)
 		return {};
 	if (rdma_bind_addr(id.get(), const_cast<struct sockaddr *>(sa)) != 0 || !id->verbs)
@@ -207,7 +207,7 @@ int resolve(const char *node, const char *service, uint64_t flags, const struct 
 	    hints ? static_cast<const struct sockaddr *>(hints->dest_addr) : nullptr;
 	const struct sockaddr *src = hint_src;
 	const struct sockaddr *dst = hint_dst;
-	verbs::addrinfo ai;
+	verbs::addrinfo_ptr ai;
 	if (node || service) {
 		struct rdma_addrinfo want = {};
 		want.ai_port_space = RDMA_PS_TCP;
@@ -229,7 +229,7 @@ int resolve(const char *node, const char *service, uint64_t flags, const struct 
 			dst = ai->ai_dst_addr;
 	}
 	if (dst) {
-		verbs::cm_id id;
+		verbs::cm_id_ptr id;
 		if (verbs::create_id(nullptr, nullptr, &id) != 0)
 			return -FI_ENODATA;
 		if (rdma_resolve_addr(id.get(), const_cast<struct sockaddr *>(src),
@@ -581,7 +581,7 @@ void port_attrs(uint32_t version, struct fi_info *info, const port_desc &port,
 	info->domain_attr->max_ep_rx_ctx = 1;
 	info->domain_attr->mr_iov_limit = 1;
 	info->domain_attr->mr_cnt = static_cast<size_t>(port.dev_attr.max_mr);
-	/* counters are vwait's own (util::cntr), one per fi_cntr_open, not a device resource: no
+	/* counters are vwait's own (util::sw_cntr), one per fi_cntr_open, not a device resource: no
 	 * device bound; as many as CQs, the resource they count */
 	info->domain_attr->cntr_cnt = static_cast<size_t>(port.dev_attr.max_cq);
 	info->domain_attr->caps = secondary_caps;

@@ -197,11 +197,11 @@ dgram_info_ptr dgram_info(uint32_t version, const port_desc &port, const struct 
 bool port_name(const port_desc &port, ud_name *out)
 {
 	int count = 0;
-	verbs::device_list list = verbs::get_device_list(&count);
+	verbs::device_list_ptr list = verbs::get_device_list(&count);
 	for (int i = 0; i < count; i++) {
 		if (port.device != ibv_get_device_name(list[i]))
 			continue;
-		verbs::context ctx(ibv_open_device(list[i]));
+		verbs::context_ptr ctx(ibv_open_device(list[i]));
 		if (!ctx)
 			return false;
 		union ibv_gid gid;

@@ -20,7 +20,7 @@ namespace
 class mr
 {
 public:
-	mr(domain *dom, verbs::mr hw) : domain_(dom), hw_(std::move(hw)) { domain_->hold(); }
+	mr(domain *dom, verbs::mr_ptr hw) : domain_(dom), hw_(std::move(hw)) { domain_->hold(); }
 	~mr()
 	{
 		hw_.reset();
@@ -33,7 +33,7 @@ public:
 
 private:
 	domain *domain_;
-	verbs::mr hw_;
+	verbs::mr_ptr hw_;
 };
 
 using mr_box = util::fid_box<struct fid_mr, mr>;
@@ -98,7 +98,7 @@ int reg(struct fid *fid, const void *buf, size_t len, uint64_t access, uint64_t 
 	}
 	auto *dom = domain_box::of(fid)->obj;
 	return guard([&] {
-		verbs::mr hw(
+		verbs::mr_ptr hw(
 		    ibv_reg_mr(dom->pd(), const_cast<void *>(buf), len, access_to_ibv(access)));
 		if (!hw) {
 			int ret = verbs::errno_code();

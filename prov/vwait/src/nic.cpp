@@ -38,11 +38,11 @@ const struct fi_vwait_wait_attr support = {
     .kinds = FI_VWAIT_KIND_MAX,
     .wait_objs =
         {
-            /* FI_VWAIT_KIND_CQ: util::cq over an ibv_cq on a completion channel */
+            /* FI_VWAIT_KIND_CQ: util::sw_cq over an ibv_cq on a completion channel */
             every_object_wait,
-            /* FI_VWAIT_KIND_CNTR: util::cntr fed by verbs CQs, waiting on their channels */
+            /* FI_VWAIT_KIND_CNTR: util::sw_cntr fed by verbs CQs, waiting on their channels */
             every_object_wait,
-            /* FI_VWAIT_KIND_EQ: util::eq with the rdma_cm channel as a source of its
+            /* FI_VWAIT_KIND_EQ: util::sw_eq with the rdma_cm channel as a source of its
                waiter */
             every_object_wait,
             /* FI_VWAIT_KIND_WAIT_SET: util::wait_open */

@@ -19,7 +19,7 @@
 namespace vwait
 {
 
-pep::pep(fabric *fab, info_ptr info, verbs::cm_id id)
+pep::pep(fabric *fab, info_ptr info, verbs::cm_id_ptr id)
     : fabric_(fab), info_(std::move(info)), id_(std::move(id))
 {
 	id_->context = static_cast<cm_target *>(this);
@@ -49,7 +49,7 @@ bool pep::given_away(const char *call) const noexcept
 	return true;
 }
 
-int pep::take_id(verbs::cm_id *out) noexcept
+int pep::take_id(verbs::cm_id_ptr *out) noexcept
 {
 	std::lock_guard<std::mutex> lock(mutex_);
 	if (given_away("fi_endpoint(info->handle)"))
@@ -72,7 +72,7 @@ int pep::take_id(verbs::cm_id *out) noexcept
 	return FI_SUCCESS;
 }
 
-void pep::restore_id(verbs::cm_id id) noexcept
+void pep::restore_id(verbs::cm_id_ptr id) noexcept
 {
 	std::lock_guard<std::mutex> lock(mutex_);
 	id->context = static_cast<cm_target *>(this);
@@ -105,7 +105,7 @@ int pep::bind(struct fid *bfid, uint64_t flags) noexcept
 		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_pep_bind: already bound to an EQ\n");
 		return -FI_EINVAL;
 	}
-	eq *q = util::object_of<eq>(bfid);
+	verbs_eq *q = util::object_of<verbs_eq>(bfid);
 	if (!q) {
 		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_pep_bind: fid %p is not a vwait EQ\n",
 		        static_cast<void *>(bfid));
@@ -176,7 +176,7 @@ int pep::setname(void *addr, size_t addrlen) noexcept
 		return -FI_EOPBADSTATE;
 	}
 	/* an rdma_cm id binds once: a new name takes a new id */
-	verbs::cm_id fresh;
+	verbs::cm_id_ptr fresh;
 	if (int ret = verbs::create_id(eq_ ? eq_->channel() : nullptr,
 	                               static_cast<cm_target *>(this), &fresh))
 		return ret;
@@ -331,7 +331,7 @@ int pep_open(struct fid_fabric *fabric_fid, struct fi_info *info, struct fid_pep
 		info_ptr copy(fi_dupinfo(info));
 		if (!copy)
 			return -FI_ENOMEM;
-		verbs::cm_id id;
+		verbs::cm_id_ptr id;
 		if (int ret = verbs::create_id(nullptr, nullptr, &id)) {
 			FI_WARN(&prov, FI_LOG_EP_CTRL, "rdma_create_id: %s\n", fi_strerror(-ret));
 			return ret;
