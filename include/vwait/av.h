@@ -7,6 +7,7 @@
 
 #include "vwait/domain.h"
 #include "vwait/util/fid.h"
+#include "vwait/util/held.h"
 
 #include <infiniband/verbs.h>
 #include <rdma/fi_domain.h>
@@ -82,7 +83,7 @@ public:
 	void hold() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
 	void unhold() noexcept { refs_.fetch_sub(1, std::memory_order_release); }
 	bool busy() const noexcept { return refs_.load(std::memory_order_acquire) != 0; }
-	domain *parent() const noexcept { return domain_; }
+	domain *parent() const noexcept { return domain_.get(); }
 	enum fi_av_type type() const noexcept { return type_; }
 
 private:
@@ -109,7 +110,7 @@ private:
 	static peer key(const uint8_t *gid, uint32_t qpn) noexcept;
 	int insert_one(const ud_name &n, fi_addr_t *out) noexcept;
 
-	domain *domain_;
+	util::held<domain> domain_;
 	enum fi_av_type type_;
 	uint8_t port_;
 	int sgid_index_;

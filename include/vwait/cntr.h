@@ -26,6 +26,7 @@
 
 #include "vwait/channel.h"
 #include "vwait/util/cntr.h"
+#include "vwait/util/held.h"
 
 #include <rdma/fi_domain.h>
 
@@ -46,7 +47,7 @@ public:
 	verbs_cntr(domain *dom, const struct fi_cntr_attr &attr);
 	~verbs_cntr() override;
 
-	domain *parent() const noexcept { return domain_; }
+	domain *parent() const noexcept { return domain_.get(); }
 
 	/* An endpoint enabled with this counter on a direction fed by q: poll q in progress(),
 	 * wait on its channel. Counted per endpoint direction, so add/remove pair up. 0 or a
@@ -76,7 +77,7 @@ private:
 	int hold_channel(verbs_cq *q, feed &f) noexcept;
 	void drop_channel(verbs_cq *q, feed &f) noexcept;
 
-	domain *domain_;
+	util::held<domain> domain_;
 	/* lock order: feeds_mu_ -> a feeding CQ's progress lock -> counters' listener locks */
 	std::mutex feeds_mu_;
 	std::map<verbs_cq *, feed> feeds_;

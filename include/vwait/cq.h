@@ -9,6 +9,7 @@
 #include "vwait/util/cq.h"
 #include "vwait/util/fast_mutex.h"
 #include "vwait/util/fid.h"
+#include "vwait/util/held.h"
 #include "vwait/verbs.h"
 #include "vwait/wr_ring.h"
 
@@ -67,7 +68,7 @@ public:
 	int create_hw() noexcept;
 
 	struct ibv_cq *hw() const noexcept { return hw_.get(); }
-	domain *parent() const noexcept { return domain_; }
+	domain *parent() const noexcept { return domain_.get(); }
 
 	/* An endpoint bound to this CQ closed: keep its ring until its late completions are
 	 * polled (or this CQ closes). */
@@ -124,7 +125,7 @@ private:
 	                  fi_addr_t *src) noexcept;
 	void queue_tail(completion first, const struct ibv_wc *rest, int n) noexcept;
 
-	domain *domain_;
+	util::held<domain> domain_;
 	std::shared_ptr<comp_channel> channel_; /* before hw_: the CQ goes first */
 	verbs::cq_ptr hw_;
 	util::fast_mutex progress_mutex_; /* keeps completions in order across threads */
@@ -133,8 +134,7 @@ private:
 	std::atomic<bool> overrun_{false};
 	bool overrun_reported_ = false; /* under progress_mutex_ */
 	unsigned idle_polls_ = 0;       /* under progress_mutex_ */
-	bool held_domain_ = false;
-	bool waiter_drains_ = false; /* its waiter polls the channel fd (see self_notifying) */
+	bool waiter_drains_ = false;    /* its waiter polls the channel fd (see self_notifying) */
 	std::mutex event_listeners_mutex_;
 	std::vector<util::waitable *> event_listeners_;
 	bool sink_ = false;

@@ -7,6 +7,7 @@
 #include "vwait/channel.h"
 #include "vwait/fabric.h"
 #include "vwait/util/fid.h"
+#include "vwait/util/held.h"
 #include "vwait/verbs.h"
 
 #include <rdma/fi_domain.h>
@@ -37,7 +38,7 @@ public:
 	const struct ibv_device_attr &device_attr() const noexcept { return attr_; }
 	uint32_t api_version() const noexcept { return api_version_; }
 	const char *name() const noexcept { return ibv_get_device_name(ctx_->device); }
-	fabric *parent() const noexcept { return fabric_; }
+	fabric *parent() const noexcept { return fabric_.get(); }
 
 	/* Reads the device's asynchronous events without blocking: a CQ overrun
 	 * (IBV_EVENT_CQ_ERR) is handed to that CQ, which is woken; a fatal device error or a
@@ -54,7 +55,7 @@ public:
 	channel_registry &channels() noexcept { return channels_; }
 
 private:
-	fabric *fabric_;
+	util::held<fabric> fabric_;
 	verbs::cm_devices_ptr devices_; /* keeps ctx_ alive */
 	struct ibv_context *ctx_;
 	verbs::pd_ptr pd_;

@@ -12,6 +12,7 @@
 #include "vwait/fabric.h"
 #include "vwait/util/fast_mutex.h"
 #include "vwait/util/fid.h"
+#include "vwait/util/held.h"
 #include "vwait/verbs.h"
 #include "vwait/wr_ring.h"
 
@@ -61,15 +62,15 @@ public:
 	void restore_id(verbs::cm_id_ptr id) noexcept;
 
 	void set_fid(struct fid *fid) noexcept { fid_ = fid; }
-	fabric *parent() const noexcept { return fabric_; }
+	fabric *parent() const noexcept { return fabric_.get(); }
 
 private:
 	bool given_away(const char *call) const noexcept;
 
-	fabric *fabric_;
+	util::held<fabric> fabric_;
 	info_ptr info_;
 	verbs::cm_id_ptr id_;
-	verbs_eq *eq_ = nullptr;
+	util::held<verbs_eq> eq_;
 	bool bound_ = false;
 	bool listening_ = false;
 	struct fid *fid_ = nullptr;
@@ -110,7 +111,7 @@ public:
 	uint64_t rx_op_flags() const noexcept { return rx_flags_; }
 
 	void set_fid(struct fid *fid) noexcept { fid_ = fid; }
-	domain *parent() const noexcept { return domain_; }
+	domain *parent() const noexcept { return domain_.get(); }
 
 protected:
 	/* fi_enable, under mutex_, once a CQ or counter is bound: what the kind needs before
@@ -167,9 +168,9 @@ protected:
 	ssize_t post_tx_wr(struct ibv_send_wr *wr, void *context, uint64_t cq_flags, size_t len,
 	                   bool report) noexcept;
 
-	domain *domain_;
+	util::held<domain> domain_;
 	info_ptr info_;
-	verbs_eq *eq_ = nullptr;
+	util::held<verbs_eq> eq_;
 	struct fid *fid_ = nullptr;
 	mutable util::fast_mutex mutex_; /* a futex: the posting path takes it per operation */
 	std::atomic<bool> enabled_{false};
@@ -185,15 +186,15 @@ private:
 	int enable_cntrs(verbs_cq *&send_cq, verbs_cq *&recv_cq) noexcept;
 	void drop_feeds() noexcept;
 
-	verbs_cq *tx_cq_ = nullptr;
-	verbs_cq *rx_cq_ = nullptr;
+	util::held<verbs_cq> tx_cq_;
+	util::held<verbs_cq> rx_cq_;
 	/* Counters by fi_ep_bind flag (each bound one is held). FI_REMOTE_READ: verbs never
 	 * tells the target of a read, so it is refused. */
-	verbs_cntr *send_cntr_ = nullptr;
-	verbs_cntr *recv_cntr_ = nullptr;
-	verbs_cntr *read_cntr_ = nullptr;
-	verbs_cntr *write_cntr_ = nullptr;
-	verbs_cntr *rwrite_cntr_ = nullptr;
+	util::held<verbs_cntr> send_cntr_;
+	util::held<verbs_cntr> recv_cntr_;
+	util::held<verbs_cntr> read_cntr_;
+	util::held<verbs_cntr> write_cntr_;
+	util::held<verbs_cntr> rwrite_cntr_;
 	/* A direction with a counter and no CQ gets this internal CQ (FI_WAIT_NONE, a sink:
 	 * it only counts), made at fi_enable, polled by the counters it feeds; it also serves
 	 * a direction with neither. It dies with the endpoint, after the QP. */

@@ -34,7 +34,7 @@ protected:
 	int bind_kind(struct fid *bfid, uint64_t flags) noexcept override;
 
 private:
-	av *av_ = nullptr;
+	util::held<av> av_;
 	/* where what a receive's buffers cannot hold goes (ep::set_rx_spill): registered once,
 	 * shared by every receive; freed after the QP */
 	std::vector<uint8_t> spill_;

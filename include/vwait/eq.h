@@ -8,6 +8,7 @@
 #include "vwait/fabric.h"
 #include "vwait/util/eq.h"
 #include "vwait/util/fid.h"
+#include "vwait/util/held.h"
 #include "vwait/verbs.h"
 
 #include <rdma/fi_eq.h>
@@ -50,7 +51,7 @@ public:
 	int start() noexcept;
 
 	struct rdma_event_channel *channel() const noexcept { return channel_.get(); }
-	fabric *parent() const noexcept { return fabric_; }
+	fabric *parent() const noexcept { return fabric_.get(); }
 	/* An endpoint that closes leaves the keepalive's list (before its QP goes). */
 	void unprobe(cm_target *t) noexcept;
 
@@ -71,7 +72,7 @@ private:
 	void push_cm_error(struct fid *fid, int err, int prov_errno, const uint8_t *data,
 	                   size_t len);
 
-	fabric *fabric_;
+	util::held<fabric> fabric_;
 	verbs::event_channel_ptr channel_;
 	std::mutex progress_mutex_; /* keeps events in order across draining threads */
 	int stop_fd_ = -1;          /* eventfd: readable when the thread must end */

@@ -140,7 +140,6 @@ av::av(domain *dom, const struct fi_av_attr &attr, uint8_t port, int sgid_index)
       sgid_index_(sgid_index)
 {
 	table_.reserve(attr.count);
-	domain_->hold();
 }
 
 av::~av()
@@ -148,7 +147,6 @@ av::~av()
 	for (entry &e : table_)
 		if (e.ah)
 			ibv_destroy_ah(e.ah);
-	domain_->unhold();
 }
 
 av::peer av::key(const uint8_t *gid, uint32_t qpn) noexcept

@@ -20,13 +20,9 @@ verbs_cntr::verbs_cntr(domain *dom, const struct fi_cntr_attr &attr)
     : util::sw_cntr(&prov, attr), domain_(dom)
 {
 	set_wait_policy(get_params().wait);
-	domain_->hold();
 }
 
-verbs_cntr::~verbs_cntr()
-{
-	domain_->unhold();
-}
+verbs_cntr::~verbs_cntr() = default;
 
 int verbs_cntr::add_feed(verbs_cq *q) noexcept
 {

@@ -193,15 +193,11 @@ verbs_cq::verbs_cq(domain *dom, const struct fi_cq_attr &attr, size_t size)
       domain_(dom), waiter_drains_(waiter_polls_fds(attr))
 {
 	set_wait_policy(get_params().wait);
-	domain_->hold();
-	held_domain_ = true;
 }
 
 verbs_cq::~verbs_cq()
 {
 	close_begin();
-	if (held_domain_)
-		domain_->unhold();
 }
 
 int verbs_cq::create_hw() noexcept

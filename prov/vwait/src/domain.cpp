@@ -25,13 +25,11 @@ domain::domain(fabric *fab, verbs::cm_devices_ptr devices, struct ibv_context *c
     : fabric_(fab), devices_(std::move(devices)), ctx_(ctx), pd_(std::move(pd)), attr_(attr),
       api_version_(api_version), channels_(ctx, &domain::async_source, this)
 {
-	fabric_->hold();
 }
 
 domain::~domain()
 {
 	pd_.reset();
-	fabric_->unhold();
 }
 
 void domain::poll_async_events() noexcept

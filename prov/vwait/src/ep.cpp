@@ -49,7 +49,6 @@ ep::ep(domain *dom, info_ptr info) : domain_(dom), info_(std::move(info))
 	                    : (1ULL << 31);
 	tx_ = std::make_shared<wr_ring>(tx_size);
 	rx_ = std::make_shared<wr_ring>(rx_size);
-	domain_->hold();
 }
 
 ep::~ep()
@@ -61,9 +60,6 @@ ep::~ep()
 		if (q)
 			q->sync();
 	drop_feeds();
-	for (verbs_cntr *c : {send_cntr_, recv_cntr_, read_cntr_, write_cntr_, rwrite_cntr_})
-		if (c)
-			c->unhold();
 	if (own_cq_) {
 		static_cast<util::sw_cq *>(own_cq_.get())->close_begin(); /* as fi_close does */
 		own_cq_->close_wait();
@@ -72,19 +68,16 @@ ep::~ep()
 	if (tx_cq_) {
 		tx_cq_->adopt(tx_);
 		tx_cq_->adopt(rx_);
-		tx_cq_->unhold();
 	}
 	if (rx_cq_) {
 		rx_cq_->adopt(rx_);
 		rx_cq_->adopt(tx_);
-		rx_cq_->unhold();
 	}
 	if (eq_) {
 		/* the QP and its rdma_cm id are gone: no event for this endpoint comes any more */
 		eq_->remove_fid_events(fid_);
-		eq_->unhold();
 	}
-	domain_->unhold();
+	/* the held CQs, counters, EQ and domain let go as members */
 }
 
 void ep::close_rings() noexcept
@@ -132,13 +125,11 @@ int ep::bind(struct fid *bfid, uint64_t flags) noexcept
 			return -FI_EINVAL;
 		}
 		if (flags & FI_TRANSMIT) {
-			tx_cq_ = q;
-			q->hold();
+			tx_cq_.reset(q);
 			tx_selective_ = flags & FI_SELECTIVE_COMPLETION;
 		}
 		if (flags & FI_RECV) {
-			rx_cq_ = q;
-			q->hold();
+			rx_cq_.reset(q);
 			rx_selective_ = flags & FI_SELECTIVE_COMPLETION;
 		}
 		return FI_SUCCESS;
@@ -154,8 +145,7 @@ int ep::bind(struct fid *bfid, uint64_t flags) noexcept
 			        static_cast<void *>(bfid));
 			return -FI_EINVAL;
 		}
-		eq_ = q;
-		eq_->hold();
+		eq_.reset(q);
 		return FI_SUCCESS;
 	}
 	case FI_CLASS_CNTR:
@@ -251,7 +241,7 @@ int ep::bind_cntr(struct fid *bfid, uint64_t flags) noexcept
 	}
 	struct {
 		uint64_t flag;
-		verbs_cntr **slot;
+		util::held<verbs_cntr> *slot;
 	} const slots[] = {
 	    {FI_SEND, &send_cntr_},   {FI_RECV, &recv_cntr_},           {FI_READ, &read_cntr_},
 	    {FI_WRITE, &write_cntr_}, {FI_REMOTE_WRITE, &rwrite_cntr_},
@@ -265,10 +255,8 @@ int ep::bind_cntr(struct fid *bfid, uint64_t flags) noexcept
 		}
 	}
 	for (const auto &s : slots) {
-		if (flags & s.flag) {
-			*s.slot = c;
-			c->hold();
-		}
+		if (flags & s.flag)
+			s.slot->reset(c);
 	}
 	return FI_SUCCESS;
 }

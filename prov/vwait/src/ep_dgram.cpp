@@ -62,8 +62,6 @@ ud_ep::~ud_ep()
 		ibv_destroy_qp(qp_);
 	spill_mr_.reset();
 	grh_mr_.reset();
-	if (av_)
-		av_->unhold();
 }
 
 int ud_ep::bind_kind(struct fid *bfid, uint64_t flags) noexcept
@@ -89,8 +87,7 @@ int ud_ep::bind_kind(struct fid *bfid, uint64_t flags) noexcept
 		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_ep_bind: an AV is already bound\n");
 		return -FI_EINVAL;
 	}
-	av_ = a;
-	av_->hold();
+	av_.reset(a);
 	return FI_SUCCESS;
 }
 

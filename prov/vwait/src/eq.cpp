@@ -29,7 +29,6 @@ verbs_eq::verbs_eq(fabric *fab, const struct fi_eq_attr &attr, verbs::event_chan
     : util::sw_eq(&prov, attr, fab->api_version()), fabric_(fab), channel_(std::move(ch))
 {
 	set_wait_policy(get_params().wait);
-	fabric_->hold();
 }
 
 verbs_eq::~verbs_eq()
@@ -37,7 +36,6 @@ verbs_eq::~verbs_eq()
 	closing();
 	unwatch(); /* the channel's fd leaves the waiter before it closes */
 	channel_.reset();
-	fabric_->unhold();
 }
 
 int verbs_eq::start() noexcept

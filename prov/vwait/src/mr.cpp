@@ -5,6 +5,7 @@
 
 #include "vwait/domain.h"
 #include "vwait/util/enosys.h"
+#include "vwait/util/held.h"
 #include "vwait/vwait.h"
 
 #include <cinttypes>
@@ -20,19 +21,14 @@ namespace
 class mr
 {
 public:
-	mr(domain *dom, verbs::mr_ptr hw) : domain_(dom), hw_(std::move(hw)) { domain_->hold(); }
-	~mr()
-	{
-		hw_.reset();
-		domain_->unhold();
-	}
+	mr(domain *dom, verbs::mr_ptr hw) : domain_(dom), hw_(std::move(hw)) {}
 	mr(const mr &) = delete;
 	mr &operator=(const mr &) = delete;
 
 	struct ibv_mr *hw() const noexcept { return hw_.get(); }
 
 private:
-	domain *domain_;
+	util::held<domain> domain_;
 	verbs::mr_ptr hw_;
 };
 

@@ -24,15 +24,11 @@ pep::pep(fabric *fab, info_ptr info, verbs::cm_id_ptr id)
 {
 	id_->context = static_cast<cm_target *>(this);
 	bound_ = rdma_get_local_addr(id_.get())->sa_family != 0;
-	fabric_->hold();
 }
 
 pep::~pep()
 {
 	id_.reset();
-	if (eq_)
-		eq_->unhold();
-	fabric_->unhold();
 }
 
 struct fi_info *pep::connreq_info(struct rdma_cm_id *id) noexcept
@@ -116,8 +112,7 @@ int pep::bind(struct fid *bfid, uint64_t flags) noexcept
 		FI_WARN(&prov, FI_LOG_EP_CTRL, "rdma_migrate_id: %s\n", fi_strerror(-ret));
 		return ret;
 	}
-	eq_ = q;
-	eq_->hold();
+	eq_.reset(q);
 	return FI_SUCCESS;
 }
 
