@@ -5,6 +5,7 @@
 
 #include "vwait/av.h"
 #include "vwait/ep.h"
+#include "vwait/ud_names.h"
 #include "vwait/verbs.h"
 
 #include <cstdint>
@@ -48,6 +49,9 @@ private:
 	size_t mtu_;
 	bool source_; /* FI_SOURCE: receives report their sender */
 	bool prefix_; /* FI_MSG_PREFIX: the application's buffers hold the GRH */
+	/* with a service in its source address: answers for name_ on that UDP port (stopped
+	 * first at close) */
+	ud_name_service names_;
 };
 
 } // namespace vwait

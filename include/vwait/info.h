@@ -58,10 +58,12 @@ size_t link_mtu_bytes(enum ibv_mtu mtu) noexcept;                             /*
 uint64_t link_speed_bps(uint8_t active_speed, uint8_t active_width) noexcept; /* 0: unknown */
 
 /* FI_EP_DGRAM (info_dgram.cpp): hints that ask for DGRAM and nothing else, and the DGRAM
- * infos for node / service / hints (0 or -FI_ENODATA). */
+ * infos for node / service / hints (0 or -FI_ENODATA). resolve: a node that is an address
+ * (not a fi_addr_ib_ud:// name) with a service is asked for its endpoint's name, for up to
+ * cm_timeout ms; else it gives no DGRAM info. */
 bool wants_dgram_only(const struct fi_info *hints) noexcept;
 int dgram_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
-                  const struct fi_info *hints, struct fi_info **info) noexcept;
+                  const struct fi_info *hints, bool resolve, struct fi_info **info) noexcept;
 
 /* The fi_info fi_getinfo gives for port under hints (which passed check_hints), with src / dst
  * (either may be NULL) as its addresses; NULL when the hints cannot be met on that port.

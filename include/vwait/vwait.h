@@ -44,7 +44,7 @@ constexpr uint32_t min_api_version = FI_VERSION(1, 5);
 /* Run-time parameters (fi_info -e lists them as FI_VWAIT_*), read once in fi_prov_ini. */
 struct params {
 	std::string device;       /* only this verbs device; empty: all */
-	int cm_timeout_ms = 2000; /* rdma_resolve_addr / rdma_resolve_route */
+	int cm_timeout_ms = 2000; /* rdma_resolve_addr / route; a DGRAM name query */
 	util::wait_policy wait;   /* FI_VWAIT_WAIT_POLICY, FI_VWAIT_SPIN_US */
 	int keepalive_ms = 0;     /* probe period of connected endpoints; 0: off (eq.cpp) */
 };

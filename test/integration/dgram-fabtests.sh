@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # test/integration/dgram-fabtests.sh - upstream fabtests over FI_EP_DGRAM, vwait beside upstream
 # verbs, in ONE VM boot: fi_dgram_pingpong and fi_dgram (each -p PROV, names
-# exchanged out of band with -E: vwait, like verbs without its name server, resolves no node
-# to a UD name), and fi_rdm_pingpong over "vwait;ofi_rxd" (RDM layered on vwait's DGRAM).
+# exchanged out of band with -E, as verbs needs without its name server; vwait also resolves
+# an address and service, which contrib/fabtests/fabtests.sh exercises), and fi_rdm_pingpong
+# over "vwait;ofi_rxd" (RDM layered on vwait's DGRAM).
 # PASS/FAIL per test and provider; exit 1 if a vwait run fails (a verbs failure is reported,
 # not counted: it is the yardstick).
 #
@@ -15,7 +16,7 @@
 # Not run: fi_dgram_waitset. It opens its fabric with its own init_fabric(), which never
 # sets up the out-of-band socket that -E needs, so its name exchange is sendto(-1, ...) =
 # EBADF and it exits 9 before any vwait call fails (seen under strace in the VM, 2026-11-23);
-# without -E it needs a node name resolved to a UD name, which neither vwait nor verbs does.
+# without -E it passes on vwait (fabtests.sh's functional set runs it so).
 # A wait set on a DGRAM CQ woken by a datagram is vwait-dgram-sread's job.
 set -u -o pipefail
 export LC_ALL=C

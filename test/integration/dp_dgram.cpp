@@ -2,7 +2,7 @@
 /* FI_EP_DGRAM integration tests of vwait on a real verbs device (soft-RoCE in the VM): UD
  * endpoints in one domain, addressed through AVs.
  *
- *   dp_dgram TEST    (TEST: info sendrecv av bad-input trunc sread all)
+ *   dp_dgram TEST    (TEST: info sendrecv av bad-input trunc sread names all)
  * Needs FI_PROVIDER_PATH (the built plugin) and RXE_ADDR. Exit 0 pass, 77 skip, 1 fail. */
 #include "vwait/fi_deprecated.h"
 
@@ -250,7 +250,8 @@ void test_info()
 	fi_freeinfo(info);
 	info = nullptr;
 	hints->caps = FI_MSG;
-	/* a node that is a UD name is the destination; an IP address names no UD endpoint */
+	/* a node that is a UD name is the destination; an address and a service where no
+	 * endpoint answers give none (test_names: one that does) */
 	const char *node = "fi_addr_ib_ud://[fe80::1]:17:0x76776169:0"; /* well-formed, made up */
 	ret = fi_getinfo(version, node, nullptr, 0, hints, &info);
 	if (EXPECT(ret == 0 && info && info->dest_addr && info->dest_addrlen == 32, ret))
@@ -276,6 +277,79 @@ void test_info()
 		dgram |= i->ep_attr->type == FI_EP_DGRAM;
 	}
 	EXPECT(ret == 0 && msg && dgram, ret);
+	fi_freeinfo(list);
+	fi_freeinfo(any);
+	fi_freeinfo(hints);
+}
+
+/* fi_getinfo(address, service) for FI_EP_DGRAM: the enabled endpoint whose source address has
+ * that service answers with its name (fabtests' DGRAM clients start this way), and a send to
+ * it arrives; once it is closed nobody answers. */
+void test_names()
+{
+	const char *svc = "7510";
+	struct fi_info *hints = dgram_hints();
+	world w;
+	int ret = fi_getinfo(version, nullptr, svc, FI_SOURCE, hints, &w.info);
+	if (EXPECT(ret == 0, ret)) {
+		prefix = w.info->ep_attr->msg_prefix_size;
+		ret = fi_fabric(w.info->fabric_attr, &w.fabric, nullptr);
+		if (ret == 0)
+			ret = fi_domain(w.fabric, w.info, &w.domain, nullptr);
+		if (ret == 0)
+			ret = open_side(w, w.a);
+		EXPECT(ret == 0, ret);
+	}
+	struct fi_info *to_a = nullptr;
+	auto t0 = clock_type::now();
+	if (ret == 0)
+		ret = fi_getinfo(version, rxe_addr, svc, 0, hints, &to_a);
+	if (ret == 0 && EXPECT(to_a && to_a->dest_addr && to_a->dest_addrlen == 32, ret)) {
+		printf("  fi_getinfo(%s, %s): the name in %ld ms\n", rxe_addr, svc, ms_since(t0));
+		EXPECT(memcmp(to_a->dest_addr, w.a.name, 32) == 0, 0);
+		/* b: an endpoint of the info that named a */
+		std::swap(w.info, to_a);
+		ret = open_side(w, w.b);
+		std::swap(w.info, to_a);
+		fi_addr_t b_to_a = FI_ADDR_NOTAVAIL;
+		if (EXPECT(ret == 0, ret)) {
+			ret = fi_av_insert(w.b.av, to_a->dest_addr, 1, &b_to_a, 0, nullptr);
+			EXPECT(ret == 1, ret);
+		}
+		uint8_t *tx = w.b.buf.data(), *rx = w.a.buf.data();
+		if (ret == 1) {
+			ret = static_cast<int>(fi_recv(w.a.ep, rx, prefix + 64, fi_mr_desc(w.a.mr),
+			                               FI_ADDR_UNSPEC, rx));
+			EXPECT(ret == 0, ret);
+			fill(tx + prefix, 64, 7);
+			ret = static_cast<int>(
+			    fi_send(w.b.ep, tx, prefix + 64, fi_mr_desc(w.b.mr), b_to_a, tx));
+			EXPECT(ret == 0, ret);
+			struct fi_cq_data_entry e;
+			long n = wait_comp(w.a.rx, &e);
+			EXPECT(n == 1 && e.op_context == rx && verify(rx + prefix, 64, 7), n);
+			n = wait_comp(w.b.tx, &e);
+			EXPECT(n == 1 && e.op_context == tx, n);
+		}
+	} else {
+		EXPECT(ret == 0, ret);
+	}
+	fi_freeinfo(to_a);
+	to_a = nullptr;
+	close_world(w);
+	/* a closed: nobody answers on the port */
+	ret = fi_getinfo(version, rxe_addr, svc, 0, hints, &to_a);
+	EXPECT(ret == -FI_ENODATA, ret);
+	fi_freeinfo(to_a);
+	to_a = nullptr;
+	/* without FI_EP_DGRAM in the hints nobody is asked: an address gives no DGRAM info */
+	struct fi_info *any = fi_allocinfo(), *list = nullptr;
+	any->mode = ~0ULL;
+	any->domain_attr->mr_mode = hints->domain_attr->mr_mode;
+	any->fabric_attr->prov_name = strdup("vwait");
+	ret = fi_getinfo(version, rxe_addr, svc, 0, any, &list);
+	for (struct fi_info *i = ret == 0 ? list : nullptr; i; i = i->next)
+		EXPECT(i->ep_attr->type != FI_EP_DGRAM, i->ep_attr->type);
 	fi_freeinfo(list);
 	fi_freeinfo(any);
 	fi_freeinfo(hints);
@@ -621,6 +695,7 @@ void test_sread()
 const test tests[] = {
     {"info", test_info},           {"sendrecv", test_sendrecv}, {"av", test_av},
     {"bad-input", test_bad_input}, {"trunc", test_trunc},       {"sread", test_sread},
+    {"names", test_names},
 };
 
 } // namespace

@@ -57,6 +57,7 @@ ud_ep::ud_ep(domain *dom, info_ptr info, uint8_t port, const union ibv_gid &gid,
 
 ud_ep::~ud_ep()
 {
+	names_.stop();
 	close_rings();
 	if (qp_)
 		ibv_destroy_qp(qp_);
@@ -174,6 +175,15 @@ int ud_ep::create_qp(struct ibv_qp_init_attr &attr, struct ibv_qp **qp) noexcept
 	qp_ = q;
 	name_.qpn = q->qp_num;
 	*qp = q;
+	/* a peer's fi_getinfo(node, service) finds this endpoint by its service; without the
+	 * port the endpoint still works, named by fi_getname alone */
+	if (name_.service) {
+		if (int err = names_.start(name_))
+			FI_WARN(&prov, FI_LOG_EP_CTRL,
+			        "fi_enable: DGRAM name service on UDP port %u: %s (peers need "
+			        "fi_getname's name)\n",
+			        name_.service, fi_strerror(-err));
+	}
 	return FI_SUCCESS;
 }
 

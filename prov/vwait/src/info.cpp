@@ -779,14 +779,14 @@ int getinfo(uint32_t version, const char *node, const char *service, uint64_t fl
 		return ret;
 	}
 	if (wants_dgram_only(hints))
-		return dgram_getinfo(version, node, service, flags, hints, info);
+		return dgram_getinfo(version, node, service, flags, hints, true, info);
 	int ret = msg_getinfo(version, node, service, flags, hints, info);
 	if (ret != 0 && ret != -FI_ENODATA)
 		return ret;
 	if (hints && hints->ep_attr && util::raw_enum(hints->ep_attr->type) == FI_EP_MSG)
 		return ret;
 	struct fi_info *dgram = nullptr;
-	if (dgram_getinfo(version, node, service, flags, hints, &dgram) != 0)
+	if (dgram_getinfo(version, node, service, flags, hints, false, &dgram) != 0)
 		return ret;
 	if (!*info) {
 		*info = dgram;

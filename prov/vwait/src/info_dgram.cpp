@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* fi_getinfo's FI_EP_DGRAM part: one info per device and active port, a UD QP's attributes
  * (FI_MSG_PREFIX with the 40-byte GRH, max_msg_size = the port's active MTU), named by
- * FI_ADDR_IB_UD addresses (fi_addr_ib_ud://...; vwait has no name service, so a node that is
- * not such a name gives a destination only to nobody). */
+ * FI_ADDR_IB_UD addresses (fi_addr_ib_ud://...). A node that is not such a name, with a
+ * service, is asked for the name of the endpoint that serves it (ud_names.h). */
 #include "config.h"
 
 #include "vwait/av.h"
 #include "vwait/fi_deprecated.h"
 #include "vwait/info.h"
+#include "vwait/ud_names.h"
 #include "vwait/util/cq.h"
 #include "vwait/verbs.h"
 #include "vwait/vwait.h"
@@ -226,7 +227,7 @@ bool wants_dgram_only(const struct fi_info *hints) noexcept
 }
 
 int dgram_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
-                  const struct fi_info *hints, struct fi_info **info) noexcept
+                  const struct fi_info *hints, bool resolve, struct fi_info **info) noexcept
 {
 	*info = nullptr;
 	if (version < min_api_version)
@@ -260,11 +261,22 @@ int dgram_getinfo(uint32_t version, const char *node, const char *service, uint6
 					have_dst = true;
 				}
 			} else if (!(flags & FI_SOURCE)) {
-				FI_INFO(&prov, FI_LOG_CORE,
-				        "DGRAM: node \"%s\" is no fi_addr_ib_ud:// name (no name "
-				        "service): no DGRAM info\n",
-				        node);
-				return -FI_ENODATA;
+				/* an address and a service: ask the endpoint there for its name
+				 * (ud_names.h), only when the hints ask for DGRAM alone */
+				if (!resolve || !service) {
+					FI_INFO(&prov, FI_LOG_CORE,
+					        "DGRAM: node \"%s\" is no fi_addr_ib_ud:// name%s: "
+					        "no DGRAM info\n",
+					        node,
+					        resolve ? " and no service is given"
+					                : " (FI_EP_DGRAM not asked for)");
+					return -FI_ENODATA;
+				}
+				int ret = ud_name_resolve(node, service, get_params().cm_timeout_ms,
+				                          &dst);
+				if (ret)
+					return ret;
+				have_dst = true;
 			}
 		}
 		uint16_t svc = have_src ? src_hint.service : 0;

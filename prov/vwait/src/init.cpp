@@ -22,7 +22,8 @@ void read_params() noexcept
 	                "Use only the verbs device of this name (for example rxe0); "
 	                "default: every device with an active port.");
 	fi_param_define(&prov, "cm_timeout", FI_PARAM_INT,
-	                "Milliseconds rdma_cm may take to resolve an address or a route "
+	                "Milliseconds rdma_cm may take to resolve an address or a route, and a "
+	                "DGRAM fi_getinfo(node, service) to learn the name of the endpoint there "
 	                "(default: %d).",
 	                the_params.cm_timeout_ms);
 	fi_param_define(&prov, "keepalive_ms", FI_PARAM_INT,
