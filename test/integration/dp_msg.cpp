@@ -166,6 +166,43 @@ void test_info()
 	}
 	fi_freeinfo(info);
 	info = nullptr;
+	/* a source address without a port, then node + service (fabtests' clients): the info's
+	 * source port stays 0, so that several endpoints open from it (fi_multi_ep) */
+	{
+		struct fi_info *h = msg_hints(), *src = nullptr, *i = nullptr;
+		ret = fi_getinfo(version, rxe_addr, nullptr, FI_SOURCE, h, &src);
+		if (EXPECT(ret == 0 && src && src->src_addr, ret)) {
+			h->addr_format = src->addr_format;
+			h->src_addr = malloc(src->src_addrlen);
+			memcpy(h->src_addr, src->src_addr, src->src_addrlen);
+			h->src_addrlen = src->src_addrlen;
+			ret = fi_getinfo(version, rxe_addr, "7473", 0, h, &i);
+		}
+		if (EXPECT(ret == 0 && i && i->src_addr && i->dest_addr, ret)) {
+			auto *s = static_cast<struct sockaddr_in *>(i->src_addr);
+			EXPECT(s->sin_port == 0, ntohs(s->sin_port));
+			struct fid_fabric *fab = nullptr;
+			struct fid_domain *dom = nullptr;
+			struct fid_ep *e[2] = {};
+			ret = fi_fabric(i->fabric_attr, &fab, nullptr);
+			if (ret == 0)
+				ret = fi_domain(fab, i, &dom, nullptr);
+			EXPECT(ret == 0, ret);
+			for (struct fid_ep *&one : e) {
+				if (ret == 0) {
+					ret = fi_endpoint(dom, i, &one, nullptr);
+					EXPECT(ret == 0, ret);
+				}
+			}
+			for (struct fid_ep *one : e)
+				close_fid(one ? &one->fid : nullptr);
+			close_fid(dom ? &dom->fid : nullptr);
+			close_fid(fab ? &fab->fid : nullptr);
+		}
+		fi_freeinfo(i);
+		fi_freeinfo(src);
+		fi_freeinfo(h);
+	}
 	/* FI_SOURCE: node + service are the local address */
 	ret = fi_getinfo(version, rxe_addr, "7472", FI_SOURCE, hints, &info);
 	if (EXPECT(ret == 0 && info && info->src_addr && !info->dest_addr, ret)) {

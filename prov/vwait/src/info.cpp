@@ -197,6 +197,15 @@ void set_port(struct sockaddr_storage *ss, uint16_t port_be)
 		reinterpret_cast<struct sockaddr_in6 *>(ss)->sin6_port = port_be;
 }
 
+uint16_t port_of(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return reinterpret_cast<const struct sockaddr_in *>(sa)->sin_port;
+	if (sa->sa_family == AF_INET6)
+		return reinterpret_cast<const struct sockaddr_in6 *>(sa)->sin6_port;
+	return 0;
+}
+
 /* -FI_ENODATA when node/service/hints name addresses vwait cannot use. */
 int resolve(const char *node, const char *service, uint64_t flags, const struct fi_info *hints,
             endpoints *ep)
@@ -241,8 +250,9 @@ int resolve(const char *node, const char *service, uint64_t flags, const struct 
 		}
 		ep->dst = make_addr(dst, id->verbs);
 		ep->src = make_addr(rdma_get_local_addr(id.get()), id->verbs);
-		if (!src)
-			set_port(&ep->src.addr, 0);
+		/* the source port is the one asked for (0: none): the port this resolving id was
+		 * given goes with it, and each endpoint opened from the info binds its own */
+		set_port(&ep->src.addr, src ? port_of(src) : 0);
 		ep->device = ep->dst.device;
 		return 0;
 	}
