@@ -134,8 +134,27 @@ protected:
 	 * application does not see (a GRH kept by the provider). Before fi_enable. */
 	void set_rx_hidden(uintptr_t base, uint32_t stride, uint32_t lkey) noexcept;
 	size_t rx_depth() const noexcept { return rx_->slots.size(); }
+	/* iov/desc as sges, checked against limit and max_msg_size (lkeys from desc when
+	 * need_desc); how many, or -FI_EINVAL with a warning naming op. */
 	int check_iov(const char *op, const struct iovec *iov, void **desc, size_t count,
-	              size_t limit, bool need_desc, struct ibv_sge *sge, size_t *total) noexcept;
+	              size_t limit, bool need_desc, struct ibv_sge *sge, size_t *total) noexcept
+	{
+		/* the common case, one buffer that passes every check: no loop, no call */
+		if (count == 1 && limit && iov && iov[0].iov_base &&
+		    (!need_desc || (desc && desc[0]))) {
+			const size_t len = iov[0].iov_len;
+			if (len && len <= max_msg_size_ && len <= UINT32_MAX) {
+				sge[0].addr = reinterpret_cast<uintptr_t>(iov[0].iov_base);
+				sge[0].length = static_cast<uint32_t>(len);
+				sge[0].lkey = need_desc ? mr_lkey(desc[0]) : 0;
+				*total = len;
+				return 1;
+			}
+		}
+		return check_iovs(op, iov, desc, count, limit, need_desc, sge, total);
+	}
+	int check_iovs(const char *op, const struct iovec *iov, void **desc, size_t count,
+	               size_t limit, bool need_desc, struct ibv_sge *sge, size_t *total) noexcept;
 	/* The local buffers of one transmit as sges (the send queue's iov limit applies):
 	 * inline when may_inline and the whole fits in inject_size (no memory key then),
 	 * -FI_EINVAL when must_inline (fi_inject*, FI_INJECT) and it does not fit. Sixteen
@@ -150,7 +169,8 @@ protected:
 	                  struct ibv_sge *sge) noexcept
 	{
 		/* the common case (a short fi_send, fi_inject, an inline write): one buffer that
-		 * goes inline, so no memory key; what gather_iov finds, without its loops */
+		 * goes inline, so no memory key; what gather_iov finds, without its loops (a
+		 * buffer that needs a key takes check_iov's one-buffer case) */
 		if (count == 1 && may_inline && limit && iov && iov[0].iov_base) {
 			const size_t len = iov[0].iov_len;
 			if (len && len <= inject_size_ && len <= max_msg_size_) {

@@ -373,8 +373,8 @@ ssize_t ep::rx_size_left() const noexcept
 	return static_cast<ssize_t>(std::min(rx_->credits.load(), rx_->slots.size()));
 }
 
-int ep::check_iov(const char *op, const struct iovec *iov, void **desc, size_t count, size_t limit,
-                  bool need_desc, struct ibv_sge *sge, size_t *total) noexcept
+int ep::check_iovs(const char *op, const struct iovec *iov, void **desc, size_t count, size_t limit,
+                   bool need_desc, struct ibv_sge *sge, size_t *total) noexcept
 {
 	if (count > limit) {
 		FI_WARN(&prov, FI_LOG_EP_DATA, "%s: iov count %zu exceeds iov_limit %zu\n", op,
