@@ -114,7 +114,7 @@ private:
 	enum fi_av_type type_;
 	uint8_t port_;
 	int sgid_index_;
-	std::mutex mutex_;
+	std::mutex mutex_;         /* lock_order.h: level 72 */
 	std::vector<entry> table_; /* ah == nullptr: removed */
 	std::unordered_map<peer, fi_addr_t, peer_hash> by_name_;
 	std::atomic<int> refs_{0};

@@ -73,7 +73,7 @@ private:
 	void event_read() noexcept;
 
 	struct ibv_cq *cq_ = nullptr;
-	mutable std::mutex mu_;
+	mutable std::mutex mu_; /* lock_order.h: level 74 */
 	unsigned unacked_ = 0;
 	uint64_t events_ = 0;
 	bool armed_ = false;
@@ -148,7 +148,7 @@ private:
 	struct ibv_context *ctx_;
 	comp_channel::async_fn async_;
 	void *async_arg_;
-	std::mutex mu_;
+	std::mutex mu_; /* lock_order.h: level 30 */
 	std::map<util::waiter *, std::weak_ptr<comp_channel>> channels_;
 };
 

@@ -128,14 +128,15 @@ private:
 	util::held<domain> domain_;
 	std::shared_ptr<comp_channel> channel_; /* before hw_: the CQ goes first */
 	verbs::cq_ptr hw_;
-	util::fast_mutex progress_mutex_; /* keeps completions in order across threads */
-	std::mutex orphans_mutex_;
+	/* keeps completions in order across threads; lock_order.h: level 60 */
+	util::fast_mutex progress_mutex_;
+	std::mutex orphans_mutex_; /* lock_order.h: level 62 */
 	std::vector<std::shared_ptr<wr_ring>> orphans_;
 	std::atomic<bool> overrun_{false};
 	bool overrun_reported_ = false; /* under progress_mutex_ */
 	unsigned idle_polls_ = 0;       /* under progress_mutex_ */
 	bool waiter_drains_ = false;    /* its waiter polls the channel fd (see self_notifying) */
-	std::mutex event_listeners_mutex_;
+	std::mutex event_listeners_mutex_; /* lock_order.h: level 76 */
 	std::vector<util::waitable *> event_listeners_;
 	bool sink_ = false;
 };

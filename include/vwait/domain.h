@@ -61,7 +61,7 @@ private:
 	verbs::pd_ptr pd_;
 	struct ibv_device_attr attr_;
 	uint32_t api_version_;
-	std::mutex async_mutex_;
+	std::mutex async_mutex_; /* try_lock only; lock_order.h: level 70 */
 	channel_registry channels_;
 	std::atomic<int> refs_{0};
 };

@@ -74,7 +74,7 @@ private:
 	bool bound_ = false;
 	bool listening_ = false;
 	struct fid *fid_ = nullptr;
-	std::mutex mutex_;
+	std::mutex mutex_; /* lock_order.h: level 10 */
 };
 
 /* The endpoint base: what every endpoint kind shares. It owns the work-request rings (one per
@@ -192,7 +192,8 @@ protected:
 	info_ptr info_;
 	util::held<verbs_eq> eq_;
 	struct fid *fid_ = nullptr;
-	mutable util::fast_mutex mutex_; /* a futex: the posting path takes it per operation */
+	/* a futex: the posting path takes it per operation; lock_order.h: level 10 */
+	mutable util::fast_mutex mutex_;
 	std::atomic<bool> enabled_{false};
 
 	bool tx_selective_ = false;
@@ -235,7 +236,7 @@ private:
 	size_t rma_iov_limit_ = 1;
 	std::shared_ptr<wr_ring> tx_;
 	std::shared_ptr<wr_ring> rx_;
-	util::fast_mutex rx_mutex_;
+	util::fast_mutex rx_mutex_; /* lock_order.h: level 52 */
 };
 
 /* An FI_EP_MSG endpoint: an RC QP made through rdma_cm (ep_rc.cpp); its connection
@@ -273,7 +274,8 @@ private:
 	bool passive_;
 	bool connecting_ = false;
 	bool route_resolved_ = false;
-	std::mutex qp_mutex_; /* the QP's creation and destruction against disconnected() */
+	/* the QP's creation and destruction against disconnected(); lock_order.h: level 50 */
+	std::mutex qp_mutex_;
 	bool qp_gone_ = false;
 	/* keepalive: when the port was first seen down (0: up), in steady_clock ns */
 	int64_t port_down_since_ = 0;

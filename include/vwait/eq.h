@@ -74,11 +74,12 @@ private:
 
 	util::held<fabric> fabric_;
 	verbs::event_channel_ptr channel_;
-	std::mutex progress_mutex_; /* keeps events in order across draining threads */
-	int stop_fd_ = -1;          /* eventfd: readable when the thread must end */
+	/* keeps events in order across draining threads; lock_order.h: level 40 */
+	std::mutex progress_mutex_;
+	int stop_fd_ = -1; /* eventfd: readable when the thread must end */
 	/* keepalive: endpoints connected through this EQ; those already given FI_SHUTDOWN */
 	void probe_all() noexcept;
-	std::mutex probe_mutex_;
+	std::mutex probe_mutex_; /* lock_order.h: level 42 */
 	std::set<cm_target *> probed_, shut_;
 	std::thread thread_;
 };

@@ -182,7 +182,7 @@ private:
 		std::vector<uint8_t> data;
 	};
 
-	mutable std::mutex lock_;
+	mutable std::mutex lock_;            /* lock_order.h: level 80 */
 	std::vector<slot> ring_;             /* size_ slots */
 	size_t head_ = 0;                    /* oldest */
 	std::atomic<size_t> count_{0};       /* occupied; written under lock_ only */

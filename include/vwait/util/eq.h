@@ -137,7 +137,7 @@ private:
 	const size_t size_;
 	const uint32_t api_version_;
 
-	mutable std::mutex lock_;
+	mutable std::mutex lock_; /* lock_order.h: level 80 */
 	std::deque<record> queue_;
 	std::vector<uint8_t> last_err_data_;
 	int watched_fd_ = -1;

@@ -59,7 +59,7 @@ public:
 	              uint64_t *index = nullptr) const;
 
 private:
-	mutable std::mutex mu_;
+	mutable std::mutex mu_; /* lock_order.h: level 98 */
 	std::vector<struct pollfd> fds_;
 	std::vector<void *> tags_;
 	uint64_t change_index_ = 0;

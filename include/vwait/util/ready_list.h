@@ -29,7 +29,7 @@ public:
 	size_t members() const noexcept;
 
 private:
-	mutable std::mutex mu_;
+	mutable std::mutex mu_; /* lock_order.h: level 94 */
 	std::unordered_map<waitable *, bool> queued_;
 	std::vector<waitable *> list_;
 };

@@ -29,10 +29,8 @@
  *     -FI_EBUSY if it wants to, then close_wait(). After close_wait() returns no waiter or poll
  *     set calls it again.
  *
- * Lock order (written, checked by review and TSan): fabric -> wait set -> poll set -> cq/cntr/eq
- * -> waitable's listener lock -> waiter/poll set ready-list locks (leaves). A waiter or poll
- * set never holds its own object lock while it calls into a member EXCEPT its shared members
- * lock; a member never holds its own lock while calling notify()/wake()/close_wait().
+ * Lock order: include/vwait/lock_order.h (every mutex, its level and what it may take). A
+ * member never holds its own lock while calling notify()/wake()/close_wait().
  */
 #ifndef VWAIT_UTIL_WAITABLE_H
 #define VWAIT_UTIL_WAITABLE_H
@@ -180,7 +178,7 @@ public:
 private:
 	void report(bool wake) noexcept;
 
-	mutable std::mutex listeners_mu_;
+	mutable std::mutex listeners_mu_; /* lock_order.h: level 90 */
 	std::vector<listener *> listeners_;
 	std::unique_ptr<waiter> own_; /* private waiter (destroyed in close_wait) */
 	wait_policy policy_;          /* of own_ */

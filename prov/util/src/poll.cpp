@@ -82,12 +82,13 @@ private:
 	const struct fi_provider *prov_;
 	std::function<void()> on_close_;
 	/* shared while calling into members, exclusive to add/remove them */
-	mutable std::shared_mutex members_mu_;
+	mutable std::shared_mutex members_mu_; /* lock_order.h: level 14 */
 	std::unordered_map<waitable *, member> members_;
 	std::vector<held_source> sources_;
 	std::vector<struct pollfd> source_fds_; /* parallel to sources_ */
 	std::vector<waitable *> polled_;        /* not self_notifying(), no events_from() */
-	std::mutex polled_mu_;   /* serialises the checks of polled_ members (their cookies) */
+	/* serialises the checks of polled_ members (their cookies); lock_order.h: level 16 */
+	std::mutex polled_mu_;
 	size_t polled_next_ = 0; /* guarded by polled_mu_ */
 	ready_list ready_;
 };

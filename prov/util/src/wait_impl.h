@@ -83,13 +83,13 @@ public:
 	spin_learner learner; /* how long a blocking call polls before it arms */
 
 	/* members: shared while calling into them, exclusive to attach/detach */
-	mutable std::shared_mutex members_mu;
+	mutable std::shared_mutex members_mu; /* lock_order.h: level 12 */
 	std::unordered_set<waitable *> members;
 	std::vector<waitable *> polled; /* members that are not self_notifying() */
 	ready_list ready;
 
 	/* sources: shared while draining, exclusive to remove */
-	std::shared_mutex sources_mu;
+	std::shared_mutex sources_mu; /* lock_order.h: level 32 */
 	std::list<detail::source> sources;
 	pollfd_set source_fds; /* tags: source * */
 	std::atomic<size_t> nsources{0};
@@ -104,7 +104,7 @@ public:
 
 	/* blocking: one leader polls the fds, followers wait on cv for seq to move; for
 	 * MUTEX_COND, mu/cv are the object handed out by FI_GETWAIT. */
-	std::mutex mu;
+	std::mutex mu; /* lock_order.h: level 96 */
 	std::condition_variable cv;
 	bool leader = false; /* guarded by mu */
 	std::atomic<bool> leader_blocked{false};

@@ -40,7 +40,7 @@ namespace
 /* What probe_max_inline found, per device name, until the provider's cleanup. On the heap:
  * libfabric calls the cleanup from its own destructor, after this library's static
  * destructors have run (std::mutex's is trivial). */
-std::mutex inline_mutex;
+std::mutex inline_mutex; /* lock_order.h: outside the order (takes none) */
 std::vector<std::pair<std::string, size_t>> *inline_known = nullptr;
 
 /* The largest max_inline_data an RC QP of this device accepts (verbs has no attribute for

@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
+/* The lock order of vwait: every mutex of prov/util and prov/vwait, in one place.
+ *
+ * A thread that holds a lock of level N takes only locks of a level greater than N (outermost
+ * first, leaves last). Two locks of the same level are never held together. The order below
+ * is the one the code uses today, read from every lock site and followed through the calls;
+ * each mutex's declaration points here by its level. The fabric and the domain have no lock
+ * of their own on any path (domain::async_mutex_ is only ever try-locked, see exceptions).
+ *
+ * ---- the order, outermost first ----------------------------------------------------------
+ *
+ * level  mutex                                    guards / taken under it
+ *  10    ep::mutex_ (fast_mutex, ep.h)            the endpoint's bindings, enabled_, the tx
+ *                                                 ring's posting. Posting: ibv_post_send only.
+ *                                                 Control (bind, enable, connect, accept,
+ *                                                 getname): enable holds it across
+ *                                                 verbs_cntr::add_feed (20..) and
+ *                                                 rc_ep::create_qp (50), see "doubtful".
+ *  10    pep::mutex_ (ep.h)                       the passive endpoint's id and its EQ;
+ *                                                 rdma_migrate_id / rdma_listen under it, no
+ *                                                 vwait lock.
+ *  12    waiter::impl::members_mu (shared_mutex,  a waiter's / wait set's members. Shared while
+ *        prov/util/src/wait_impl.h)               calling into members (their poll/trywait:
+ *                                                 a CQ's progress 60, a counter's feeds 20);
+ *                                                 exclusive to attach/detach, which take 90.
+ *  14    poll_set::members_mu_ (shared_mutex,     a poll set's members; shared while calling
+ *        prov/util/src/poll.cpp)                  into them, exclusive to add/del (takes 90).
+ *  16    poll_set::polled_mu_ (poll.cpp)          the round-robin over members that do not
+ *                                                 notify themselves; calls into them (20, 60).
+ *  20    verbs_cntr::feeds_mu_ (cntr.h)           the CQs feeding a counter; under it: the
+ *                                                 CQ's progress (60), its event listeners
+ *                                                 (76), its cq_events (74), the counter's
+ *                                                 waiter's sources (32, exclusive).
+ *  30    channel_registry::mu_ (channel.h)        the domain's completion channels per waiter;
+ *                                                 creating one adds its fd as a source (32).
+ *  32    waiter::impl::sources_mu (shared_mutex,  a waiter's fd sources. Shared while draining
+ *        wait_impl.h)                             them: the drains run the EQ's progress (40),
+ *                                                 cq_events (74) and CQ event listeners (76),
+ *                                                 the domain's async events (70), notify (90);
+ *                                                 exclusive to add/remove; takes 96.
+ *  40    verbs_eq::progress_mutex_ (eq.h)         keeps CM events in order; under it: 42, 50
+ *                                                 (rc_ep::disconnected), 80 (push), FI_WARN.
+ *  42    verbs_eq::probe_mutex_ (eq.h)            the keepalive's endpoints; under it: 50
+ *                                                 (rc_ep::probe), 80, 90, FI_WARN.
+ *  50    rc_ep::qp_mutex_ (ep.h)                  the QP's creation and destruction against
+ *                                                 disconnected() and probe(); verbs calls and
+ *                                                 FI_WARN only.
+ *  52    ep::rx_mutex_ (fast_mutex, ep.h)         the rx ring's posting; ibv_post_recv only.
+ *  60    verbs_cq::progress_mutex_ (fast_mutex,   the order of completions; under it:
+ *        cq.h)                                    62, 70 (try_lock only), 72 (a UD ring's
+ *                                                 source, av::source), 74, 80 (queue), then
+ *                                                 90 (notify, a counter's wake), FI_WARN.
+ *  62    verbs_cq::orphans_mutex_ (cq.h)          rings of closed endpoints; leaf.
+ *  70    domain::async_mutex_ (domain.h)          one reader of the async fd; try_lock only;
+ *                                                 under it: a CQ's notify (90), FI_WARN.
+ *  72    av::mutex_ (av.h)                        the address table; leaf (ibv_create_ah).
+ *  74    cq_events::mu_ (channel.h)               a CQ's armed state and unacked events;
+ *                                                 verbs calls and FI_WARN only. event_read
+ *                                                 drops it before on_event().
+ *  76    verbs_cq::event_listeners_mutex_ (cq.h)  counters fed by this CQ; under it their
+ *                                                 wake() (90).
+ *  80    util::sw_cq::lock_ (util/cq.h),          the software queues; leaves: notify() runs
+ *        util::sw_eq::lock_ (util/eq.h)           after the lock is dropped.
+ *  90    waitable::listeners_mu_ (util/waitable.h) a waitable's waiters and poll sets; under
+ *                                                 it their notify(): 94, 96 (wake), signals.
+ *  94    ready_list::mu_ (util/ready_list.h)      queued members; leaf.
+ *  96    waiter::impl::mu (wait_impl.h)           the leader / followers of a blocking wait,
+ *                                                 and for MUTEX_COND the mutex handed out by
+ *                                                 FI_GETWAIT; leaf (held across cv waits).
+ *  98    pollfd_set::mu_ (util/fdset.h)           an fd set; leaf (snapshot under 32).
+ *   -    inline_mutex (prov/vwait/src/info.cpp)   the per-device max_inline cache; taken with
+ *                                                 no other lock held, takes none.
+ *
+ * ---- the rules ----------------------------------------------------------------------------
+ *  1. One mutex per object; drop your own lock before calling into another object. The
+ *     exceptions are the edges written above (a set calling into its members under its
+ *     shared members lock, a counter driving its CQs under feeds_mu_, a CQ's progress
+ *     counting and queueing into software objects, the EQ's progress telling endpoints).
+ *  2. notify(), wake() and close_wait() of a waitable run with no lock of that object held
+ *     (util/waitable.h, item 4); close_wait() drops listeners_mu_ before listener::forget(),
+ *     which takes the listener's members lock (12/14) exclusive.
+ *  3. Application callbacks and code outside vwait (libfabric's core, another provider's
+ *     fid) are called with no vwait lock held. FI_WARN may run under any lock (it only
+ *     formats and writes); FI_WARN_SPARSE likewise.
+ *  4. FI_WAIT_MUTEX_COND: the application must not hold the FI_GETWAIT mutex (96) while
+ *     calling into vwait: notify() takes it to broadcast the cond.
+ *  5. A shared_mutex is never taken again, shared, by a thread that holds it (a waiting
+ *     writer would deadlock it).
+ *
+ * ---- known exceptions ----------------------------------------------------------------------
+ *  - domain::poll_async_events try-locks async_mutex_ (70) from a CQ's poll_wc, under that
+ *    CQ's progress_mutex_ (60), and from the async fd's drain under sources_mu (32): a
+ *    thread that finds it held skips the read, so it is never waited for under another lock.
+ *  - rc_ep::probe (under probe_mutex_ 42 and qp_mutex_ 50) posts the keepalive probe with
+ *    ibv_post_send without ep::mutex_ (10): it uses the send slot reserved for it.
+ *
+ * ---- doubtful spots (not inversions; for the lead) ------------------------------------------
+ *  - ep::enable (prov/vwait/src/ep.cpp, ep::mutex_ held) calls verbs_cntr::add_feed, which
+ *    takes feeds_mu_ (20) and, exclusive, the counter's waiter's sources_mu (32), and
+ *    rc_ep::create_qp (50, rdma_create_qp): a fast_mutex held across calls into other objects
+ *    and system calls, against rule 1. No path takes ep::mutex_ under those locks, so it is
+ *    an order (10 before 20/32/50), not an inversion.
+ *  - verbs_cq::close_begin (prov/vwait/src/cq.cpp) holds progress_mutex_ (60) across
+ *    ibv_destroy_cq, which waits for the acks of completion events a draining thread (under
+ *    sources_mu 32, shared) still owes; that thread acks without taking 60.
+ *  - rdma_migrate_id runs under ep::mutex_ / pep::mutex_ (10: connect, accept, pep bind,
+ *    take_id) and waits for the acks of the id's CM events, which the EQ's progress (40)
+ *    gives: the EQ's progress must never take a level-10 lock (today it takes 42 and 50).
+ */
+#ifndef VWAIT_LOCK_ORDER_H
+#define VWAIT_LOCK_ORDER_H
+
+namespace vwait::lock_level
+{
+
+/* The levels above, for comments, asserts and annotations; constants only, no code. */
+enum : int {
+	endpoint = 10,     /* ep::mutex_, pep::mutex_ */
+	wait_members = 12, /* waiter::impl::members_mu */
+	poll_members = 14, /* poll_set::members_mu_ */
+	poll_polled = 16,  /* poll_set::polled_mu_ */
+	cntr_feeds = 20,   /* verbs_cntr::feeds_mu_ */
+	channels = 30,     /* channel_registry::mu_ */
+	wait_sources = 32, /* waiter::impl::sources_mu */
+	eq_progress = 40,  /* verbs_eq::progress_mutex_ */
+	eq_probe = 42,     /* verbs_eq::probe_mutex_ */
+	qp = 50,           /* rc_ep::qp_mutex_ */
+	rx_post = 52,      /* ep::rx_mutex_ */
+	cq_progress = 60,  /* verbs_cq::progress_mutex_ */
+	cq_orphans = 62,   /* verbs_cq::orphans_mutex_ */
+	async_events = 70, /* domain::async_mutex_ (try_lock only) */
+	av_table = 72,     /* av::mutex_ */
+	cq_events = 74,    /* cq_events::mu_ */
+	cq_listeners = 76, /* verbs_cq::event_listeners_mutex_ */
+	sw_queue = 80,     /* util::sw_cq::lock_, util::sw_eq::lock_ */
+	listeners = 90,    /* waitable::listeners_mu_ */
+	ready = 94,        /* ready_list::mu_ */
+	wait_block = 96,   /* waiter::impl::mu */
+	fdset = 98,        /* pollfd_set::mu_ */
+};
+
+} // namespace vwait::lock_level
+
+#endif
