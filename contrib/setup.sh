@@ -212,7 +212,7 @@ stage_fuzz() {
 # debian13-root   the root, debootstrap from Debian's archive, cached (/var/cache/vwait/debian13)
 # debian13-build  built there (chroot) with warnings as errors, make check there
 # debian13-vm     ONE VM boot on that root: its integration tier but the costliest tests that
-#                 Debian 12's tier covers alike (contrib/debian13/vm-tests.sh: 36 of 41; Open MPI
+#                 Debian 12's tier covers alike (contrib/debian13/vm-tests.sh: 38 of 43; Open MPI
 #                 5 over vwait;ofi_rxm and upstream verbs included), and this host's Debian 12
 #                 plugin ($builddir) under libfabric 2.1: fi_info offers it, Open MPI 5 runs over
 #                 it. ~4m10s (36 passed, VM free, 17:2x UTC 2026-11-23)
