@@ -5,6 +5,7 @@
 #ifndef VWAIT_CM_H
 #define VWAIT_CM_H
 
+#include "vwait/util/fid.h"
 #include "vwait/verbs.h"
 
 #include <rdma/fabric.h>
@@ -52,26 +53,49 @@ std::pair<const uint8_t *, size_t> cm_data(const void *raw, size_t raw_len) noex
 /* header + data, ready for rdma_connect / rdma_accept / rdma_reject. */
 std::vector<uint8_t> cm_wrap(const void *data, size_t len);
 
-/* The FI_CONNREQ handle: a fid of class FI_CLASS_CONNREQ that owns the new id until an
- * endpoint takes it (fi_endpoint) or fi_reject drops it. */
-struct connreq {
-	struct fid fid;
-	struct rdma_cm_id *id;
-};
+/* The FI_CONNREQ handle (fi_cm(3)): the rdma_cm id of a connection request that arrived on a
+ * listener, with the fid of class FI_CLASS_CONNREQ the application sees as info->handle.
+ *
+ * One owner, the handle in the FI_CONNREQ event's fi_info, and three ways out, each of which
+ * frees it: fi_endpoint takes its id (and clears info->handle), fi_reject refuses the request,
+ * fi_close on the handle refuses it too; an FI_CONNREQ entry nobody read is refused when its EQ
+ * closes. fi_freeinfo leaves a handle alone (libfabric's rule for every provider), so an
+ * application that does none of these leaks one. A handle from outside is reached only through
+ * of(), which checks the class and vwait's own ops table. */
+class connreq
+{
+public:
+	/* The FI_CONNREQ event's info: a copy of the listener's with the request's addresses and
+	 * device, its handle a new connreq owning id. nullptr when out of memory (id then stays
+	 * with the caller). */
+	static struct fi_info *new_info(const struct fi_info *listener,
+	                                struct rdma_cm_id *id) noexcept;
+	/* The connreq behind a handle from outside; nullptr unless vwait made it. */
+	static connreq *of(struct fid *handle) noexcept;
+	/* An FI_CONNREQ entry nobody read (its EQ closes): refused, the handle and info freed. */
+	static void discard(struct fi_info *info) noexcept;
+	/* An FI_CONNREQ info that could not be queued: handle and info freed, the id left to the
+	 * caller (it is destroyed once its event is acknowledged, never before). */
+	static void forget(struct fi_info *info) noexcept;
 
-/* The FI_CONNREQ event's fi_info: a copy of the listener's info with the request's addresses
- * and device, its handle a new connreq owning id. nullptr when out of memory. */
-struct fi_info *connreq_new_info(const struct fi_info *listener, struct rdma_cm_id *id) noexcept;
-/* fi_endpoint on a connection request: the id, which the handle no longer owns (nullptr
- * when an endpoint already took it). */
-struct rdma_cm_id *connreq_take(struct fid *handle) noexcept;
-/* fi_reject: refuses the request with data (framed), destroys its id, frees the handle. */
-int connreq_reject(struct fid *handle, const void *param, size_t paramlen) noexcept;
-/* An FI_CONNREQ entry nobody read (its EQ closes): refused, its id destroyed, info freed. */
-void connreq_discard(struct fi_info *info) noexcept;
-/* An FI_CONNREQ info that could not be queued: the handle is freed and the info with it (the
- * id stays with the caller, which destroys it once the event is acknowledged). */
-void connreq_forget(struct fi_info *info) noexcept;
+	/* A refused or taken request's handle; an id still held is refused, then destroyed. */
+	~connreq();
+	connreq(const connreq &) = delete;
+	connreq &operator=(const connreq &) = delete;
+
+	struct fid *handle() noexcept { return &box_.fid; }
+	/* fi_endpoint: the id, which this handle no longer owns (empty once taken). */
+	verbs::cm_id_ptr take_id() noexcept { return std::move(id_); }
+	/* fi_reject: refuses with data (framed: cm_wrap) and destroys the id; -FI_EINVAL when an
+	 * endpoint took it already. The handle stays to be freed. */
+	int reject(const void *param, size_t paramlen) noexcept;
+
+private:
+	explicit connreq(struct rdma_cm_id *id) noexcept;
+
+	util::fid_box<struct fid, connreq> box_;
+	verbs::cm_id_ptr id_;
+};
 
 /* The length of a socket address of sa's family (AF_INET, AF_INET6, AF_IB). */
 size_t sockaddr_size(const struct sockaddr *sa) noexcept;

@@ -94,6 +94,22 @@ void close_world(world &w)
 	w = world{};
 }
 
+/* After a shutdown of a connected pair: two FI_SHUTDOWN entries on the EQ, one for each side. */
+void expect_both_shutdown(world &w)
+{
+	bool cli = false, srv = false;
+	for (int i = 0; i < 2; i++) {
+		struct fi_eq_cm_entry e;
+		uint32_t ev = 0;
+		long n = eq_event(w.eq, &ev, &e, sizeof(e));
+		if (!EXPECT(n == sizeof(e) && ev == FI_SHUTDOWN, n))
+			break;
+		cli |= e.fid == &w.cli.ep->fid;
+		srv |= e.fid == &w.srv.ep->fid;
+	}
+	EXPECT(cli && srv, 0);
+}
+
 /* Waits for one completion on cq: 1 with *e filled, or a negative code (-FI_EAVAIL: *err). */
 long wait_comp(struct fid_cq *cq, struct fi_cq_data_entry *e, struct fi_cq_err_entry *err = nullptr,
                int ms = timeout_ms)
@@ -288,17 +304,7 @@ void test_connect()
 		EXPECT(cm >= 32, cm);
 		/* shutdown: both sides see FI_SHUTDOWN */
 		EXPECT_OK(fi_shutdown(w.cli.ep, 0));
-		bool cli = false, srv = false;
-		for (int i = 0; i < 2; i++) {
-			struct fi_eq_cm_entry e;
-			uint32_t ev = 0;
-			long n = eq_event(w.eq, &ev, &e, sizeof(e));
-			if (!EXPECT(n == sizeof(e) && ev == FI_SHUTDOWN, n))
-				break;
-			cli |= e.fid == &w.cli.ep->fid;
-			srv |= e.fid == &w.srv.ep->fid;
-		}
-		EXPECT(cli && srv, 0);
+		expect_both_shutdown(w);
 	}
 	/* closing in another order: CQs/MR before their endpoint is refused, then fine */
 	if (w.srv.ep) {
@@ -349,13 +355,7 @@ void test_shutdown()
 		err = {};
 		n = wait_comp(w.cli.rx, &e, &err);
 		EXPECT(n == -FI_EAVAIL && err.err == FI_ECANCELED && err.op_context == &ctx_cr, n);
-		for (int i = 0; i < 2; i++) {
-			struct fi_eq_cm_entry ce;
-			uint32_t ev = 0;
-			long m = eq_event(w.eq, &ev, &ce, sizeof(ce));
-			if (!EXPECT(m == sizeof(ce) && ev == FI_SHUTDOWN, m))
-				break;
-		}
+		expect_both_shutdown(w);
 		close_side(w.cli);
 		close_side(w.srv);
 	}
@@ -744,6 +744,25 @@ void test_reject()
 			}
 		}
 	}
+	/* fi_close on the handle refuses the request as fi_reject without data does */
+	side closer;
+	if (EXPECT_OK(open_side(w, w.info, closer, 64)) == 0) {
+		EXPECT_OK(fi_connect(closer.ep, &w.srv_addr, nullptr, 0));
+		cm_buf ent;
+		uint32_t ev = 0;
+		long n = eq_event(w.eq, &ev, ent.raw, sizeof(ent.raw));
+		if (EXPECT(n > 0 && ev == FI_CONNREQ, n)) {
+			EXPECT_OK(fi_close(ent.e()->info->handle));
+			fi_freeinfo(ent.e()->info);
+			n = eq_event(w.eq, &ev, ent.raw, sizeof(ent.raw));
+			EXPECT(n == -FI_EAVAIL, n);
+			struct fi_eq_err_entry err = {};
+			n = fi_eq_readerr(w.eq, &err, 0);
+			EXPECT(n == sizeof(err) && err.fid == &closer.ep->fid &&
+			           err.err == FI_ECONNREFUSED && err.err_data_size == 0,
+			       err.err);
+		}
+	}
 	/* nobody listening: refused as well */
 	side other;
 	if (EXPECT_OK(open_side(w, w.info, other, 64)) == 0) {
@@ -760,6 +779,7 @@ void test_reject()
 		printf("  connect to a closed port: err %d (%s)\n", err.err, fi_strerror(err.err));
 	}
 	close_side(other);
+	close_side(closer);
 	close_world(w);
 }
 
@@ -1062,6 +1082,18 @@ void test_bad_input()
 		f.fclass = FI_CLASS_EP;
 		EXPECT(fi_reject(pep, &f, nullptr, 0) == -FI_EINVAL, 0);
 		EXPECT(fi_reject(pep, nullptr, nullptr, 0) == -FI_EINVAL, 0);
+		/* a connection request vwait did not make: refused, not read */
+		f.fclass = FI_CLASS_CONNREQ;
+		EXPECT(fi_reject(pep, &f, nullptr, 0) == -FI_EINVAL, 0);
+		struct fi_info *foreign = fi_dupinfo(w.info);
+		if (EXPECT(foreign != nullptr, 0)) {
+			foreign->handle = &f;
+			struct fid_ep *none = nullptr;
+			EXPECT(fi_endpoint(w.domain, foreign, &none, nullptr) == -FI_EINVAL, 0);
+			EXPECT(none == nullptr, 0);
+			foreign->handle = nullptr;
+			fi_freeinfo(foreign);
+		}
 		/* setname before listen, then getname */
 		struct sockaddr_in a = *static_cast<struct sockaddr_in *>(w.info->src_addr);
 		a.sin_port = htons(7999);

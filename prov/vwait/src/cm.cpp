@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
 
 namespace vwait
 {
@@ -147,7 +148,61 @@ int check_sockaddr(const void *addr, size_t len, uint32_t addr_format, const cha
 	return FI_SUCCESS;
 }
 
-struct fi_info *connreq_new_info(const struct fi_info *listener, struct rdma_cm_id *id) noexcept
+namespace
+{
+
+int connreq_close(struct fid *handle) noexcept;
+
+struct fi_ops connreq_fi_ops = util::fi_ops_with(connreq_close);
+
+/* fi_close on a handle: what fi_reject without data does */
+int connreq_close(struct fid *handle) noexcept
+{
+	std::unique_ptr<connreq> req(connreq::of(handle));
+	return req->reject(nullptr, 0);
+}
+
+} // namespace
+
+connreq::connreq(struct rdma_cm_id *id) noexcept : id_(id)
+{
+	box_.fid.fclass = FI_CLASS_CONNREQ;
+	box_.fid.context = nullptr;
+	box_.fid.ops = &connreq_fi_ops;
+	box_.obj = this;
+}
+
+connreq::~connreq()
+{
+	if (id_)
+		rdma_reject(id_.get(), nullptr, 0);
+}
+
+connreq *connreq::of(struct fid *handle) noexcept
+{
+	return util::fid_box<struct fid, connreq>::checked(handle, FI_CLASS_CONNREQ,
+	                                                   &connreq_fi_ops);
+}
+
+int connreq::reject(const void *param, size_t paramlen) noexcept
+{
+	if (!id_) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL,
+		        "fi_reject: the connection request was taken by fi_endpoint\n");
+		return -FI_EINVAL;
+	}
+	return guard([&] {
+		std::vector<uint8_t> data = cm_wrap(param, paramlen);
+		verbs::cm_id_ptr id = take_id();
+		int ret = verbs::cm_code(
+		    rdma_reject(id.get(), data.data(), static_cast<uint8_t>(data.size())));
+		if (ret)
+			FI_WARN(&prov, FI_LOG_EP_CTRL, "rdma_reject: %s\n", fi_strerror(-ret));
+		return ret;
+	});
+}
+
+struct fi_info *connreq::new_info(const struct fi_info *listener, struct rdma_cm_id *id) noexcept
 {
 	info_ptr info(fi_dupinfo(listener));
 	if (!info)
@@ -166,57 +221,28 @@ struct fi_info *connreq_new_info(const struct fi_info *listener, struct rdma_cm_
 		free(info->domain_attr->name);
 		info->domain_attr->name = name;
 	}
-	auto *req = static_cast<connreq *>(calloc(1, sizeof(connreq)));
+	auto *req = new (std::nothrow) connreq(id);
 	if (!req)
 		return nullptr;
-	req->fid.fclass = FI_CLASS_CONNREQ;
-	req->id = id;
-	info->handle = &req->fid;
+	info->handle = req->handle();
 	return info.release();
 }
 
-struct rdma_cm_id *connreq_take(struct fid *handle) noexcept
-{
-	auto *req = reinterpret_cast<connreq *>(handle);
-	struct rdma_cm_id *id = req->id;
-	req->id = nullptr;
-	return id;
-}
-
-int connreq_reject(struct fid *handle, const void *param, size_t paramlen) noexcept
-{
-	auto *req = reinterpret_cast<connreq *>(handle);
-	return guard([&] {
-		std::vector<uint8_t> data = cm_wrap(param, paramlen);
-		int ret = verbs::cm_code(
-		    rdma_reject(req->id, data.data(), static_cast<uint8_t>(data.size())));
-		if (ret)
-			FI_WARN(&prov, FI_LOG_EP_CTRL, "rdma_reject: %s\n", fi_strerror(-ret));
-		rdma_destroy_id(req->id);
-		free(req);
-		return ret;
-	});
-}
-
-void connreq_discard(struct fi_info *info) noexcept
+void connreq::discard(struct fi_info *info) noexcept
 {
 	if (!info)
 		return;
-	if (info->handle) {
-		auto *req = reinterpret_cast<connreq *>(info->handle);
-		if (req->id) {
-			rdma_reject(req->id, nullptr, 0);
-			rdma_destroy_id(req->id);
-		}
-		free(req);
-		info->handle = nullptr;
-	}
+	delete of(info->handle);
+	info->handle = nullptr;
 	fi_freeinfo(info);
 }
 
-void connreq_forget(struct fi_info *info) noexcept
+void connreq::forget(struct fi_info *info) noexcept
 {
-	free(info->handle);
+	if (connreq *req = of(info->handle)) {
+		(void)req->take_id().release();
+		delete req;
+	}
 	info->handle = nullptr;
 	fi_freeinfo(info);
 }

@@ -160,6 +160,7 @@ int rc_ep_open(domain *dom, struct fi_info *info, struct fid_ep **out, void *con
 	/* info->handle: a connection request (the passive side of a connection), or a passive
 	 * endpoint whose address the new endpoint takes (fi_endpoint(3)) */
 	pep *from_pep = nullptr;
+	connreq *req = nullptr;
 	if (info->handle && info->handle->fclass == FI_CLASS_PEP) {
 		from_pep = vwait_pep(info->handle);
 		if (!from_pep) {
@@ -167,12 +168,19 @@ int rc_ep_open(domain *dom, struct fi_info *info, struct fid_ep **out, void *con
 			        "fi_endpoint: info->handle is not a vwait passive endpoint\n");
 			return -FI_EINVAL;
 		}
-	} else if (info->handle && info->handle->fclass != FI_CLASS_CONNREQ) {
+	} else if (info->handle && info->handle->fclass == FI_CLASS_CONNREQ) {
+		req = connreq::of(info->handle);
+		if (!req) {
+			FI_WARN(&prov, FI_LOG_EP_CTRL,
+			        "fi_endpoint: info->handle is not a vwait connection request\n");
+			return -FI_EINVAL;
+		}
+	} else if (info->handle) {
 		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_endpoint: info->handle class %zu unsupported\n",
 		        info->handle->fclass);
 		return -FI_EINVAL;
 	}
-	const bool from_connreq = info->handle && !from_pep;
+	const bool from_connreq = req != nullptr;
 	if (!from_connreq) {
 		if (int ret = check_sockaddr(info->src_addr, info->src_addrlen, info->addr_format,
 		                             "fi_endpoint: info->src_addr"))
@@ -200,13 +208,12 @@ int rc_ep_open(domain *dom, struct fi_info *info, struct fid_ep **out, void *con
 		return 0;
 	};
 	if (from_connreq) {
-		struct rdma_cm_id *taken = connreq_take(info->handle);
-		if (!taken) {
+		id = req->take_id();
+		if (!id) {
 			FI_WARN(&prov, FI_LOG_EP_CTRL,
 			        "fi_endpoint: connection request already taken\n");
 			return -FI_EINVAL;
 		}
-		id.reset(taken);
 	} else if (from_pep) {
 		if (int ret = from_pep->take_id(&id))
 			return ret;
@@ -238,7 +245,8 @@ int rc_ep_open(domain *dom, struct fi_info *info, struct fid_ep **out, void *con
 	obj->set_route_resolved(resolved);
 	ep_install(std::move(obj), &rc_ep_cm_ops, &ep_msg_ops, &ep_rma_ops, context, out);
 	if (from_connreq) {
-		free(info->handle);
+		/* the endpoint owns the id: the handle is done */
+		delete req;
 		info->handle = nullptr;
 	}
 	return FI_SUCCESS;

@@ -139,7 +139,7 @@ void verbs_eq::discard(uint32_t event, const void *entry, size_t len) noexcept
 		return;
 	struct fi_eq_cm_entry cm;
 	memcpy(&cm, entry, sizeof(cm));
-	connreq_discard(cm.info);
+	connreq::discard(cm.info);
 }
 
 void verbs_eq::push_cm(uint32_t event, struct fid *fid, struct fi_info *info, const uint8_t *data,
@@ -188,7 +188,7 @@ bool verbs_eq::convert(struct rdma_cm_event *ev)
 			push_cm(FI_CONNREQ, listener->cm_fid(), info, data.first, data.second);
 		} catch (...) {
 			/* not queued: the request is refused (its id goes in progress()) */
-			connreq_forget(info);
+			connreq::forget(info);
 			rdma_reject(ev->id, nullptr, 0);
 			throw;
 		}

@@ -33,7 +33,7 @@ pep::~pep()
 
 struct fi_info *pep::connreq_info(struct rdma_cm_id *id) noexcept
 {
-	return connreq_new_info(info_.get(), id);
+	return connreq::new_info(info_.get(), id);
 }
 
 bool pep::given_away(const char *call) const noexcept
@@ -188,7 +188,8 @@ int pep::setname(void *addr, size_t addrlen) noexcept
 
 int pep::reject(struct fid *handle, const void *param, size_t paramlen) noexcept
 {
-	if (!handle || handle->fclass != FI_CLASS_CONNREQ) {
+	connreq *req = connreq::of(handle);
+	if (!req) {
 		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_reject: handle %p is not a connection request\n",
 		        static_cast<void *>(handle));
 		return -FI_EINVAL;
@@ -198,7 +199,9 @@ int pep::reject(struct fid *handle, const void *param, size_t paramlen) noexcept
 		        paramlen, cm_reject_data_max);
 		return -FI_EINVAL;
 	}
-	return connreq_reject(handle, param, paramlen);
+	/* refused or not, the handle is done (fi_cm(3): the application frees only the info) */
+	std::unique_ptr<connreq> owned(req);
+	return owned->reject(param, paramlen);
 }
 
 int pep::getopt(int level, int optname, void *optval, size_t *optlen) noexcept
