@@ -759,13 +759,73 @@ void test_adaptive_learns(void **st)
 		assert_true(first > 20);
 		assert_true(later <= 3 * 8);
 	}
-	/* work that is there at once: short waits, spinning again */
+	/* work that is there at once is no wait: it teaches nothing */
+	const unsigned low = w->learner().score();
 	for (int i = 0; i < 4; i++) {
 		a->write();
 		assert_int_equal(
 		    w->wait_until(vwait::util::deadline_after(1000), [a] { return a->read(); }), 0);
 	}
+	assert_int_equal(w->learner().score(), low);
+	/* waits shorter than the budget: spinning again (a few suffice; more are allowed, for a
+	 * loaded host whose 200 us sleep may overrun the budget now and then) */
+	for (int i = 0; i < 20 && w->learner().score() < vwait::util::spin_learner::score_one / 2;
+	     i++) {
+		std::thread t([a] {
+			std::this_thread::sleep_for(std::chrono::microseconds(200));
+			a->write();
+		});
+		assert_int_equal(
+		    w->wait_until(vwait::util::deadline_after(1000), [a] { return a->read(); }), 0);
+		t.join();
+	}
 	assert_true(w->learner().score() >= vwait::util::spin_learner::score_one / 2);
+}
+
+/* adaptive: a call that finds its work at once between long waits (a server's send completion
+ * between two pings that come after a think time) does not bring spinning back: the long
+ * waits keep sleeping at once. Counted as short waits, those calls reset the probe gap and
+ * every long wait spun its whole budget first. */
+void test_adaptive_found_at_once(void **st)
+{
+	state &s = S(st);
+	s.a->set_wait_policy({wait_policy_kind::adaptive, 2000});
+	assert_int_equal(s.a->open_wait(&test_prov, s.kind, nullptr), 0);
+	fake_object *a = s.a.get();
+	waiter *w = a->wait_object();
+	auto long_wait = [&] {
+		long polls = 0;
+		std::thread t([a] {
+			std::this_thread::sleep_for(std::chrono::milliseconds(5));
+			a->write();
+		});
+		int ret = w->wait_until(vwait::util::deadline_after(5000), [&] {
+			polls++;
+			return a->read();
+		});
+		t.join();
+		assert_int_equal(ret, 0);
+		return polls;
+	};
+	for (int i = 0; i < 8; i++)
+		long_wait();
+	/* as the learner stands now, at most one long wait in 4 may probe (the shared window) */
+	long polls = 0, most = 0;
+	for (int i = 0; i < 12; i++) {
+		a->write(); /* found at once */
+		assert_int_equal(
+		    w->wait_until(vwait::util::deadline_after(1000), [a] { return a->read(); }), 0);
+		long n = long_wait();
+		polls += n;
+		most = std::max(most, n);
+	}
+	polls -= most;
+	print_message("kind %d: adaptive, 5 ms waits after work found at once: %ld polls in the "
+	              "11 shortest of 12\n",
+	              s.kind, polls);
+	assert_true(w->learner().score() < vwait::util::spin_learner::score_one / 2);
+	if (s.kind != FI_WAIT_YIELD) /* YIELD polls between yields */
+		assert_true(polls <= 11 * 8);
 }
 
 /* A waiter with no traffic costs next to no CPU: one long wait, then a loop of short
@@ -918,6 +978,7 @@ int main(void)
 	    PER_KIND(test_poll_phase_never_arms),
 	    PER_KIND(test_block_prepares_at_once),
 	    PER_KIND(test_adaptive_learns),
+	    PER_KIND(test_adaptive_found_at_once),
 	    cmocka_unit_test_prestate_setup_teardown(test_idle_cpu, setup, teardown, &k_fd),
 	    cmocka_unit_test_prestate_setup_teardown(test_idle_cpu, setup, teardown, &k_mc),
 	    PER_OTHER_POLICY(test_signal_ends_wait),
