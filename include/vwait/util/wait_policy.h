@@ -19,7 +19,8 @@
  * probe_period_ms of wall-clock time (CLOCK_REALTIME: the same on one host and, through NTP,
  * about the same on peers) probe too: peers probe together and find each other fast. A wait that
  * ends by its deadline counts as a long one only when it lasted at least spin_us (a loop of
- * short timeouts teaches nothing). The state is a few relaxed atomics: several threads may
+ * short timeouts teaches nothing), and a call that finds its work at its first look is no wait
+ * at all (waiter::wait_until returns before it asks for a budget). The state is a few relaxed atomics: several threads may
  * wait on one waiter; their samples mix, which is what "recent waits of this waiter" means. */
 #ifndef VWAIT_UTIL_WAIT_POLICY_H
 #define VWAIT_UTIL_WAIT_POLICY_H
