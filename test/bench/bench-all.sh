@@ -18,7 +18,7 @@
 #   idle     test/integration/sread_idle: a waiter idle for 2 s, CPU time, per policy
 #   netpipe  NetPIPE small-message latency over vwait;ofi_rxm and verbs;ofi_rxm
 #
-# Every figure is measured BENCH_REPEATS times (default 7), providers and modes alternating, their
+# Every figure is measured BENCH_REPEATS times (default 9), providers and modes alternating, their
 # order reversed every other repeat (in_turn: none always runs first or last);
 # the tables give the median and [min-max] and the ratios of medians. Only ratios mean
 # something (the VM's CPU is emulated). Writes BENCH_OUT (default BUILDDIR/bench-results):
@@ -26,8 +26,8 @@
 # against think time), log.txt (every run's output), records.txt (every measurement),
 # callgrind.* (callgrind_annotate shows where the instructions of a read go).
 #
-#   make bench                         (boots the VM; about 10 minutes on a quiet 2-core host,
-#                                      585 s measured on 2026-11-23)
+#   make bench                         (boots the VM; about 17 minutes on a quiet 2-core host,
+#                                      1009 s measured on 2026-11-25)
 #   test/bench/bench-all.sh [BUILDDIR] (the same, from the host)
 #   BENCH_SECTIONS="cost spin" BENCH_REPEATS=3 ... to run a part.
 set -u -o pipefail
@@ -51,11 +51,12 @@ builddir=${1:-${VWAIT_BUILDDIR:-$PWD}}
 export FI_PROVIDER_PATH=$builddir/.libs
 bench=$builddir/util/fi_vwait_bench
 dev=${RXE_DEV:-rxe0}
-repeats=${BENCH_REPEATS:-7}
+repeats=${BENCH_REPEATS:-9}
 sections=${BENCH_SECTIONS:-cost spin sread think cntr waitset idle netpipe}
 out=${BENCH_OUT:-$builddir/bench-results}
 thinks=${BENCH_THINKS:-0,50,500,5000}
-budget=${BENCH_THINK_BUDGET_US:-500000} # think time per phase, at most (fi_vwait_bench -B)
+budget=${BENCH_THINK_BUDGET_US:-2000000} # think time per phase, at most (fi_vwait_bench -B):
+# 2 s is 400 messages at 5 ms; with 100 (0.5 s) the CPU per message of one run spread 3x
 mkdir -p "$out"
 tmp=$(mktemp -d)
 rec=$out/records.txt # TABLE|ROW|COLUMN|VALUE, one measurement a line
