@@ -20,8 +20,9 @@
  * about the same on peers) probe too: peers probe together and find each other fast. A wait that
  * ends by its deadline counts as a long one only when it lasted at least spin_us (a loop of
  * short timeouts teaches nothing), and a call that finds its work at its first look is no wait
- * at all (waiter::wait_until returns before it asks for a budget). The state is a few relaxed atomics: several threads may
- * wait on one waiter; their samples mix, which is what "recent waits of this waiter" means. */
+ * at all (waiter::wait_until returns before it asks for a budget). The state is a few relaxed
+ * atomics: several threads may wait on one waiter; their samples mix, which is what "recent waits
+ * of this waiter" means. */
 #ifndef VWAIT_UTIL_WAIT_POLICY_H
 #define VWAIT_UTIL_WAIT_POLICY_H
 
