@@ -56,7 +56,7 @@ std::vector<uint8_t> cm_wrap(const void *data, size_t len);
 /* The FI_CONNREQ handle (fi_cm(3)): the rdma_cm id of a connection request that arrived on a
  * listener, with the fid of class FI_CLASS_CONNREQ the application sees as info->handle.
  *
- * One owner, the handle in the FI_CONNREQ event's fi_info, and three ways out, each of which
+ * One owner, the handle in the FI_CONNREQ event's fi_info, and four ways out, each of which
  * frees it: fi_endpoint takes its id (and clears info->handle), fi_reject refuses the request,
  * fi_close on the handle refuses it too; an FI_CONNREQ entry nobody read is refused when its EQ
  * closes. fi_freeinfo leaves a handle alone (libfabric's rule for every provider), so an
