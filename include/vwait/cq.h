@@ -82,7 +82,7 @@ public:
 	int arm_events() noexcept { return arm(); }
 	/* Returns once no thread is inside progress() (translate()) any more: an endpoint that
 	 * marked its rings closed calls it before its counters may go. */
-	void sync() noexcept { std::lock_guard<util::fast_mutex> lock(progress_mutex_); }
+	void sync() noexcept { util::lock_guard<util::fast_mutex> lock(progress_mutex_); }
 	/* The device reported IBV_EVENT_CQ_ERR for this CQ; true the first time. */
 	bool set_overrun() noexcept { return !overrun_.exchange(true, std::memory_order_acq_rel); }
 
@@ -118,26 +118,27 @@ protected:
 	direct_read read_direct(void *buf, size_t count, fi_addr_t *src) noexcept override;
 
 private:
-	void report_overrun() noexcept;
-	void queue(const completion *c, size_t n) noexcept;
-	int poll_wc(struct ibv_wc *wc, size_t max) noexcept;
+	void report_overrun() noexcept VWAIT_REQUIRES(progress_mutex_);
+	void queue(const completion *c, size_t n) noexcept VWAIT_REQUIRES(progress_mutex_);
+	int poll_wc(struct ibv_wc *wc, size_t max) noexcept VWAIT_REQUIRES(progress_mutex_);
 	ssize_t hand_over(struct ibv_wc *wc, int polled, void *buf, size_t count,
-	                  fi_addr_t *src) noexcept;
-	void queue_tail(completion first, const struct ibv_wc *rest, int n) noexcept;
+	                  fi_addr_t *src) noexcept VWAIT_REQUIRES(progress_mutex_);
+	void queue_tail(completion first, const struct ibv_wc *rest, int n) noexcept
+	    VWAIT_REQUIRES(progress_mutex_);
 
 	util::held<domain> domain_;
 	std::shared_ptr<comp_channel> channel_; /* before hw_: the CQ goes first */
 	verbs::cq_ptr hw_;
 	/* keeps completions in order across threads; lock_order.h: level 60 */
 	util::fast_mutex progress_mutex_;
-	std::mutex orphans_mutex_; /* lock_order.h: level 62 */
-	std::vector<std::shared_ptr<wr_ring>> orphans_;
+	util::mutex orphans_mutex_; /* lock_order.h: level 62 */
+	std::vector<std::shared_ptr<wr_ring>> orphans_ VWAIT_GUARDED_BY(orphans_mutex_);
 	std::atomic<bool> overrun_{false};
-	bool overrun_reported_ = false; /* under progress_mutex_ */
-	unsigned idle_polls_ = 0;       /* under progress_mutex_ */
-	bool waiter_drains_ = false;    /* its waiter polls the channel fd (see self_notifying) */
-	std::mutex event_listeners_mutex_; /* lock_order.h: level 76 */
-	std::vector<util::waitable *> event_listeners_;
+	bool overrun_reported_ VWAIT_GUARDED_BY(progress_mutex_) = false;
+	unsigned idle_polls_ VWAIT_GUARDED_BY(progress_mutex_) = 0;
+	bool waiter_drains_ = false; /* its waiter polls the channel fd (see self_notifying) */
+	util::mutex event_listeners_mutex_; /* lock_order.h: level 76 */
+	std::vector<util::waitable *> event_listeners_ VWAIT_GUARDED_BY(event_listeners_mutex_);
 	bool sink_ = false;
 };
 

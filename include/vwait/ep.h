@@ -204,24 +204,24 @@ protected:
 private:
 	int bind_cntr(struct fid *bfid, uint64_t flags) noexcept;
 	/* fi_enable's counter part: the internal CQ (if needed), the rings' counters, the feeds */
-	int enable_cntrs(verbs_cq *&send_cq, verbs_cq *&recv_cq) noexcept;
-	void drop_feeds() noexcept;
+	int enable_cntrs(verbs_cq *&send_cq, verbs_cq *&recv_cq) noexcept VWAIT_REQUIRES(mutex_);
+	void drop_feeds() noexcept VWAIT_REQUIRES(mutex_);
 
-	util::held<verbs_cq> tx_cq_;
-	util::held<verbs_cq> rx_cq_;
+	util::held<verbs_cq> tx_cq_ VWAIT_GUARDED_BY(mutex_);
+	util::held<verbs_cq> rx_cq_ VWAIT_GUARDED_BY(mutex_);
 	/* Counters by fi_ep_bind flag (each bound one is held). FI_REMOTE_READ: verbs never
 	 * tells the target of a read, so it is refused. */
-	util::held<verbs_cntr> send_cntr_;
-	util::held<verbs_cntr> recv_cntr_;
-	util::held<verbs_cntr> read_cntr_;
-	util::held<verbs_cntr> write_cntr_;
-	util::held<verbs_cntr> rwrite_cntr_;
+	util::held<verbs_cntr> send_cntr_ VWAIT_GUARDED_BY(mutex_);
+	util::held<verbs_cntr> recv_cntr_ VWAIT_GUARDED_BY(mutex_);
+	util::held<verbs_cntr> read_cntr_ VWAIT_GUARDED_BY(mutex_);
+	util::held<verbs_cntr> write_cntr_ VWAIT_GUARDED_BY(mutex_);
+	util::held<verbs_cntr> rwrite_cntr_ VWAIT_GUARDED_BY(mutex_);
 	/* A direction with a counter and no CQ gets this internal CQ (FI_WAIT_NONE, a sink:
 	 * it only counts), made at fi_enable, polled by the counters it feeds; it also serves
 	 * a direction with neither. It dies with the endpoint, after the QP. */
-	std::unique_ptr<verbs_cq> own_cq_;
+	std::unique_ptr<verbs_cq> own_cq_ VWAIT_GUARDED_BY(mutex_);
 	/* (counter, CQ) pairs registered with verbs_cntr::add_feed at fi_enable */
-	std::vector<std::pair<verbs_cntr *, verbs_cq *>> feeds_;
+	std::vector<std::pair<verbs_cntr *, verbs_cq *>> feeds_ VWAIT_GUARDED_BY(mutex_);
 	verbs_cq *send_cq_ = nullptr; /* the QP's CQs, set by fi_enable */
 	verbs_cq *recv_cq_ = nullptr;
 	struct ibv_qp *qp_ = nullptr; /* set by fi_enable, destroyed by the kind */

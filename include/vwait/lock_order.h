@@ -87,6 +87,19 @@
  *  5. A shared_mutex is never taken again, shared, by a thread that holds it (a waiting
  *     writer would deadlock it).
  *
+ * ---- checked by the compiler ----------------------------------------------------------------
+ * Clang's thread-safety analysis (util/thread_safety.h; every clang build, CI's fuzz stage with
+ * -Werror) checks the members these guard and the functions that need them held:
+ *  - ep::mutex_ (10): the bound CQs and counters, the internal CQ, the counter feeds;
+ *    enable_cntrs and drop_feeds run under it.
+ *  - verbs_cq::progress_mutex_ (60): the overrun flag and the idle-poll count; report_overrun,
+ *    queue, poll_wc, hand_over and queue_tail run under it. (hw_ is not guarded: it is set
+ *    before the CQ is handed out and endpoints read it at fi_enable without this lock.)
+ *  - verbs_cq::orphans_mutex_ (62), verbs_cq::event_listeners_mutex_ (76): their lists.
+ *  - util::sw_cq::lock_ (80): the ring, its head, the error records; read_locked under it.
+ * The others are std::mutex / std::shared_mutex taken through std::lock_guard / unique_lock,
+ * which libstdc++ does not annotate: the order above is what holds them.
+ *
  * ---- known exceptions ----------------------------------------------------------------------
  *  - domain::poll_async_events try-locks async_mutex_ (70) from a CQ's poll_wc, under that
  *    CQ's progress_mutex_ (60), and from the async fd's drain under sources_mu (32): a

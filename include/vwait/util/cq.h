@@ -29,6 +29,7 @@
 
 #include "vwait/util/guard.h"
 #include "vwait/util/object.h"
+#include "vwait/util/thread_safety.h"
 
 #include <rdma/fabric.h>
 #include <rdma/fi_eq.h>
@@ -166,7 +167,7 @@ protected:
 
 private:
 	ssize_t read_ring(void *buf, size_t count, fi_addr_t *src) noexcept;
-	ssize_t read_locked(void *buf, size_t count, fi_addr_t *src) noexcept;
+	ssize_t read_locked(void *buf, size_t count, fi_addr_t *src) noexcept VWAIT_REQUIRES(lock_);
 
 	const enum fi_cq_format format_;
 	const enum fi_cq_wait_cond wait_cond_;
@@ -182,12 +183,13 @@ private:
 		std::vector<uint8_t> data;
 	};
 
-	mutable std::mutex lock_;            /* lock_order.h: level 80 */
-	std::vector<slot> ring_;             /* size_ slots */
-	size_t head_ = 0;                    /* oldest */
-	std::atomic<size_t> count_{0};       /* occupied; written under lock_ only */
-	std::deque<error_record> errors_;    /* error payloads, oldest first */
-	std::vector<uint8_t> last_err_data_; /* provider-owned err_data of the last readerr */
+	mutable util::mutex lock_;                       /* lock_order.h: level 80 */
+	std::vector<slot> ring_ VWAIT_GUARDED_BY(lock_); /* size_ slots */
+	size_t head_ VWAIT_GUARDED_BY(lock_) = 0;        /* oldest */
+	std::atomic<size_t> count_{0};                   /* occupied; written under lock_ only */
+	std::deque<error_record> errors_ VWAIT_GUARDED_BY(lock_); /* error payloads, oldest first */
+	/* provider-owned err_data of the last readerr */
+	std::vector<uint8_t> last_err_data_ VWAIT_GUARDED_BY(lock_);
 
 	/* fi_cq_signal: raised counts every signal, consumed the ones an sread returned for. */
 	std::atomic<uint64_t> signals_raised_{0};

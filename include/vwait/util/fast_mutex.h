@@ -4,9 +4,12 @@
  * inline, where std::mutex costs two calls into libpthread (about 55 instructions per
  * fi_cq_read under callgrind). Contended, it spins a little, then sleeps on a futex (three
  * states: 0 free, 1 locked, 2 locked with sleepers; unlock wakes one sleeper when the state
- * was 2). Not recursive; a BasicLockable for std::lock_guard. */
+ * was 2). Not recursive; a BasicLockable for util::lock_guard, annotated for Clang's
+ * thread-safety analysis (thread_safety.h). */
 #ifndef VWAIT_UTIL_FAST_MUTEX_H
 #define VWAIT_UTIL_FAST_MUTEX_H
+
+#include "vwait/util/thread_safety.h"
 
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -17,14 +20,14 @@
 namespace vwait::util
 {
 
-class fast_mutex
+class VWAIT_CAPABILITY("mutex") fast_mutex
 {
 public:
 	fast_mutex() = default;
 	fast_mutex(const fast_mutex &) = delete;
 	fast_mutex &operator=(const fast_mutex &) = delete;
 
-	void lock() noexcept
+	void lock() noexcept VWAIT_ACQUIRE()
 	{
 		int c = 0;
 		if (__builtin_expect(state_.compare_exchange_strong(c, 1, std::memory_order_acquire,
@@ -33,13 +36,13 @@ public:
 			return;
 		lock_contended(c);
 	}
-	bool try_lock() noexcept
+	bool try_lock() noexcept VWAIT_TRY_ACQUIRE(true)
 	{
 		int c = 0;
 		return state_.compare_exchange_strong(c, 1, std::memory_order_acquire,
 		                                      std::memory_order_relaxed);
 	}
-	void unlock() noexcept
+	void unlock() noexcept VWAIT_RELEASE()
 	{
 		if (__builtin_expect(state_.exchange(0, std::memory_order_release) == 2, 0))
 			futex(FUTEX_WAKE_PRIVATE, 1);

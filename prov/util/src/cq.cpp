@@ -123,7 +123,7 @@ int sw_cq::trywait() noexcept
 int sw_cq::push(const cq_entry &e) noexcept
 {
 	{
-		std::lock_guard<std::mutex> g(lock_);
+		util::lock_guard<util::mutex> g(lock_);
 		if (count_ == size_)
 			return -FI_EAGAIN;
 		slot &s = ring_[(head_ + count_) % size_];
@@ -139,7 +139,7 @@ size_t sw_cq::push_n(const cq_entry *entries, size_t n) noexcept
 {
 	size_t done = 0;
 	{
-		std::lock_guard<std::mutex> g(lock_);
+		util::lock_guard<util::mutex> g(lock_);
 		for (; done < n && count_ < size_; done++) {
 			slot &s = ring_[(head_ + count_) % size_];
 			s.entry = entries[done];
@@ -162,7 +162,7 @@ int sw_cq::push_error(const struct fi_cq_err_entry &err, const void *err_data, s
 			                static_cast<const uint8_t *>(err_data) + len);
 		rec.entry.err_data = nullptr;
 		rec.entry.err_data_size = rec.data.size();
-		std::lock_guard<std::mutex> g(lock_);
+		util::lock_guard<util::mutex> g(lock_);
 		if (count_ == size_)
 			return -FI_EAGAIN;
 		errors_.push_back(std::move(rec));
@@ -208,7 +208,7 @@ ssize_t sw_cq::read_ring(void *buf, size_t count, fi_addr_t *src) noexcept
 		return -FI_EINVAL;
 	}
 	progress();
-	std::lock_guard<std::mutex> g(lock_);
+	util::lock_guard<util::mutex> g(lock_);
 	if (!count) /* progress only; report the state as a read would */
 		return !count_ ? -FI_EAGAIN : ring_[head_].is_error ? -FI_EAVAIL : 0;
 	return read_locked(buf, count, src);
@@ -227,7 +227,7 @@ ssize_t sw_cq::readerr(struct fi_cq_err_entry *buf, uint64_t flags) noexcept
 	}
 	progress();
 	return guard([&]() -> int {
-		std::lock_guard<std::mutex> g(lock_);
+		util::lock_guard<util::mutex> g(lock_);
 		if (!count_ || !ring_[head_].is_error)
 			return -FI_EAGAIN;
 		error_record &rec = errors_.front();
@@ -283,7 +283,7 @@ ssize_t sw_cq::sread(void *buf, size_t count, fi_addr_t *src, const void *cond,
 	};
 	/* an error at the head ends the wait too: the caller must see -FI_EAVAIL */
 	auto try_read = [&]() noexcept {
-		std::lock_guard<std::mutex> g(lock_);
+		util::lock_guard<util::mutex> g(lock_);
 		if (count_ < threshold && !(count_ && ring_[head_].is_error))
 			return false;
 		result = read_locked(buf, count, src);
@@ -321,7 +321,7 @@ ssize_t sw_cq::sread(void *buf, size_t count, fi_addr_t *src, const void *cond,
 		return result;
 	/* deadline or signal: whatever is there (below a threshold too), else -FI_EAGAIN */
 	progress();
-	std::lock_guard<std::mutex> g(lock_);
+	util::lock_guard<util::mutex> g(lock_);
 	return read_locked(buf, count, src);
 }
 

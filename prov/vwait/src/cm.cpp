@@ -296,7 +296,7 @@ int rc_ep::connect(const void *addr, const void *param, size_t paramlen) noexcep
 		        paramlen, cm_connect_data_max);
 		return -FI_EINVAL;
 	}
-	std::lock_guard<util::fast_mutex> lock(mutex_);
+	util::lock_guard<util::fast_mutex> lock(mutex_);
 	if (!enabled_ || passive_ || connecting_) {
 		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_connect: endpoint %s\n",
 		        !enabled_ ? "not enabled"
@@ -343,7 +343,7 @@ int rc_ep::accept(const void *param, size_t paramlen) noexcept
 		        paramlen, cm_accept_data_max);
 		return -FI_EINVAL;
 	}
-	std::lock_guard<util::fast_mutex> lock(mutex_);
+	util::lock_guard<util::fast_mutex> lock(mutex_);
 	if (!enabled_ || !passive_ || connecting_) {
 		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_accept: endpoint %s\n",
 		        !enabled_ ? "not enabled"
@@ -368,7 +368,7 @@ int rc_ep::accept(const void *param, size_t paramlen) noexcept
 
 int rc_ep::shutdown() noexcept
 {
-	std::lock_guard<util::fast_mutex> lock(mutex_);
+	util::lock_guard<util::fast_mutex> lock(mutex_);
 	if (!connecting_)
 		return -FI_ENOTCONN;
 	if (rdma_disconnect(id_.get()) != 0) {

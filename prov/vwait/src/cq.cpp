@@ -226,7 +226,7 @@ int verbs_cq::create_hw() noexcept
  * the channel must leave a private waiter while that waiter still exists. */
 void verbs_cq::close_begin() noexcept
 {
-	std::lock_guard<util::fast_mutex> lock(progress_mutex_);
+	util::lock_guard<util::fast_mutex> lock(progress_mutex_);
 	if (!hw_)
 		return;
 	begin_close();
@@ -234,13 +234,13 @@ void verbs_cq::close_begin() noexcept
 	hw_.reset(); /* waits for any ack a draining thread still owes */
 	channel_->cq_removed();
 	channel_.reset();
-	std::lock_guard<std::mutex> orphans(orphans_mutex_);
+	util::lock_guard<util::mutex> orphans(orphans_mutex_);
 	orphans_.clear();
 }
 
 void verbs_cq::adopt(std::shared_ptr<wr_ring> ring)
 {
-	std::lock_guard<std::mutex> lock(orphans_mutex_);
+	util::lock_guard<util::mutex> lock(orphans_mutex_);
 	orphans_.erase(
 	    std::remove_if(orphans_.begin(), orphans_.end(),
 	                   [](const std::shared_ptr<wr_ring> &r) { return r->outstanding() == 0; }),
@@ -332,7 +332,7 @@ int translate_all(const struct ibv_wc *wc, int n, completion *c) noexcept
 
 void verbs_cq::progress() noexcept
 {
-	std::lock_guard<util::fast_mutex> lock(progress_mutex_);
+	util::lock_guard<util::fast_mutex> lock(progress_mutex_);
 	if (!hw_)
 		return;
 	report_overrun();
@@ -409,7 +409,7 @@ verbs_cq::hand_over(struct ibv_wc *wc, int polled, void *buf, size_t count, fi_a
  * hand_over() does the rest. */
 verbs_cq::direct_read verbs_cq::read_direct(void *buf, size_t count, fi_addr_t *src) noexcept
 {
-	std::lock_guard<util::fast_mutex> lock(progress_mutex_);
+	util::lock_guard<util::fast_mutex> lock(progress_mutex_);
 	if (!hw_ || overrun_.load(std::memory_order_acquire) || queued() != 0)
 		return direct_read::via_ring();
 	struct ibv_wc wc[poll_batch];
@@ -432,20 +432,20 @@ __attribute__((noinline, cold)) void verbs_cq::queue_tail(completion first,
 void verbs_cq::on_event() noexcept
 {
 	notify();
-	std::lock_guard<std::mutex> lock(event_listeners_mutex_);
+	util::lock_guard<util::mutex> lock(event_listeners_mutex_);
 	for (util::waitable *w : event_listeners_)
 		w->wake();
 }
 
 void verbs_cq::add_event_listener(util::waitable *w)
 {
-	std::lock_guard<std::mutex> lock(event_listeners_mutex_);
+	util::lock_guard<util::mutex> lock(event_listeners_mutex_);
 	event_listeners_.push_back(w);
 }
 
 void verbs_cq::remove_event_listener(util::waitable *w) noexcept
 {
-	std::lock_guard<std::mutex> lock(event_listeners_mutex_);
+	util::lock_guard<util::mutex> lock(event_listeners_mutex_);
 	auto it = std::find(event_listeners_.begin(), event_listeners_.end(), w);
 	if (it != event_listeners_.end())
 		event_listeners_.erase(it);

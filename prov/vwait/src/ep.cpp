@@ -92,7 +92,7 @@ int ep::bind(struct fid *bfid, uint64_t flags) noexcept
 		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_ep_bind: bfid is NULL\n");
 		return -FI_EINVAL;
 	}
-	std::lock_guard<util::fast_mutex> lock(mutex_);
+	util::lock_guard<util::fast_mutex> lock(mutex_);
 	if (enabled_) {
 		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_ep_bind: endpoint already enabled\n");
 		return -FI_EOPBADSTATE;
@@ -178,7 +178,7 @@ void ep::set_rx_source(uint64_t (*fn)(void *, const void *, uint32_t), void *arg
 
 int ep::enable() noexcept
 {
-	std::lock_guard<util::fast_mutex> lock(mutex_);
+	util::lock_guard<util::fast_mutex> lock(mutex_);
 	if (enabled_)
 		return FI_SUCCESS;
 	if (!tx_cq_ && !rx_cq_ && !send_cntr_ && !recv_cntr_ && !read_cntr_ && !write_cntr_ &&
@@ -273,21 +273,20 @@ int ep::enable_cntrs(verbs_cq *&send_cq, verbs_cq *&recv_cq) noexcept
 		a.size = n;
 		a.format = FI_CQ_FORMAT_CONTEXT;
 		a.wait_obj = FI_WAIT_NONE;
+		std::unique_ptr<verbs_cq> q;
 		int ret = guard([&] {
-			auto q = std::make_unique<verbs_cq>(domain_, a, n);
+			q = std::make_unique<verbs_cq>(domain_, a, n);
 			q->make_sink();
 			if (int r = q->init_wait())
 				return r;
-			if (int r = q->create_hw())
-				return r;
-			own_cq_ = std::move(q);
-			return 0;
+			return q->create_hw();
 		});
 		if (ret) {
 			FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_enable: internal CQ for counters: %s\n",
 			        fi_strerror(-ret));
 			return ret;
 		}
+		own_cq_ = std::move(q);
 	}
 	verbs_cq *own = own_cq_.get();
 	send_cq = tx_cq_ ? tx_cq_ : (own ? own : rx_cq_);
@@ -301,22 +300,26 @@ int ep::enable_cntrs(verbs_cq *&send_cq, verbs_cq *&recv_cq) noexcept
 	    {send_cntr_, send_cq}, {read_cntr_, send_cq},   {write_cntr_, send_cq},
 	    {recv_cntr_, recv_cq}, {rwrite_cntr_, recv_cq},
 	};
-	return guard([&] {
+	/* runs here, under mutex_, but the thread-safety analysis sees a lambda as a function
+	 * of its own, called from guard() */
+	const int ret = guard([&]() VWAIT_NO_THREAD_SAFETY_ANALYSIS {
 		for (const auto &w : wanted) {
 			if (!w.first || std::find(feeds_.begin(), feeds_.end(), w) != feeds_.end())
 				continue;
 			feeds_.reserve(feeds_.size() + 1);
-			if (int ret = w.first->add_feed(w.second)) {
+			if (int r = w.first->add_feed(w.second)) {
 				FI_WARN(&prov, FI_LOG_EP_CTRL,
 				        "fi_enable: counter on its CQ's channel: %s\n",
-				        fi_strerror(-ret));
-				drop_feeds();
-				return ret;
+				        fi_strerror(-r));
+				return r;
 			}
 			feeds_.push_back(w);
 		}
 		return 0;
 	});
+	if (ret)
+		drop_feeds();
+	return ret;
 }
 
 void ep::drop_feeds() noexcept
@@ -359,7 +362,7 @@ int ep::setopt(int level, int optname, const void *optval, size_t optlen) noexce
 
 ssize_t ep::tx_size_left() const noexcept
 {
-	std::lock_guard<util::fast_mutex> lock(mutex_);
+	util::lock_guard<util::fast_mutex> lock(mutex_);
 	if (!enabled_)
 		return -FI_EOPBADSTATE;
 	return static_cast<ssize_t>(std::min(tx_->credits.load(), tx_->slots.size()));
@@ -367,7 +370,7 @@ ssize_t ep::tx_size_left() const noexcept
 
 ssize_t ep::rx_size_left() const noexcept
 {
-	std::lock_guard<util::fast_mutex> lock(mutex_);
+	util::lock_guard<util::fast_mutex> lock(mutex_);
 	if (!enabled_)
 		return -FI_EOPBADSTATE;
 	return static_cast<ssize_t>(std::min(rx_->credits.load(), rx_->slots.size()));
@@ -440,7 +443,7 @@ ep::tx_sges ep::gather_iov(const char *op, const struct iovec *iov, void **desc,
 ssize_t ep::post_tx_wr(struct ibv_send_wr *wr, void *context, uint64_t cq_flags, size_t len,
                        bool report) noexcept
 {
-	std::lock_guard<util::fast_mutex> lock(mutex_);
+	util::lock_guard<util::fast_mutex> lock(mutex_);
 	if (!enabled_) {
 		FI_WARN(&prov, FI_LOG_EP_DATA, "transmit on an endpoint that is not enabled\n");
 		return -FI_EOPBADSTATE;

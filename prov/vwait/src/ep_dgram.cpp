@@ -193,7 +193,7 @@ int ud_ep::getname(void *addr, size_t *addrlen) noexcept
 		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_getname: addrlen is NULL\n");
 		return -FI_EINVAL;
 	}
-	std::lock_guard<util::fast_mutex> lock(mutex_);
+	util::lock_guard<util::fast_mutex> lock(mutex_);
 	if (!enabled_) {
 		FI_WARN(&prov, FI_LOG_EP_CTRL,
 		        "fi_getname: a DGRAM endpoint has its name (its QP number) once enabled\n");

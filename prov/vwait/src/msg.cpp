@@ -70,7 +70,7 @@ ssize_t ep::post_recv(const struct iovec *iov, void **desc, size_t count, void *
 	int nsge = n + first;
 	if (rx_spill_.length)
 		sge[nsge++] = rx_spill_;
-	std::lock_guard<util::fast_mutex> lock(rx_mutex_);
+	util::lock_guard<util::fast_mutex> lock(rx_mutex_);
 	if (!enabled_) {
 		FI_WARN(&prov, FI_LOG_EP_DATA, "recv on an endpoint that is not enabled\n");
 		return -FI_EOPBADSTATE;
