@@ -8,6 +8,7 @@
 #include "vwait/domain.h"
 #include "vwait/util/fid.h"
 #include "vwait/util/held.h"
+#include "vwait/util/thread_safety.h"
 
 #include <infiniband/verbs.h>
 #include <rdma/fi_domain.h>
@@ -108,15 +109,15 @@ private:
 		}
 	};
 	static peer key(const uint8_t *gid, uint32_t qpn) noexcept;
-	int insert_one(const ud_name &n, fi_addr_t *out) noexcept;
+	int insert_one(const ud_name &n, fi_addr_t *out) noexcept VWAIT_REQUIRES(mutex_);
 
 	util::held<domain> domain_;
 	enum fi_av_type type_;
 	uint8_t port_;
 	int sgid_index_;
-	std::mutex mutex_;         /* lock_order.h: level 72 */
-	std::vector<entry> table_; /* ah == nullptr: removed */
-	std::unordered_map<peer, fi_addr_t, peer_hash> by_name_;
+	util::mutex mutex_;                                 /* lock_order.h: level 72 */
+	std::vector<entry> table_ VWAIT_GUARDED_BY(mutex_); /* ah == nullptr: removed */
+	std::unordered_map<peer, fi_addr_t, peer_hash> by_name_ VWAIT_GUARDED_BY(mutex_);
 	std::atomic<int> refs_{0};
 };
 

@@ -13,6 +13,7 @@
 #ifndef VWAIT_CHANNEL_H
 #define VWAIT_CHANNEL_H
 
+#include "vwait/util/thread_safety.h"
 #include "vwait/verbs.h"
 
 #include <infiniband/verbs.h>
@@ -73,11 +74,11 @@ private:
 	void event_read() noexcept;
 
 	struct ibv_cq *cq_ = nullptr;
-	mutable std::mutex mu_; /* lock_order.h: level 74 */
-	unsigned unacked_ = 0;
-	uint64_t events_ = 0;
-	bool armed_ = false;
-	bool closing_ = false;
+	mutable util::mutex mu_; /* lock_order.h: level 74 */
+	unsigned unacked_ VWAIT_GUARDED_BY(mu_) = 0;
+	uint64_t events_ VWAIT_GUARDED_BY(mu_) = 0;
+	bool armed_ VWAIT_GUARDED_BY(mu_) = false;
+	bool closing_ VWAIT_GUARDED_BY(mu_) = false;
 };
 
 /* One completion channel of one device context, registered as a source of one waiter, or of
@@ -148,8 +149,8 @@ private:
 	struct ibv_context *ctx_;
 	comp_channel::async_fn async_;
 	void *async_arg_;
-	std::mutex mu_; /* lock_order.h: level 30 */
-	std::map<util::waiter *, std::weak_ptr<comp_channel>> channels_;
+	util::mutex mu_; /* lock_order.h: level 30 */
+	std::map<util::waiter *, std::weak_ptr<comp_channel>> channels_ VWAIT_GUARDED_BY(mu_);
 };
 
 } // namespace vwait

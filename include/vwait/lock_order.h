@@ -95,8 +95,13 @@
  *  - verbs_cq::progress_mutex_ (60): the overrun flag and the idle-poll count; report_overrun,
  *    queue, poll_wc, hand_over and queue_tail run under it. (hw_ is not guarded: it is set
  *    before the CQ is handed out and endpoints read it at fi_enable without this lock.)
+ *  - channel_registry::mu_ (30): the channels by waiter.
+ *  - av::mutex_ (72): the address table and its index by name; insert_one under it.
+ *  - cq_events::mu_ (74): a CQ's unacked and event counts, its armed and closing flags.
  *  - verbs_cq::orphans_mutex_ (62), verbs_cq::event_listeners_mutex_ (76): their lists.
- *  - util::sw_cq::lock_ (80): the ring, its head, the error records; read_locked under it.
+ *  - util::sw_cq::lock_ and util::sw_eq::lock_ (80): the queues and their error records;
+ *    read_locked under them.
+ *  - pollfd_set::mu_ (98): the fds, their tags, the change index.
  * The others are std::mutex / std::shared_mutex taken through std::lock_guard / unique_lock,
  * which libstdc++ does not annotate: the order above is what holds them.
  *

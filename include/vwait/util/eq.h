@@ -25,6 +25,7 @@
 #include <rdma/providers/fi_prov.h>
 
 #include "vwait/util/object.h"
+#include "vwait/util/thread_safety.h"
 
 #include <rdma/fabric.h>
 #include <rdma/fi_eq.h>
@@ -129,7 +130,8 @@ private:
 		std::vector<uint8_t> bytes; /* the entry, or the fi_eq_err_entry */
 		std::vector<uint8_t> err_data;
 	};
-	ssize_t read_locked(uint32_t *event, void *buf, size_t len, uint64_t flags) noexcept;
+	ssize_t read_locked(uint32_t *event, void *buf, size_t len, uint64_t flags) noexcept
+	    VWAIT_REQUIRES(lock_);
 	int push_record(uint32_t event, const void *entry, size_t len, bool written,
 	                bool over_size) noexcept;
 	static void drain_source(void *self) noexcept;
@@ -137,9 +139,9 @@ private:
 	const size_t size_;
 	const uint32_t api_version_;
 
-	mutable std::mutex lock_; /* lock_order.h: level 80 */
-	std::deque<record> queue_;
-	std::vector<uint8_t> last_err_data_;
+	mutable util::mutex lock_; /* lock_order.h: level 80 */
+	std::deque<record> queue_ VWAIT_GUARDED_BY(lock_);
+	std::vector<uint8_t> last_err_data_ VWAIT_GUARDED_BY(lock_);
 	int watched_fd_ = -1;
 };
 

@@ -10,6 +10,7 @@
 #define VWAIT_UTIL_FDSET_H
 
 #include "vwait/util/fd.h"
+#include "vwait/util/thread_safety.h"
 
 #include <rdma/fi_eq.h>
 
@@ -59,10 +60,10 @@ public:
 	              uint64_t *index = nullptr) const;
 
 private:
-	mutable std::mutex mu_; /* lock_order.h: level 98 */
-	std::vector<struct pollfd> fds_;
-	std::vector<void *> tags_;
-	uint64_t change_index_ = 0;
+	mutable mutex mu_; /* lock_order.h: level 98 */
+	std::vector<struct pollfd> fds_ VWAIT_GUARDED_BY(mu_);
+	std::vector<void *> tags_ VWAIT_GUARDED_BY(mu_);
+	uint64_t change_index_ VWAIT_GUARDED_BY(mu_) = 0;
 };
 
 } // namespace vwait::util

@@ -51,7 +51,7 @@ sw_eq::~sw_eq()
 
 size_t sw_eq::queued() const noexcept
 {
-	std::lock_guard<std::mutex> g(lock_);
+	util::lock_guard<util::mutex> g(lock_);
 	return queue_.size();
 }
 
@@ -79,7 +79,7 @@ int sw_eq::trywait() noexcept
 
 size_t sw_eq::room() const noexcept
 {
-	std::lock_guard<std::mutex> g(lock_);
+	util::lock_guard<util::mutex> g(lock_);
 	return queue_.size() < size_ ? size_ - queue_.size() : 0;
 }
 
@@ -98,7 +98,7 @@ int sw_eq::push_record(uint32_t event, const void *entry, size_t len, bool writt
 		if (len)
 			rec.bytes.assign(static_cast<const uint8_t *>(entry),
 			                 static_cast<const uint8_t *>(entry) + len);
-		std::lock_guard<std::mutex> g(lock_);
+		util::lock_guard<util::mutex> g(lock_);
 		if (queue_.size() >= size_ && !over_size)
 			return -FI_EAGAIN;
 		queue_.push_back(std::move(rec));
@@ -128,7 +128,7 @@ int sw_eq::push_error(const struct fi_eq_err_entry &err, const void *err_data, s
 		if (err_data && len)
 			rec.err_data.assign(static_cast<const uint8_t *>(err_data),
 			                    static_cast<const uint8_t *>(err_data) + len);
-		std::lock_guard<std::mutex> g(lock_);
+		util::lock_guard<util::mutex> g(lock_);
 		if (queue_.size() >= size_ && !over_size)
 			return -FI_EAGAIN;
 		queue_.push_back(std::move(rec));
@@ -188,7 +188,7 @@ ssize_t sw_eq::read(uint32_t *event, void *buf, size_t len, uint64_t flags) noex
 		return -FI_EINVAL;
 	}
 	progress();
-	std::lock_guard<std::mutex> g(lock_);
+	util::lock_guard<util::mutex> g(lock_);
 	return read_locked(event, buf, len, flags);
 }
 
@@ -205,7 +205,7 @@ ssize_t sw_eq::readerr(struct fi_eq_err_entry *buf, uint64_t flags) noexcept
 	}
 	progress();
 	return guard([&]() -> int {
-		std::lock_guard<std::mutex> g(lock_);
+		util::lock_guard<util::mutex> g(lock_);
 		if (queue_.empty() || !queue_.front().is_error)
 			return -FI_EAGAIN;
 		record &rec = queue_.front();
@@ -268,7 +268,7 @@ ssize_t sw_eq::sread(uint32_t *event, void *buf, size_t len, int timeout, uint64
 	 * this sread before its deadline */
 	ssize_t result = -FI_EAGAIN;
 	auto read_queued = [&]() noexcept {
-		std::lock_guard<std::mutex> g(lock_);
+		util::lock_guard<util::mutex> g(lock_);
 		result = read_locked(event, buf, len, flags);
 		return result != -FI_EAGAIN;
 	};
@@ -292,7 +292,7 @@ int sw_eq::watch(int fd) noexcept
 	if (!w)
 		return FI_SUCCESS; /* FI_WAIT_NONE: progress() runs from the read calls */
 	{
-		std::lock_guard<std::mutex> g(lock_);
+		util::lock_guard<util::mutex> g(lock_);
 		if (watched_fd_ >= 0)
 			return -FI_EALREADY;
 		watched_fd_ = fd;
@@ -300,7 +300,7 @@ int sw_eq::watch(int fd) noexcept
 	int ret = w->add_source(fd, POLLIN, drain_source, this);
 	if (ret) {
 		FI_WARN(prov_, FI_LOG_EQ, "EQ: cannot watch fd %d: %s\n", fd, fi_strerror(-ret));
-		std::lock_guard<std::mutex> g(lock_);
+		util::lock_guard<util::mutex> g(lock_);
 		watched_fd_ = -1;
 	}
 	return ret;
@@ -310,7 +310,7 @@ void sw_eq::unwatch() noexcept
 {
 	int fd;
 	{
-		std::lock_guard<std::mutex> g(lock_);
+		util::lock_guard<util::mutex> g(lock_);
 		fd = std::exchange(watched_fd_, -1);
 	}
 	if (fd >= 0 && wait_object())
@@ -327,7 +327,7 @@ void sw_eq::close_end() noexcept
 {
 	std::deque<record> left;
 	{
-		std::lock_guard<std::mutex> g(lock_);
+		util::lock_guard<util::mutex> g(lock_);
 		left.swap(queue_);
 	}
 	for (const record &rec : left)
@@ -341,7 +341,7 @@ void sw_eq::remove_fid_events(const struct fid *f) noexcept
 		return;
 	std::deque<record> gone;
 	{
-		std::lock_guard<std::mutex> g(lock_);
+		util::lock_guard<util::mutex> g(lock_);
 		for (auto it = queue_.begin(); it != queue_.end();) {
 			fid_t named = nullptr;
 			if (!it->written && it->bytes.size() >= sizeof(named))

@@ -199,7 +199,7 @@ int av::insert(const void *addr, size_t count, fi_addr_t *fi_addr, uint64_t flag
 		return -FI_EINVAL;
 	}
 	return guard([&] {
-		std::lock_guard<std::mutex> lock(mutex_);
+		util::lock_guard<util::mutex> lock(mutex_);
 		int done = 0;
 		auto *names = static_cast<const ud_name *>(addr);
 		for (size_t i = 0; i < count; i++) {
@@ -251,7 +251,7 @@ int av::remove(fi_addr_t *fi_addr, size_t count, uint64_t flags) noexcept
 		FI_WARN(&prov, FI_LOG_AV, "fi_av_remove: fi_addr is NULL with count %zu\n", count);
 		return -FI_EINVAL;
 	}
-	std::lock_guard<std::mutex> lock(mutex_);
+	util::lock_guard<util::mutex> lock(mutex_);
 	for (size_t i = 0; i < count; i++) {
 		if (fi_addr[i] >= table_.size() || !table_[fi_addr[i]].ah) {
 			FI_WARN(&prov, FI_LOG_AV,
@@ -277,7 +277,7 @@ int av::lookup(fi_addr_t fi_addr, void *addr, size_t *addrlen) noexcept
 		FI_WARN(&prov, FI_LOG_AV, "fi_av_lookup: addrlen is NULL\n");
 		return -FI_EINVAL;
 	}
-	std::lock_guard<std::mutex> lock(mutex_);
+	util::lock_guard<util::mutex> lock(mutex_);
 	if (fi_addr >= table_.size() || !table_[fi_addr].ah) {
 		FI_WARN(&prov, FI_LOG_AV, "fi_av_lookup: fi_addr %" PRIu64 " not in the AV\n",
 		        static_cast<uint64_t>(fi_addr));
@@ -292,7 +292,7 @@ int av::lookup(fi_addr_t fi_addr, void *addr, size_t *addrlen) noexcept
 
 bool av::dest(fi_addr_t fi_addr, struct ibv_ah **ah, uint32_t *qpn, uint32_t *qkey) noexcept
 {
-	std::lock_guard<std::mutex> lock(mutex_);
+	util::lock_guard<util::mutex> lock(mutex_);
 	if (fi_addr >= table_.size() || !table_[fi_addr].ah)
 		return false;
 	const entry &e = table_[fi_addr];
@@ -305,7 +305,7 @@ bool av::dest(fi_addr_t fi_addr, struct ibv_ah **ah, uint32_t *qpn, uint32_t *qk
 fi_addr_t av::source(const uint8_t *gid, uint32_t qpn) noexcept
 {
 	try {
-		std::lock_guard<std::mutex> lock(mutex_);
+		util::lock_guard<util::mutex> lock(mutex_);
 		auto it = by_name_.find(key(gid, qpn));
 		return it == by_name_.end() ? FI_ADDR_NOTAVAIL : it->second;
 	} catch (...) {

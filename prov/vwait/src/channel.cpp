@@ -18,7 +18,7 @@ namespace vwait
 
 int cq_events::arm() noexcept
 {
-	std::lock_guard<std::mutex> lock(mu_);
+	util::lock_guard<util::mutex> lock(mu_);
 	if (armed_)
 		return 0;
 	if (int ret = verbs::positive_code(ibv_req_notify_cq(cq_, 0))) {
@@ -31,13 +31,13 @@ int cq_events::arm() noexcept
 
 bool cq_events::armed() const noexcept
 {
-	std::lock_guard<std::mutex> lock(mu_);
+	util::lock_guard<util::mutex> lock(mu_);
 	return armed_;
 }
 
 uint64_t cq_events::events() const noexcept
 {
-	std::lock_guard<std::mutex> lock(mu_);
+	util::lock_guard<util::mutex> lock(mu_);
 	return events_;
 }
 
@@ -46,7 +46,7 @@ void cq_events::event_read() noexcept
 	unsigned ack = 0;
 	bool closing;
 	{
-		std::lock_guard<std::mutex> lock(mu_);
+		util::lock_guard<util::mutex> lock(mu_);
 		armed_ = false; /* an event disarms the CQ: the next wait must arm it again */
 		events_++;
 		closing = closing_;
@@ -67,7 +67,7 @@ void cq_events::event_read() noexcept
 
 void cq_events::begin_close() noexcept
 {
-	std::lock_guard<std::mutex> lock(mu_);
+	util::lock_guard<util::mutex> lock(mu_);
 	closing_ = true;
 }
 
@@ -75,7 +75,7 @@ void cq_events::ack_all() noexcept
 {
 	unsigned ack;
 	{
-		std::lock_guard<std::mutex> lock(mu_);
+		util::lock_guard<util::mutex> lock(mu_);
 		ack = unacked_;
 		unacked_ = 0;
 	}
@@ -174,7 +174,7 @@ unsigned comp_channel::drain() noexcept
 int channel_registry::get(util::waiter *w, std::shared_ptr<comp_channel> &out) noexcept
 {
 	return guard([&] {
-		std::lock_guard<std::mutex> lock(mu_);
+		util::lock_guard<util::mutex> lock(mu_);
 		auto it = channels_.find(w);
 		if (it != channels_.end()) {
 			if (auto existing = it->second.lock()) {
