@@ -4,7 +4,8 @@
  * error completions, reject, bad input, CQ overrun (a peer killed mid-transfer: dp_fault.cpp).
  *
  *   dp_msg TEST      (TEST: info connect sendrecv rma rma-error reject selective eq
- *                     bad-input overrun cycles pep-handle all)
+ *                     bad-input overrun cycles pep-handle shutdown close-after-send
+ *                     all)
  * Needs FI_PROVIDER_PATH (the built plugin) and RXE_ADDR. Exit 0 pass, 77 skip, 1 fail. */
 #include "vwait/fi_deprecated.h"
 
@@ -1362,6 +1363,120 @@ void test_cycles()
 	EXPECT(fds1 == fds0, fds1 - fds0);
 }
 
+/* Messages handed to the endpoint and the endpoint closed at once (issue 12: fabtests' fi_rdm
+ * over ofi_rxm, whose client exits right after its send reports complete). Each round a fresh
+ * connection; the server posts its receives; the client sends one small message with
+ * fi_inject (reported done at once), or one with fi_send (its completion not waited for), or a
+ * burst of fi_inject, and closes its side (endpoint, MR, CQs) at once. The connection was up
+ * and the peer alive: every message must arrive. A receive of the server completes with the
+ * data, or flushed once the client's disconnect moved its QP to error: a message lost.
+ * VWAIT_ROUNDS sets the rounds; VWAIT_CLOSE_PROVIDER runs the same over another provider
+ * (verbs) for comparison. */
+void test_close_after_send()
+{
+	const int rounds = env_count("VWAIT_ROUNDS", 150);
+	const char *other = getenv("VWAIT_CLOSE_PROVIDER");
+	world w;
+	int ret;
+	if (other && *other) {
+		struct fi_info *hints = msg_hints();
+		free(hints->fabric_attr->prov_name);
+		hints->fabric_attr->prov_name = strdup(other);
+		ret = fi_getinfo(version, nullptr, nullptr, 0, hints, &w.info);
+		fi_freeinfo(hints);
+		if (!ret)
+			ret = open_stack_from(w, FI_WAIT_UNSPEC);
+		printf("  provider %s\n", other);
+	} else {
+		ret = open_world(w);
+	}
+	if (EXPECT_OK(ret) || EXPECT_OK(listen(w))) {
+		close_world(w);
+		return;
+	}
+	/* the client's endpoint opened with the server's address (as ofi_rxm opens its own) */
+	struct fi_info *cli_info = fi_dupinfo(w.info);
+	if (!EXPECT(cli_info, 0)) {
+		close_world(w);
+		return;
+	}
+	free(cli_info->dest_addr);
+	cli_info->dest_addr = malloc(sizeof(w.srv_addr));
+	if (!EXPECT(cli_info->dest_addr, 0)) {
+		fi_freeinfo(cli_info);
+		close_world(w);
+		return;
+	}
+	memcpy(cli_info->dest_addr, &w.srv_addr, sizeof(w.srv_addr));
+	cli_info->dest_addrlen = sizeof(w.srv_addr);
+	/* kinds of round: one fi_inject, one fi_send, a burst of fi_inject longer than the 128
+	 * packets rxe lets go unacknowledged (so that some may still wait in the send queue when
+	 * the endpoint closes) */
+	constexpr int burst = 200, msg_len = 64;
+	const char *how[3] = {"fi_inject", "fi_send", "fi_inject burst"};
+	int sent[3] = {0, 0, 0}, lost[3] = {0, 0, 0};
+	for (int r = 0; r < rounds; r++) {
+		const int k = r % 3;
+		const int count = k == 2 ? burst : 1;
+		if (EXPECT_OK(connect_pair(w, burst * msg_len, "c", "a", 0, 0, cli_info)))
+			break;
+		int ctx_r = 0, ctx_s = 0;
+		memset(w.srv.buf.data(), 0, w.srv.buf.size());
+		for (int i = 0; i < count; i++)
+			EXPECT_OK(fi_recv(w.srv.ep, w.srv.buf.data() + i * msg_len, msg_len,
+			                  w.srv.desc(), 0, &ctx_r));
+		int posted = 0;
+		for (int i = 0; i < count; i++) {
+			uint8_t *p = w.cli.buf.data() + i * msg_len;
+			fill(p, msg_len, static_cast<unsigned>(r * burst + i));
+			ssize_t s = k == 1 ? fi_send(w.cli.ep, p, msg_len, w.cli.desc(), 0, &ctx_s)
+			                   : fi_inject(w.cli.ep, p, msg_len, 0);
+			if (!EXPECT(s == 0, s))
+				break;
+			posted++;
+		}
+		sent[k] += posted;
+		close_side(w.cli);
+		/* in order: the server's receives complete with the data up to the first message
+		 * that did not arrive, flushed from there on */
+		int got = 0;
+		for (int i = 0; i < posted; i++) {
+			struct fi_cq_data_entry e = {};
+			struct fi_cq_err_entry err = {};
+			long n = wait_comp(w.srv.rx, &e, &err);
+			if (n != 1) {
+				if (lost[k] == 0)
+					printf(
+					    "  round %d: %s message %d of %d never arrived: %s\n",
+					    r, how[k], i, posted,
+					    n == -FI_EAVAIL ? fi_strerror(err.err)
+					                    : fi_strerror(static_cast<int>(-n)));
+				if (n != -FI_EAVAIL)
+					break; /* nothing more will come */
+				continue;
+			}
+			EXPECT(e.op_context == &ctx_r && e.len == msg_len, e.len);
+			EXPECT(verify(w.srv.buf.data() + i * msg_len, msg_len,
+			              static_cast<unsigned>(r * burst + i)),
+			       i);
+			got++;
+		}
+		lost[k] += posted - got;
+		/* the client's disconnect reaches the server */
+		struct fi_eq_cm_entry ce;
+		uint32_t ev = 0;
+		long n = eq_event(w.eq, &ev, &ce, sizeof(ce));
+		EXPECT(n == sizeof(ce) && ev == FI_SHUTDOWN && ce.fid == &w.srv.ep->fid, n);
+		close_side(w.srv);
+	}
+	for (int k = 0; k < 3; k++) {
+		printf("  %s then fi_close: %d of %d messages lost\n", how[k], lost[k], sent[k]);
+		EXPECT(lost[k] == 0, lost[k]);
+	}
+	fi_freeinfo(cli_info);
+	close_world(w);
+}
+
 const test tests[] = {
     {"info", test_info},           {"connect", test_connect},
     {"sendrecv", test_sendrecv},   {"rma", test_rma},
@@ -1369,7 +1484,7 @@ const test tests[] = {
     {"selective", test_selective}, {"eq", test_eq},
     {"bad-input", test_bad_input}, {"overrun", test_overrun},
     {"cycles", test_cycles},       {"pep-handle", test_pep_handle},
-    {"shutdown", test_shutdown},
+    {"shutdown", test_shutdown},   {"close-after-send", test_close_after_send},
 };
 
 } // namespace
