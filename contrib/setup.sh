@@ -258,7 +258,8 @@ stage_debian13-deb() {
 }
 
 # ------------------------------------------------------------------ fabtests
-# Upstream fabtests (CI: the unit set; by hand: unit, functional, short) in the VM on vwait and
+# Upstream fabtests (CI: the unit set, and on Debian 12 the functional set on vwait;ofi_rxm; by
+# hand: unit, functional, short) in the VM on vwait and
 # vwait;ofi_rxm, upstream verbs and verbs;ofi_rxm beside them: fabtests 1.17.1 built on this host,
 # 2.1.0 in the Debian 13 root (contrib/fabtests/fabtests.sh; the exclude files there give every
 # test vwait does not run, with its reason). The sources come from FABTESTS_SRC, by default
@@ -269,21 +270,35 @@ fabtests_src() {
 	fi
 	export FABTESTS_SRC=${FABTESTS_SRC:-}
 }
-fabtests_vm() { # OUTDIR [VM env...]: build, then run in one VM boot
-	local out=$1
+fabtests_vm() { # OUTDIR [VM env...] [-- PROV...]: build, then run in one VM boot
+	local out=$1 env=()
 	shift
-	# CI runs the unit set only, 120 s a test at most: in the TCG guest the functional set
-	# alone took over 10 min for vwait (48 tests, many cut at 30 s), four providers would not
-	# fit. The full quick set, documented, not in CI: FABTESTS_SETS=unit,functional,short
-	# contrib/fabtests/fabtests.sh run (in the VM; see that script's header)
-	mkdir -p "$out" && env "$@" FI_PROVIDER_PATH="$FI_PROVIDER_PATH" FABTESTS_OUT="$out" \
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do
+		env+=("$1")
+		shift
+	done
+	[ $# -gt 0 ] && shift
+	# CI runs the unit set on the four providers, 120 s a test at most, and on Debian 12 the
+	# functional set on vwait;ofi_rxm (the stack MPI uses; a 6 GiB guest, ~4 min): in the TCG
+	# guest the functional set took over 10 min for vwait alone (48 tests, many cut at 30 s),
+	# and the short set as long again. The full quick set, documented, not in CI:
+	# FABTESTS_SETS=unit,functional,short contrib/fabtests/fabtests.sh run (in the VM).
+	# CI leaves out fi_rdm and fi_rdm -U, a known failure (issue 12): ofi_rxm closes a
+	# connection's endpoint on FI_SHUTDOWN before it reads that endpoint's completions, and
+	# vwait drops what a closed endpoint had left in its CQ, so a greeting that landed just
+	# before the client's disconnect is lost and the server waits out its timeout (3 and 1
+	# hangs in 43 runs each under load, 2026-11-25); upstream verbs hands such completions
+	# over and ofi_rxm reposts into the closed endpoint (10 SIGSEGVs in the same 43).
+	mkdir -p "$out" && env "${env[@]}" FI_PROVIDER_PATH="$FI_PROVIDER_PATH" FABTESTS_OUT="$out" \
 		FABTESTS_SETS="${FABTESTS_SETS:-unit}" FABTESTS_TIMEOUT="${FABTESTS_TIMEOUT:-120}" \
-		"$top/contrib/vm/run-in-vm.sh" "$top/contrib/fabtests/fabtests.sh" run
+		"$top/contrib/vm/run-in-vm.sh" "$top/contrib/fabtests/fabtests.sh" run "$@"
 }
 stage_fabtests() {
 	fabtests_src
 	"$top/contrib/fabtests/fabtests.sh" build || return
-	FI_PROVIDER_PATH=$builddir/.libs fabtests_vm "$builddir/fabtests"
+	FI_PROVIDER_PATH=$builddir/.libs fabtests_vm "$builddir/fabtests" VM_MEM=6G \
+		FABTESTS_EXCLUDE="${FABTESTS_EXCLUDE-^fi_rdm( -U)?\$}" -- \
+		vwait "vwait;ofi_rxm@unit,functional" verbs "verbs;ofi_rxm"
 }
 stage_debian13-fabtests() {
 	d13_can || return
