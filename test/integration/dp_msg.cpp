@@ -1363,6 +1363,21 @@ void test_cycles()
 	EXPECT(fds1 == fds0, fds1 - fds0);
 }
 
+/* open_world, over provider `other` instead of vwait when it is given and not empty (a
+ * comparison run: VWAIT_CLOSE_PROVIDER=verbs) */
+int open_world_on(world &w, const char *other)
+{
+	if (!other || !*other)
+		return open_world(w);
+	struct fi_info *hints = msg_hints();
+	free(hints->fabric_attr->prov_name);
+	hints->fabric_attr->prov_name = strdup(other);
+	int ret = fi_getinfo(version, nullptr, nullptr, 0, hints, &w.info);
+	fi_freeinfo(hints);
+	printf("  provider %s\n", other);
+	return ret ? ret : open_stack_from(w, FI_WAIT_UNSPEC);
+}
+
 /* Messages handed to the endpoint and the endpoint closed at once (issue 12: fabtests' fi_rdm
  * over ofi_rxm, whose client exits right after its send reports complete). Each round a fresh
  * connection; the server posts its receives; the client sends one small message with
@@ -1377,20 +1392,7 @@ void test_close_after_send()
 	const int rounds = env_count("VWAIT_ROUNDS", 150);
 	const char *other = getenv("VWAIT_CLOSE_PROVIDER");
 	world w;
-	int ret;
-	if (other && *other) {
-		struct fi_info *hints = msg_hints();
-		free(hints->fabric_attr->prov_name);
-		hints->fabric_attr->prov_name = strdup(other);
-		ret = fi_getinfo(version, nullptr, nullptr, 0, hints, &w.info);
-		fi_freeinfo(hints);
-		if (!ret)
-			ret = open_stack_from(w, FI_WAIT_UNSPEC);
-		printf("  provider %s\n", other);
-	} else {
-		ret = open_world(w);
-	}
-	if (EXPECT_OK(ret) || EXPECT_OK(listen(w))) {
+	if (EXPECT_OK(open_world_on(w, other)) || EXPECT_OK(listen(w))) {
 		close_world(w);
 		return;
 	}
@@ -1490,20 +1492,7 @@ void test_close_unread()
 	const int rounds = env_count("VWAIT_ROUNDS", 10);
 	const char *other = getenv("VWAIT_CLOSE_PROVIDER");
 	world w;
-	int ret;
-	if (other && *other) {
-		struct fi_info *hints = msg_hints();
-		free(hints->fabric_attr->prov_name);
-		hints->fabric_attr->prov_name = strdup(other);
-		ret = fi_getinfo(version, nullptr, nullptr, 0, hints, &w.info);
-		fi_freeinfo(hints);
-		if (!ret)
-			ret = open_stack_from(w, FI_WAIT_UNSPEC);
-		printf("  provider %s\n", other);
-	} else {
-		ret = open_world(w);
-	}
-	if (EXPECT_OK(ret) || EXPECT_OK(listen(w))) {
+	if (EXPECT_OK(open_world_on(w, other)) || EXPECT_OK(listen(w))) {
 		close_world(w);
 		return;
 	}
