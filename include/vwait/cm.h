@@ -20,6 +20,11 @@ struct sockaddr;
 namespace vwait
 {
 
+namespace util
+{
+class sw_cq;
+}
+
 /* What an rdma_cm id's context points at: the endpoint or passive endpoint that owns it. */
 class cm_target
 {
@@ -35,11 +40,27 @@ public:
 	 * (valid until the event is acknowledged, even while the target is closing). May run
 	 * on any thread that drains the EQ. */
 	virtual void disconnected(struct rdma_cm_id *id) noexcept = 0;
+	/* Called at a disconnect, before disconnected() flushes the QP: the completions that
+	 * arrived before it are moved up from the hardware, and each CQ the application reads
+	 * for this target that has unread entries is added with its util::sw_cq::unread_mark()
+	 * (the EQ holds FI_SHUTDOWN until they are read). Runs on the thread converting the
+	 * event, under the EQ's locks (40, 42): takes a CQ's progress (60) and ring (80). */
+	struct cq_mark {
+		util::sw_cq *cq;
+		uint64_t mark;
+	};
+	virtual void unread_marks(std::vector<cq_mark> &marks) noexcept { (void)marks; }
 	/* Keepalive (FI_VWAIT_KEEPALIVE_MS), from the EQ's progress thread: posts one probe to
 	 * the peer; false once the connection is broken (the QP is in the error state). */
 	virtual bool probe() noexcept { return true; }
 	/* The probe found the connection broken: the peer is told (if it can still hear). */
 	virtual void probe_failed() noexcept {}
+
+private:
+	friend class verbs_eq;
+	/* set by verbs_eq::unprobe, under the EQ's probe_mutex_, when the target starts closing:
+	 * no FI_SHUTDOWN is held for it from then on */
+	bool left_eq_ = false;
 };
 
 /* The private data of connect, accept and reject goes behind a one-byte length, because

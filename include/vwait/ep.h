@@ -199,6 +199,12 @@ protected:
 	mutable util::fast_mutex mutex_;
 	std::atomic<bool> enabled_{false};
 
+	/* The CQs the application reads (bound with fi_ep_bind; not the internal one), published
+	 * by fi_enable for a thread that may not take mutex_: the EQ's, at a disconnect (rc_ep::
+	 * unread_marks). Bound CQs stay as long as the endpoint. */
+	std::atomic<verbs_cq *> app_tx_cq_{nullptr};
+	std::atomic<verbs_cq *> app_rx_cq_{nullptr};
+
 	bool tx_selective_ = false;
 	size_t inject_size_ = 0;
 	size_t max_msg_size_ = 0;
@@ -254,6 +260,7 @@ public:
 	bool active_side() const noexcept override { return !passive_; }
 	struct fi_info *connreq_info(struct rdma_cm_id *) noexcept override { return nullptr; }
 	void disconnected(struct rdma_cm_id *id) noexcept override;
+	void unread_marks(std::vector<cq_mark> &marks) noexcept override;
 	bool probe() noexcept override;
 	void probe_failed() noexcept override;
 

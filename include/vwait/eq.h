@@ -13,6 +13,8 @@
 
 #include <rdma/fi_eq.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <set>
@@ -39,7 +41,14 @@ namespace vwait
  * Keepalive (FI_VWAIT_KEEPALIVE_MS > 0): the same thread wakes every period and probes each
  * connected endpoint of this EQ (cm_target::probe); one whose QP went to the error state (the
  * RC retry budget of a probe or of the application's own work ran out) gets FI_SHUTDOWN at
- * once and is disconnected (the DISCONNECTED that follows adds no second FI_SHUTDOWN). */
+ * once and is disconnected (the DISCONNECTED that follows adds no second FI_SHUTDOWN).
+ * Shutdown hold (FI_VWAIT_SHUTDOWN_HOLD_MS > 0): a peer's disconnect first moves what had
+ * completed on the endpoint up from its verbs CQs (cm_target::unread_marks), then flushes the
+ * QP. When the CQs the application reads then hold entries, FI_SHUTDOWN waits until those
+ * have been read (or the hold's time is up): an application that closes the endpoint on
+ * FI_SHUTDOWN and only then drains its CQ (ofi_rxm) has seen the messages that arrived before
+ * the peer left. The thread looks every millisecond while a hold waits, and so does every
+ * read of the EQ; an endpoint that closes drops its hold (no FI_SHUTDOWN names it). */
 class verbs_eq final : public util::sw_eq
 {
 public:
@@ -81,6 +90,17 @@ private:
 	void probe_all() noexcept;
 	std::mutex probe_mutex_; /* lock_order.h: level 42 */
 	std::set<cm_target *> probed_, shut_;
+	/* Shutdown hold: a disconnected endpoint whose FI_SHUTDOWN waits for its CQs to be read
+	 * past their marks, or for the deadline (under probe_mutex_). */
+	struct shutdown_hold {
+		cm_target *target;
+		std::vector<cm_target::cq_mark> marks;
+		std::chrono::steady_clock::time_point deadline;
+	};
+	std::vector<shutdown_hold> holds_;
+	std::atomic<size_t> hold_count_{0}; /* holds_.size(), read without the lock */
+	/* Queues FI_SHUTDOWN for every hold that is over (under progress_mutex_). */
+	void release_holds() noexcept;
 	std::thread thread_;
 };
 

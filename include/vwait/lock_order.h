@@ -40,8 +40,10 @@
  *                                                 exclusive to add/remove; takes 96.
  *  40    verbs_eq::progress_mutex_ (eq.h)         keeps CM events in order; under it: 42, 50
  *                                                 (rc_ep::disconnected), 80 (push), FI_WARN.
- *  42    verbs_eq::probe_mutex_ (eq.h)            the keepalive's endpoints; under it: 50
- *                                                 (rc_ep::probe), 80, 90, FI_WARN.
+ *  42    verbs_eq::probe_mutex_ (eq.h)            the keepalive's endpoints and the held
+ *                                                 FI_SHUTDOWNs; under it: 50 (rc_ep::probe),
+ *                                                 60 (rc_ep::unread_marks drives a CQ), 80,
+ *                                                 90, FI_WARN.
  *  50    rc_ep::qp_mutex_ (ep.h)                  the QP's creation and destruction against
  *                                                 disconnected() and probe(); verbs calls and
  *                                                 FI_WARN only.

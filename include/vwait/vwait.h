@@ -48,6 +48,9 @@ struct params {
 	int cm_timeout_ms = 2000; /* rdma_resolve_addr / route; a DGRAM name query */
 	util::wait_policy wait;   /* FI_VWAIT_WAIT_POLICY, FI_VWAIT_SPIN_US */
 	int keepalive_ms = 0;     /* probe period of connected endpoints; 0: off (eq.cpp) */
+	/* longest a disconnected endpoint's FI_SHUTDOWN waits for its unread completions; 0: it
+	 * never waits (eq.cpp) */
+	int shutdown_hold_ms = 1000;
 };
 const params &get_params() noexcept;
 

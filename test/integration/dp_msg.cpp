@@ -5,7 +5,7 @@
  *
  *   dp_msg TEST      (TEST: info connect sendrecv rma rma-error reject selective eq
  *                     bad-input overrun cycles pep-handle shutdown close-after-send
- *                     close-unread all)
+ *                     close-unread shutdown-hold shutdown-hold-deadline all)
  * Needs FI_PROVIDER_PATH (the built plugin) and RXE_ADDR. Exit 0 pass, 77 skip, 1 fail. */
 #include "vwait/fi_deprecated.h"
 
@@ -1483,9 +1483,10 @@ void test_close_after_send()
  * receiving endpoint closes: vwait drops it, as fi_endpoint(3) allows (no entry ever names an
  * endpoint that closed while its completion was still in the verbs CQ); upstream verbs still
  * reports it. Issue 12: ofi_rxm (the source read) closes a connection's endpoint on
- * FI_SHUTDOWN and only then reads the CQ, so over vwait it loses a message that arrived just
- * before the peer left (fi_rdm's greeting: its server hangs); over verbs it gets an entry of an
- * endpoint it closed (fi_rdm's server was seen dying with SIGSEGV at that point).
+ * FI_SHUTDOWN and only then reads the CQ; over verbs it gets an entry of an endpoint it closed
+ * (fi_rdm's server was seen dying with SIGSEGV at that point); over vwait the shutdown hold
+ * (shutdown-hold) has it read such a message before FI_SHUTDOWN. Here the receiving side
+ * closes on its own, with no disconnect before: nothing is held.
  * VWAIT_CLOSE_PROVIDER=verbs prints verbs' figure (and asserts nothing). */
 void test_close_unread()
 {
@@ -1529,6 +1530,116 @@ void test_close_unread()
 	close_world(w);
 }
 
+/* The shutdown hold (fi_vwait(7), FI_VWAIT_SHUTDOWN_HOLD_MS): four messages arrive, the client
+ * shuts down, and the server's FI_SHUTDOWN waits until the server has read them, so that an
+ * application that closes the endpoint on FI_SHUTDOWN and then drains its CQ (ofi_rxm; issue
+ * 12's fi_rdm hang) has seen them. Each round: the client's own FI_SHUTDOWN comes first (it
+ * has nothing unread; the server's disconnect went through the shared EQ's channel before
+ * it), the server's does not come while its completions wait, and comes once they are read.
+ * Odd rounds close the server's endpoint while its FI_SHUTDOWN is held instead: no entry ever
+ * names it, and its completions (taken up from the verbs CQ at the disconnect) are still
+ * read. The .test runs this with a 30 s hold, which no step comes near. */
+void shutdown_hold_rounds(bool deadline)
+{
+	constexpr int rounds = 6, msgs = 4, len = 64;
+	world w;
+	if (EXPECT_OK(open_world(w)) || EXPECT_OK(listen(w))) {
+		close_world(w);
+		return;
+	}
+	for (int r = 0; r < rounds; r++) {
+		if (EXPECT_OK(connect_pair(w, 4096)))
+			break;
+		int ctx_r = 0, ctx_s = 0;
+		for (int i = 0; i < msgs; i++)
+			EXPECT_OK(fi_recv(w.srv.ep, w.srv.buf.data() + i * len, len, w.srv.desc(),
+			                  0, &ctx_r));
+		for (int i = 0; i < msgs; i++) {
+			uint8_t *p = w.cli.buf.data() + i * len;
+			fill(p, len, static_cast<unsigned>(r * msgs + i));
+			EXPECT_OK(fi_send(w.cli.ep, p, len, w.cli.desc(), 0, &ctx_s));
+		}
+		struct fi_cq_data_entry e = {};
+		for (int i = 0; i < msgs; i++)
+			EXPECT(wait_comp(w.cli.tx, &e) == 1 && e.op_context == &ctx_s, i);
+		EXPECT_OK(fi_shutdown(w.cli.ep, 0));
+		struct fi_eq_cm_entry ce;
+		uint32_t ev = 0;
+		long n = eq_event(w.eq, &ev, &ce, sizeof(ce));
+		EXPECT(n == sizeof(ce) && ev == FI_SHUTDOWN && ce.fid == &w.cli.ep->fid, n);
+		const bool close_held = !deadline && r % 2 == 1;
+		if (deadline) {
+			/* nothing read: FI_SHUTDOWN comes at the end of the hold all the same */
+			n = eq_event(w.eq, &ev, &ce, sizeof(ce));
+			EXPECT(n == sizeof(ce) && ev == FI_SHUTDOWN && ce.fid == &w.srv.ep->fid, n);
+		} else {
+			/* held: every read of the EQ, and the EQ's thread for 100 ms, keep it */
+			for (int i = 0; i < 5; i++) {
+				n = fi_eq_read(w.eq, &ev, &ce, sizeof(ce), 0);
+				EXPECT(n == -FI_EAGAIN,
+				       n == sizeof(ce) ? static_cast<long>(ev) : n);
+				std::this_thread::sleep_for(std::chrono::milliseconds(20));
+			}
+			if (close_held) {
+				close_fid(&w.srv.ep->fid);
+				w.srv.ep = nullptr;
+			}
+		}
+		for (int i = 0; i < msgs; i++) {
+			e = {};
+			n = wait_comp(w.srv.rx, &e, nullptr, close_held ? 300 : timeout_ms);
+			EXPECT(n == 1 && e.op_context == &ctx_r && e.len == len, n);
+			EXPECT(verify(w.srv.buf.data() + i * len, len,
+			              static_cast<unsigned>(r * msgs + i)),
+			       i);
+		}
+		if (close_held) {
+			/* the closed endpoint's FI_SHUTDOWN went with it */
+			n = eq_event(w.eq, &ev, &ce, sizeof(ce), 300);
+			EXPECT(n == -FI_EAGAIN || n == -FI_ETIMEDOUT,
+			       n == sizeof(ce) ? static_cast<long>(ev) : n);
+		} else if (!deadline) {
+			n = eq_event(w.eq, &ev, &ce, sizeof(ce));
+			EXPECT(n == sizeof(ce) && ev == FI_SHUTDOWN && ce.fid == &w.srv.ep->fid, n);
+		}
+		close_side(w.cli);
+		close_side(w.srv);
+	}
+	close_world(w);
+}
+
+/* FI_VWAIT_SHUTDOWN_HOLD_MS as the .test set it; -1 when unset (skipped, as in "all") or out
+ * of the range the scenario needs (a failure). */
+int hold_ms_set(bool want_long)
+{
+	const char *v = getenv("FI_VWAIT_SHUTDOWN_HOLD_MS");
+	if (!v) {
+		printf("  skipped: vwait-dp-shutdown-hold.test sets FI_VWAIT_SHUTDOWN_HOLD_MS\n");
+		return -1;
+	}
+	const int ms = atoi(v);
+	const bool ok = want_long ? ms >= 10000 : ms > 0 && ms <= 2000;
+	if (!ok)
+		printf("  FI_VWAIT_SHUTDOWN_HOLD_MS must be %s\n",
+		       want_long ? ">= 10000" : "in 1..2000");
+	EXPECT(ok, ms);
+	return ok ? ms : -1;
+}
+
+void test_shutdown_hold()
+{
+	if (hold_ms_set(true) > 0)
+		shutdown_hold_rounds(false);
+}
+
+/* The same with a short hold and a server that reads nothing until FI_SHUTDOWN: it comes at
+ * the end of the hold, and the completions are still there after it. */
+void test_shutdown_hold_deadline()
+{
+	if (hold_ms_set(false) > 0)
+		shutdown_hold_rounds(true);
+}
+
 const test tests[] = {
     {"info", test_info},
     {"connect", test_connect},
@@ -1545,6 +1656,8 @@ const test tests[] = {
     {"shutdown", test_shutdown},
     {"close-after-send", test_close_after_send},
     {"close-unread", test_close_unread},
+    {"shutdown-hold", test_shutdown_hold},
+    {"shutdown-hold-deadline", test_shutdown_hold_deadline},
 };
 
 } // namespace

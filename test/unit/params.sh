@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # The wait-policy parameters through a stock libfabric: fi_info -e lists FI_VWAIT_WAIT_POLICY
-# and FI_VWAIT_SPIN_US; a bad value gets exactly one warning line naming it and the value
+# and FI_VWAIT_SPIN_US (and FI_VWAIT_SHUTDOWN_HOLD_MS); a bad value gets exactly one warning line naming it and the value
 # kept (the default, or the clamp). No device needed: the plugin reads its parameters at load.
 lib="${VWAIT_BUILDDIR:?run through make check}/.libs"
 command -v fi_info >/dev/null || { echo "fi_info not found: skipped"; exit 77; }
@@ -22,8 +22,14 @@ warns() {
 warns FI_VWAIT_WAIT_POLICY bogus "using adaptive"
 warns FI_VWAIT_SPIN_US -5 "using 50"
 warns FI_VWAIT_SPIN_US 99999 "using 10000"
+# the shutdown hold's (fi_vwait(7), Progress)
+held=$(fi_info -e 2>/dev/null | grep -c -E '^# FI_VWAIT_SHUTDOWN_HOLD_MS:')
+echo "fi_info -e lists FI_VWAIT_SHUTDOWN_HOLD_MS: $held"
+[ "$held" = 1 ] || fail=1
+warns FI_VWAIT_SHUTDOWN_HOLD_MS -1 "the default 1000 stays"
 # good values: no warning
-for v in "FI_VWAIT_WAIT_POLICY=block" "FI_VWAIT_WAIT_POLICY=Fixed" "FI_VWAIT_SPIN_US=0"; do
+for v in "FI_VWAIT_WAIT_POLICY=block" "FI_VWAIT_WAIT_POLICY=Fixed" "FI_VWAIT_SPIN_US=0" \
+	"FI_VWAIT_SHUTDOWN_HOLD_MS=0"; do
 	n=$(env "$v" FI_LOG_LEVEL=warn FI_LOG_PROV=vwait fi_info -p vwait 2>&1 >/dev/null |
 		grep -c "${v%%=*}")
 	echo "$v: $n warning line(s)"

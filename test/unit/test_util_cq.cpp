@@ -273,6 +273,33 @@ void error_in_order(void **st)
 	assert_int_equal(fi_cq_readerr(s.cq, &err, 0), -FI_EAGAIN);
 }
 
+/* unread_mark / read_past (the EQ's shutdown hold): a mark covers what is queued when it is
+ * taken, reads and readerr both count, entries pushed after it do not. */
+void read_marks(void **st)
+{
+	state &s = st_of(st);
+	util::sw_cq *q = open_cq(s, attr_of(FI_WAIT_NONE, FI_CQ_FORMAT_CONTEXT));
+	const uint64_t empty = q->unread_mark();
+	assert_true(q->read_past(empty)); /* nothing queued: nothing to wait for */
+	assert_int_equal(q->push(entry(1)), 0);
+	assert_int_equal(q->push_error(error_entry(2), nullptr, 0), 0);
+	assert_int_equal(q->push(entry(3)), 0);
+	const uint64_t mark = q->unread_mark();
+	assert_int_equal(mark, empty + 3);
+	assert_false(q->read_past(mark));
+	assert_int_equal(q->push(entry(4)), 0); /* after the mark */
+	struct fi_cq_entry out[4] = {};
+	assert_int_equal(fi_cq_read(s.cq, out, 4), 1);
+	assert_false(q->read_past(mark));
+	struct fi_cq_err_entry err = {};
+	assert_int_equal(fi_cq_readerr(s.cq, &err, 0), 1);
+	assert_false(q->read_past(mark));
+	assert_int_equal(fi_cq_read(s.cq, out, 1), 1);
+	assert_true(q->read_past(mark)); /* entry 4 is still queued: not needed */
+	assert_int_equal(q->queued(), 1);
+	assert_int_equal(q->unread_mark(), mark + 1);
+}
+
 void error_user_buffer(void **st)
 {
 	state &s = st_of(st);
@@ -1140,6 +1167,7 @@ int main()
 	    cmocka_unit_test_setup_teardown(push_batch, setup, teardown),
 	    cmocka_unit_test_setup_teardown(throughput, setup, teardown),
 	    cmocka_unit_test_setup_teardown(error_in_order, setup, teardown),
+	    cmocka_unit_test_setup_teardown(read_marks, setup, teardown),
 	    cmocka_unit_test_setup_teardown(error_user_buffer, setup, teardown),
 	    cmocka_unit_test_setup_teardown(error_old_api, setup, teardown),
 	    cmocka_unit_test_setup_teardown(strerror_text, setup, teardown),

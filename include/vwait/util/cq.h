@@ -115,6 +115,14 @@ public:
 		return count_.load(std::memory_order_acquire);
 	}
 
+	/* Entries the application has taken off the ring, counted from the start: unread_mark()
+	 * is that count plus what is queued now, and read_past(mark) says whether every entry
+	 * queued when the mark was taken has been read (fi_cq_read or fi_cq_readerr) since.
+	 * Reads that bypass the ring (read_direct) happen only while it is empty. The EQ holds
+	 * a disconnected endpoint's FI_SHUTDOWN on these (vwait/eq.h). */
+	uint64_t unread_mark() const noexcept;
+	bool read_past(uint64_t mark) const noexcept;
+
 	/* waitable: progress(), then "not empty"; trywait: -FI_EAGAIN if something is queued,
 	 * else arm(), progress() and check once more. */
 	bool ready() noexcept override;
@@ -183,10 +191,11 @@ private:
 		std::vector<uint8_t> data;
 	};
 
-	mutable util::mutex lock_;                       /* lock_order.h: level 80 */
-	std::vector<slot> ring_ VWAIT_GUARDED_BY(lock_); /* size_ slots */
-	size_t head_ VWAIT_GUARDED_BY(lock_) = 0;        /* oldest */
-	std::atomic<size_t> count_{0};                   /* occupied; written under lock_ only */
+	mutable util::mutex lock_;                        /* lock_order.h: level 80 */
+	std::vector<slot> ring_ VWAIT_GUARDED_BY(lock_);  /* size_ slots */
+	size_t head_ VWAIT_GUARDED_BY(lock_) = 0;         /* oldest */
+	std::atomic<size_t> count_{0};                    /* occupied; written under lock_ only */
+	uint64_t ring_reads_ VWAIT_GUARDED_BY(lock_) = 0; /* entries read off the ring, ever */
 	std::deque<error_record> errors_ VWAIT_GUARDED_BY(lock_); /* error payloads, oldest first */
 	/* provider-owned err_data of the last readerr */
 	std::vector<uint8_t> last_err_data_ VWAIT_GUARDED_BY(lock_);

@@ -197,7 +197,20 @@ ssize_t sw_cq::read_locked(void *buf, size_t count, fi_addr_t *src) noexcept
 		--count_;
 		++n;
 	}
+	ring_reads_ += n;
 	return static_cast<ssize_t>(n);
+}
+
+uint64_t sw_cq::unread_mark() const noexcept
+{
+	util::lock_guard<util::mutex> g(lock_);
+	return ring_reads_ + count_.load(std::memory_order_relaxed);
+}
+
+bool sw_cq::read_past(uint64_t mark) const noexcept
+{
+	util::lock_guard<util::mutex> g(lock_);
+	return ring_reads_ >= mark;
 }
 
 /* read() after read_direct took nothing (or count is 0, or buf NULL) */
@@ -250,6 +263,7 @@ ssize_t sw_cq::readerr(struct fi_cq_err_entry *buf, uint64_t flags) noexcept
 		errors_.pop_front();
 		head_ = (head_ + 1) % size_;
 		--count_;
+		++ring_reads_;
 		return 1;
 	});
 }

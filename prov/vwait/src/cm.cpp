@@ -255,6 +255,23 @@ void rc_ep::disconnected(struct rdma_cm_id *id) noexcept
 		rdma_disconnect(id);
 }
 
+void rc_ep::unread_marks(std::vector<cq_mark> &marks) noexcept
+{
+	verbs_cq *const tx = app_tx_cq_.load(std::memory_order_acquire);
+	verbs_cq *const rx = app_rx_cq_.load(std::memory_order_acquire);
+	for (verbs_cq *q : {tx, rx == tx ? nullptr : rx}) {
+		if (!q)
+			continue;
+		q->drive();
+		if (!q->queued())
+			continue;
+		try {
+			marks.push_back({q, q->unread_mark()});
+		} catch (...) { /* no memory: FI_SHUTDOWN is not held for this CQ */
+		}
+	}
+}
+
 int rc_ep::migrate_to_eq() noexcept
 {
 	if (id_->channel == eq_->channel())

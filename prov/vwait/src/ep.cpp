@@ -208,6 +208,8 @@ int ep::enable() noexcept
 	qp_ = qp;
 	send_cq_ = send_cq;
 	recv_cq_ = recv_cq;
+	app_tx_cq_.store(tx_cq_.get(), std::memory_order_release);
+	app_rx_cq_.store(rx_cq_.get(), std::memory_order_release);
 	enabled_ = true;
 	return FI_SUCCESS;
 }

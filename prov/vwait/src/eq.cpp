@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include "vwait/eq.h"
+#include "vwait/util/cq.h"
 #include "vwait/vwait.h"
 
 #include <fcntl.h>
@@ -72,6 +73,40 @@ void verbs_eq::unprobe(cm_target *t) noexcept
 	std::lock_guard<std::mutex> lock(probe_mutex_);
 	probed_.erase(t);
 	shut_.erase(t);
+	t->left_eq_ = true;
+	auto gone = std::remove_if(holds_.begin(), holds_.end(),
+	                           [t](const shutdown_hold &h) { return h.target == t; });
+	holds_.erase(gone, holds_.end());
+	hold_count_.store(holds_.size(), std::memory_order_release);
+}
+
+void verbs_eq::release_holds() noexcept
+{
+	if (hold_count_.load(std::memory_order_acquire) == 0)
+		return;
+	const auto now = std::chrono::steady_clock::now();
+	std::lock_guard<std::mutex> lock(probe_mutex_);
+	for (auto it = holds_.begin(); it != holds_.end();) {
+		const bool read = std::all_of(
+		    it->marks.begin(), it->marks.end(),
+		    [](const cm_target::cq_mark &m) { return m.cq->read_past(m.mark); });
+		if (!read && now < it->deadline) {
+			++it;
+			continue;
+		}
+		if (!read)
+			FI_INFO(&prov, FI_LOG_EP_CTRL,
+			        "FI_SHUTDOWN held %d ms; completions from before the disconnect "
+			        "are still unread\n",
+			        get_params().shutdown_hold_ms);
+		try {
+			push_cm(FI_SHUTDOWN, it->target->cm_fid(), nullptr, nullptr, 0);
+		} catch (...) {
+			FI_WARN(&prov, FI_LOG_EQ, "FI_SHUTDOWN lost: no memory\n");
+		}
+		it = holds_.erase(it);
+	}
+	hold_count_.store(holds_.size(), std::memory_order_release);
 }
 
 void verbs_eq::probe_all() noexcept
@@ -104,6 +139,7 @@ void verbs_eq::auto_progress() noexcept
 		/* a full EQ: the channel stays readable; look again for room every 10 ms */
 		bool full = room() == 0;
 		int timeout = full ? 10 : -1;
+		const bool holding = hold_count_.load(std::memory_order_acquire) != 0;
 		if (period > 0) {
 			auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
 			    next - std::chrono::steady_clock::now());
@@ -116,6 +152,8 @@ void verbs_eq::auto_progress() noexcept
 			timeout = full ? std::min(10, static_cast<int>(left.count()))
 			               : static_cast<int>(left.count());
 		}
+		if (holding) /* a held FI_SHUTDOWN: look every millisecond */
+			timeout = timeout < 0 ? 1 : std::min(timeout, 1);
 		int n = ::poll(full ? p + 1 : p, full ? 1 : 2, timeout);
 		if (n < 0) {
 			if (errno == EINTR)
@@ -126,8 +164,12 @@ void verbs_eq::auto_progress() noexcept
 		}
 		if (p[1].revents & POLLIN)
 			return;
-		if (!full && (p[0].revents & POLLIN))
+		if (!full && (p[0].revents & POLLIN)) {
 			progress();
+		} else if (holding) {
+			std::lock_guard<std::mutex> lock(progress_mutex_);
+			release_holds();
+		}
 	}
 }
 
@@ -211,15 +253,33 @@ bool verbs_eq::convert(struct rdma_cm_event *ev)
 	case RDMA_CM_EVENT_DISCONNECTED: {
 		if (!target)
 			return false;
-		target->disconnected(ev->id);
 		bool told = false;
+		std::vector<cm_target::cq_mark> marks;
 		{
 			std::lock_guard<std::mutex> lock(probe_mutex_);
 			probed_.erase(target);
 			told = shut_.erase(target) != 0; /* the keepalive gave it FI_SHUTDOWN */
+			/* what completed before the disconnect, before the flush (class comment) */
+			if (!told && !target->left_eq_ && get_params().shutdown_hold_ms > 0)
+				target->unread_marks(marks);
 		}
+		target->disconnected(ev->id);
 		if (told)
 			return false;
+		if (!marks.empty()) {
+			std::lock_guard<std::mutex> lock(probe_mutex_);
+			if (!target->left_eq_) {
+				const auto deadline =
+				    std::chrono::steady_clock::now() +
+				    std::chrono::milliseconds(get_params().shutdown_hold_ms);
+				try {
+					holds_.push_back({target, std::move(marks), deadline});
+					hold_count_.store(holds_.size(), std::memory_order_release);
+					return false;
+				} catch (...) { /* no memory: FI_SHUTDOWN now, unheld */
+				}
+			}
+		}
 		push_cm(FI_SHUTDOWN, target->cm_fid(), nullptr, nullptr, 0);
 		return true;
 	}
@@ -264,6 +324,7 @@ bool verbs_eq::convert(struct rdma_cm_event *ev)
 void verbs_eq::progress() noexcept
 {
 	std::lock_guard<std::mutex> lock(progress_mutex_);
+	release_holds();
 	/* one event makes at most one entry: never take an event there is no room for */
 	while (room() > 0) {
 		struct rdma_cm_event *ev = nullptr;

@@ -31,6 +31,11 @@ void read_params() noexcept
 	                "write probes each connected endpoint, so that a peer that went silent "
 	                "(node down, link cut) turns into error completions of what is posted "
 	                "and FI_SHUTDOWN within 2 x (period + RC retry budget); 0 (default): off.");
+	fi_param_define(&prov, "shutdown_hold_ms", FI_PARAM_INT,
+	                "When a peer disconnects, FI_SHUTDOWN waits until the completions that "
+	                "had arrived before the disconnect have been read from the endpoint's "
+	                "CQs, at most this many milliseconds (default: %d); 0: it never waits.",
+	                the_params.shutdown_hold_ms);
 
 	fi_param_define(&prov, "wait_policy", FI_PARAM_STRING,
 	                "How blocking calls (fi_cq_sread, fi_cntr_wait, fi_eq_sread, fi_wait) "
@@ -53,6 +58,15 @@ void read_params() noexcept
 			FI_WARN(&prov, FI_LOG_CORE,
 			        "FI_VWAIT_KEEPALIVE_MS=%d is negative; keepalive stays off\n",
 			        keepalive);
+	}
+	int hold = 0;
+	if (fi_param_get_int(&prov, "shutdown_hold_ms", &hold) == FI_SUCCESS) {
+		if (hold >= 0)
+			the_params.shutdown_hold_ms = hold;
+		else
+			FI_WARN(&prov, FI_LOG_CORE,
+			        "FI_VWAIT_SHUTDOWN_HOLD_MS=%d is negative; the default %d stays\n",
+			        hold, the_params.shutdown_hold_ms);
 	}
 	int timeout = 0;
 	if (fi_param_get_int(&prov, "cm_timeout", &timeout) == FI_SUCCESS) {
