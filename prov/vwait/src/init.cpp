@@ -16,6 +16,20 @@ namespace
 
 params the_params;
 
+/* An integer parameter of at least min: *out (its default) is kept when it is unset, or below
+ * min (one warning line naming it, its value and what is used). */
+void int_param(const char *name, const char *env, int min, int *out) noexcept
+{
+	int v = 0;
+	if (fi_param_get_int(&prov, name, &v) != FI_SUCCESS)
+		return;
+	if (v >= min)
+		*out = v;
+	else
+		FI_WARN(&prov, FI_LOG_CORE, "%s=%d is %s; using %d\n", env, v,
+		        min > 0 ? "not positive" : "negative", *out);
+}
+
 void read_params() noexcept
 {
 	fi_param_define(&prov, "device", FI_PARAM_STRING,
@@ -50,34 +64,9 @@ void read_params() noexcept
 	char *device = nullptr;
 	if (fi_param_get_str(&prov, "device", &device) == FI_SUCCESS && device)
 		the_params.device = device;
-	int keepalive = 0;
-	if (fi_param_get_int(&prov, "keepalive_ms", &keepalive) == FI_SUCCESS) {
-		if (keepalive >= 0)
-			the_params.keepalive_ms = keepalive;
-		else
-			FI_WARN(&prov, FI_LOG_CORE,
-			        "FI_VWAIT_KEEPALIVE_MS=%d is negative; keepalive stays off\n",
-			        keepalive);
-	}
-	int hold = 0;
-	if (fi_param_get_int(&prov, "shutdown_hold_ms", &hold) == FI_SUCCESS) {
-		if (hold >= 0)
-			the_params.shutdown_hold_ms = hold;
-		else
-			FI_WARN(&prov, FI_LOG_CORE,
-			        "FI_VWAIT_SHUTDOWN_HOLD_MS=%d is negative; the default %d stays\n",
-			        hold, the_params.shutdown_hold_ms);
-	}
-	int timeout = 0;
-	if (fi_param_get_int(&prov, "cm_timeout", &timeout) == FI_SUCCESS) {
-		if (timeout > 0)
-			the_params.cm_timeout_ms = timeout;
-		else
-			FI_WARN(&prov, FI_LOG_CORE,
-			        "FI_VWAIT_CM_TIMEOUT=%d is not a positive number of milliseconds; "
-			        "using %d\n",
-			        timeout, the_params.cm_timeout_ms);
-	}
+	int_param("keepalive_ms", "FI_VWAIT_KEEPALIVE_MS", 0, &the_params.keepalive_ms);
+	int_param("shutdown_hold_ms", "FI_VWAIT_SHUTDOWN_HOLD_MS", 0, &the_params.shutdown_hold_ms);
+	int_param("cm_timeout", "FI_VWAIT_CM_TIMEOUT", 1, &the_params.cm_timeout_ms);
 	char *policy = nullptr;
 	if (fi_param_get_str(&prov, "wait_policy", &policy) == FI_SUCCESS && policy &&
 	    !util::parse_wait_policy(policy, &the_params.wait.kind))
