@@ -103,6 +103,10 @@ public:
 	                  void *context, uint64_t flags, bool silent = false) noexcept;
 	ssize_t post_recv(const struct iovec *iov, void **desc, size_t count, void *context,
 	                  uint64_t flags) noexcept;
+	/* fi_inject / fi_injectdata (flags: 0 or FI_REMOTE_CQ_DATA): a buffer that fits inline
+	 * goes straight to post_tx_wr (what ofi_rxm sends a short message with); anything else
+	 * is post_send's, silent. */
+	ssize_t inject(const void *buf, size_t len, uint64_t data, uint64_t flags) noexcept;
 	ssize_t post_rma(bool write, const struct iovec *iov, void **desc, size_t count,
 	                 uint64_t addr, uint64_t key, uint64_t data, void *context, uint64_t flags,
 	                 bool silent = false) noexcept;

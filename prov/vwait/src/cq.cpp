@@ -380,6 +380,14 @@ verbs_cq::hand_over(struct ibv_wc *wc, int polled, void *buf, size_t count, fi_a
 			if (fmt == FI_CQ_FORMAT_CONTEXT) { /* the common case, no copy */
 				std::memcpy(out + done * sizeof(struct fi_cq_entry), &c.context,
 				            sizeof(c.context));
+			} else if (fmt == FI_CQ_FORMAT_DATA) { /* ofi_rxm's core CQs */
+				struct fi_cq_data_entry d;
+				d.op_context = c.context;
+				d.flags = c.flags;
+				d.len = c.len;
+				d.buf = nullptr;
+				d.data = c.data;
+				std::memcpy(out + done * sizeof(d), &d, sizeof(d));
 			} else {
 				util::cq_entry e;
 				e.op_context = c.context;
