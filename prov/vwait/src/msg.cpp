@@ -23,6 +23,17 @@ constexpr uint64_t tx_flag_bits =
     FI_INJECT_COMPLETE | FI_FENCE | FI_MORE | FI_MSG | FI_RMA | FI_SEND | FI_WRITE | FI_READ;
 constexpr uint64_t rx_flag_bits = FI_COMPLETION | FI_MORE | FI_MSG | FI_RECV;
 
+/* A send, with the remote CQ data in the immediate when flags ask for it. */
+inline void set_send_opcode(struct ibv_send_wr &wr, uint64_t flags, uint64_t data) noexcept
+{
+	if (flags & FI_REMOTE_CQ_DATA) {
+		wr.opcode = IBV_WR_SEND_WITH_IMM;
+		wr.imm_data = htonl(static_cast<uint32_t>(data));
+	} else {
+		wr.opcode = IBV_WR_SEND;
+	}
+}
+
 } // namespace
 
 ssize_t ep::post_send(const struct iovec *iov, void **desc, size_t count, uint64_t data,
@@ -40,12 +51,7 @@ ssize_t ep::post_send(const struct iovec *iov, void **desc, size_t count, uint64
 	struct ibv_send_wr wr = {};
 	wr.sg_list = sge;
 	wr.num_sge = g.n;
-	if (flags & FI_REMOTE_CQ_DATA) {
-		wr.opcode = IBV_WR_SEND_WITH_IMM;
-		wr.imm_data = htonl(static_cast<uint32_t>(data));
-	} else {
-		wr.opcode = IBV_WR_SEND;
-	}
+	set_send_opcode(wr, flags, data);
 	if (g.inl && g.total)
 		wr.send_flags |= IBV_SEND_INLINE;
 	if (flags & FI_FENCE)
@@ -123,12 +129,7 @@ ssize_t ep::inject(const void *buf, size_t len, uint64_t data, uint64_t flags) n
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
 	wr.send_flags = IBV_SEND_INLINE;
-	if (flags & FI_REMOTE_CQ_DATA) {
-		wr.opcode = IBV_WR_SEND_WITH_IMM;
-		wr.imm_data = htonl(static_cast<uint32_t>(data));
-	} else {
-		wr.opcode = IBV_WR_SEND;
-	}
+	set_send_opcode(wr, flags, data);
 	return post_tx_wr(&wr, nullptr, FI_SEND | FI_MSG, len, false);
 }
 
