@@ -27,8 +27,8 @@
 # against think time), log.txt (every run's output), records.txt (every measurement),
 # callgrind.* (callgrind_annotate shows where the instructions of a read go).
 #
-#   make bench                         (boots the VM; about 17 minutes on a quiet 2-core host,
-#                                      1009 s measured on 2026-11-25)
+#   make bench                         (boots the VM; about 24 minutes on a quiet 2-core host,
+#                                      1406 s measured on 2026-11-26)
 #   test/bench/bench-all.sh [BUILDDIR] (the same, from the host)
 #   BENCH_SECTIONS="cost spin" BENCH_REPEATS=3 ... to run a part.
 set -u -o pipefail
@@ -56,6 +56,12 @@ repeats=${BENCH_REPEATS:-9}
 sections=${BENCH_SECTIONS:-cost spin sread think cntr waitset idle netpipe}
 out=${BENCH_OUT:-$builddir/bench-results}
 thinks=${BENCH_THINKS:-0,50,500,5000}
+# Rounds per run: a run is one mean, and the emulated CPU stalls for whole milliseconds now and
+# then, so a short run is one stall away from an outlier. At 2000 rounds (70 ms at think 0) the
+# runs of one cell spread 14-26 us; at 10000 (350 ms) 14-19 us (2026-11-26, 8 runs each).
+spin_iters=10000 # a spinning ping-pong run, both sizes (4 KiB: ~2.4 s)
+sread_iters=10000
+think_iters=${BENCH_THINK_ITERS:-10000} # at think 0; fewer at longer thinks (the budget)
 budget=${BENCH_THINK_BUDGET_US:-2000000} # think time per phase, at most (fi_vwait_bench -B):
 # 2 s is 400 messages at 5 ms; with 100 (0.5 s) the CPU per message of one run spread 3x
 mkdir -p "$out"
@@ -164,7 +170,7 @@ section_spin() {
 	local r s it v who
 	for r in $(seq "$repeats"); do
 		for s in 64 4096; do
-			it=$([ $s -le 64 ] && echo 10000 || echo 3000)
+			it=$spin_iters
 			for who in $(in_turn "$r" vwait verbs raw); do
 				case $who in
 				raw)
@@ -186,15 +192,15 @@ section_sread() {
 	for r in $(seq "$repeats"); do
 		for who in $(in_turn "$r" sread spin verbs spin100); do
 			case $who in
-			sread) fi_pair vwait sread-unspec sread-unspec 64 4000 && v=$(lat_of "$last") &&
+			sread) fi_pair vwait sread-unspec sread-unspec 64 $sread_iters && v=$(lat_of "$last") &&
 				record sread "64 B" "vwait sread" "$v" ;;
-			spin) fi_pair vwait spin spin 64 4000 && v=$(lat_of "$last") &&
+			spin) fi_pair vwait spin spin 64 $sread_iters && v=$(lat_of "$last") &&
 				record sread "64 B" "vwait spin" "$v" ;;
-			verbs) fi_pair verbs sread-unspec sread-unspec 64 4000 && v=$(lat_of "$last") &&
+			verbs) fi_pair verbs sread-unspec sread-unspec 64 $sread_iters && v=$(lat_of "$last") &&
 				record sread "64 B" "verbs sread" "$v" ;;
 			# the same with twice the default spin cap on both sides: how much of the gap
 			# is waits that outlast 50 us on the emulated CPU (FI_VWAIT_SPIN_US, fi_vwait(7))
-			spin100) FI_VWAIT_SPIN_US=100 fi_pair vwait sread-unspec sread-unspec 64 4000 &&
+			spin100) FI_VWAIT_SPIN_US=100 fi_pair vwait sread-unspec sread-unspec 64 $sread_iters &&
 				v=$(lat_of "$last") && record sread "64 B" "vwait sread, spin_us 100" "$v" ;;
 			esac
 		done
@@ -206,7 +212,7 @@ section_sread() {
 think_one() {
 	local table=$1 series=$2 prov=$3 sm=$4 senv=${5:-}
 	[ -e "$tmp/unsupported.$table.$series" ] && return
-	fi_pair "$prov" "$sm" spin 64 2000 "$senv" "-T $thinks -B $budget" || {
+	fi_pair "$prov" "$sm" spin 64 "$think_iters" "$senv" "-T $thinks -B $budget" || {
 		# a provider without the feature says so once: a note under the table, no retries
 		if grep -qh '^UNSUPPORTED' "$last.srv" "$last.cli" 2>/dev/null; then
 			grep -hE '(open|_open)\(.*\): ' "$last.srv" | head -n 1 >"$tmp/unsupported.$table.$series"
@@ -361,6 +367,7 @@ table() {
 	echo
 	echo "Cells: median [min-max] of $repeats runs in one VM boot; ratios are of medians."
 	echo "Latency is one-way, in microseconds; CPU is the server's, in microseconds per message."
+	echo "A run: $spin_iters round trips (spin), $sread_iters (sread), $think_iters at think 0 and up to $((budget / 1000)) ms of think per phase (think tables)."
 	echo "Command: \`make bench\` (test/bench/bench-all.sh)."
 	table cost "Instructions per fi_cq_read (callgrind)" vwait verbs -- vwait/verbs
 	table spin "Ping-pong, both sides spinning (us)" vwait verbs raw -- vwait/verbs vwait/raw
