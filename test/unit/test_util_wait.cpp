@@ -10,6 +10,7 @@
 #include <rdma/fi_eq.h>
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <numeric>
 #include <poll.h>
@@ -724,12 +725,20 @@ void test_block_prepares_at_once(void **st)
 long polls_until_written(fake_object *a, std::chrono::microseconds after)
 {
 	long polls = 0;
-	std::thread t([a, after] {
+	/* the write comes `after` past the wait's first look, not past the thread's start: a
+	 * waiting thread descheduled between the two (a loaded host) would otherwise see a wait
+	 * shorter than the budget, which the adaptive policy rightly takes for a short one
+	 * (test_adaptive_found_at_once failed so in CI's Debian 13 stage, 2026-11-26) */
+	std::atomic<bool> looked{false};
+	std::thread t([a, after, &looked] {
+		while (!looked.load())
+			std::this_thread::yield();
 		std::this_thread::sleep_for(after);
 		a->write();
 	});
 	int ret = a->wait_object()->wait_until(vwait::util::deadline_after(5000), [&] {
 		polls++;
+		looked.store(true);
 		return a->read();
 	});
 	t.join();
