@@ -69,6 +69,7 @@
 #                  "set_link nic0 off") and PATH.out (replies, drained into PATH.log)
 #   VM_PIDFILE     PATH: qemu writes its pid there (to kill the node)
 #   VM_HOSTNAME    the guest's host name (default vm-rxe)
+#   VM_APPEND      more kernel command line for the guest (e.g. "idle=poll")
 #   VM_ROOT        DIR: the guest's root file system instead of the host's "/" (read-only,
 #                  same tmpfs overlay), e.g. the Debian 13 root of contrib/debian13/mkroot.sh.
 #                  The kernel and the initramfs modules stay the host's; DIR needs bash,
@@ -278,7 +279,7 @@ chmod 755 "$CTL/guest.sh"
 # ---------------------------------------------------------------- qemu
 MEM=${VM_MEM:-2G}
 CPUS=${VM_CPUS:-2}
-APPEND="console=ttyS0 loglevel=4 quiet panic=-1 mitigations=off random.trust_cpu=on tsc=reliable rdinit=/init"
+APPEND="console=ttyS0 loglevel=4 quiet panic=-1 mitigations=off random.trust_cpu=on tsc=reliable rdinit=/init${VM_APPEND:+ $VM_APPEND}"
 
 qemu_args() {  # $1 = accel
   local accel=$1 cpu=max
@@ -288,7 +289,7 @@ qemu_args() {  # $1 = accel
 
 common=(
   -kernel "$KERNEL" -initrd "$INITRD" -append "$APPEND"
-  -display none -monitor none -no-reboot
+  -display none -monitor none -no-reboot -name vwait,debug-threads=on
   -serial "file:$CTL/kernel.log"
   -device virtio-serial-pci
   -chardev "pipe,id=out,path=$CTL/out" -device virtserialport,chardev=out,name=vmrxe.out
