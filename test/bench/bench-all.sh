@@ -29,8 +29,8 @@
 # against think time), log.txt (every run's output), records.txt (every measurement),
 # callgrind.* (callgrind_annotate shows where the instructions of a read go).
 #
-#   make bench                         (boots the VM; about 24 minutes on a quiet 2-core host,
-#                                      1406 s measured on 2026-11-26)
+#   make bench                         (boots the VM; about 26 minutes on a quiet 2-core host,
+#                                      1518 s measured on 2026-11-26, boot e)
 #   test/bench/bench-all.sh [BUILDDIR] (the same, from the host)
 #   BENCH_SECTIONS="cost spin" BENCH_REPEATS=3 ... to run a part.
 set -u -o pipefail
