@@ -70,6 +70,8 @@
 #   VM_PIDFILE     PATH: qemu writes its pid there (to kill the node)
 #   VM_HOSTNAME    the guest's host name (default vm-rxe)
 #   VM_APPEND      more kernel command line for the guest (e.g. "idle=poll")
+#   VM_PIN_VCPUS   1: pin vCPU thread n to host CPU n (mod the host's CPUs).  On a small host
+#                  the scheduler may put a waking vCPU beside the busy one; benchmarks pin.
 #   VM_ROOT        DIR: the guest's root file system instead of the host's "/" (read-only,
 #                  same tmpfs overlay), e.g. the Debian 13 root of contrib/debian13/mkroot.sh.
 #                  The kernel and the initramfs modules stay the host's; DIR needs bash,
@@ -346,6 +348,29 @@ t0=$(date +%s.%N)
 # shellcheck disable=SC2046
 timeout -k 10 "$TIMEOUT" "$QEMU" $(qemu_args "$ACCEL") "${common[@]}" </dev/null &
 qpid=$!
+# VM_PIN_VCPUS=1: each vCPU thread ("CPU n/TCG", named by debug-threads) on host CPU n mod the
+# host's count, once qemu started them (within 30 s)
+pin_vcpus() {
+  local q= t c n host i
+  host=$(nproc)
+  for i in $(seq 300); do
+    q=$(pgrep -P "$qpid" | head -n 1)
+    if [ -n "$q" ]; then
+      n=0
+      for t in /proc/"$q"/task/*; do
+        c=$(cat "$t/comm" 2>/dev/null) || continue
+        case $c in
+        "CPU "*/*) c=${c#CPU }; c=${c%%/*}
+          taskset -pc $((c % host)) "${t##*/}" >/dev/null 2>&1 && n=$((n + 1)) ;;
+        esac
+      done
+      [ "$n" -ge "$CPUS" ] && { log "pinned $n vCPU threads to host CPUs"; return 0; }
+    fi
+    sleep 0.1
+  done
+  echo "run-in-vm: VM_PIN_VCPUS: found no vCPU threads to pin" >&2
+}
+[ "${VM_PIN_VCPUS:-0}" = 1 ] && pin_vcpus &
 # timeout(1) sits in its own process group: forward our INT/TERM/HUP to it
 trap 'kill -TERM "$qpid" 2>/dev/null' INT TERM HUP
 while :; do

@@ -28,7 +28,10 @@
 # results.md (the tables), think.dat and think.png (gnuplot: latency and CPU per message
 # against think time), log.txt (every run's output), records.txt (every measurement),
 # callgrind.* (callgrind_annotate shows where the instructions of a read go).
-#
+# VM_PIN_VCPUS=1 (run-in-vm.sh) pins the vCPU threads, one to each host CPU. On this 2-core host it
+# cut a server's CPU per message at 5 ms think from 770-1580 to 270-520 us (block policy), but
+# made the spinning ping-pongs slow and noisy (boot g of 2026-11-26: 64 B 24.53 [13.75-28.41] us
+# against 14.74 [14.14-18.35] in boot e, unpinned), so the default stays unpinned.
 #   make bench                         (boots the VM; about 26 minutes on a quiet 2-core host,
 #                                      1518 s measured on 2026-11-26, boot e)
 #   test/bench/bench-all.sh [BUILDDIR] (the same, from the host)
