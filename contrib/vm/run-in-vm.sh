@@ -71,7 +71,9 @@
 #   VM_HOSTNAME    the guest's host name (default vm-rxe)
 #   VM_APPEND      more kernel command line for the guest (e.g. "idle=poll")
 #   VM_PIN_VCPUS   1: pin vCPU thread n to host CPU n (mod the host's CPUs).  On a small host
-#                  the scheduler may put a waking vCPU beside the busy one; benchmarks pin.
+#                  the scheduler may put a waking vCPU beside the busy one; pinned, two
+#                  spinning vCPUs share their cores with qemu's other threads instead
+#                  (test/bench/bench-all.sh says what each costs; make bench does not pin).
 #   VM_ROOT        DIR: the guest's root file system instead of the host's "/" (read-only,
 #                  same tmpfs overlay), e.g. the Debian 13 root of contrib/debian13/mkroot.sh.
 #                  The kernel and the initramfs modules stay the host's; DIR needs bash,

@@ -32,6 +32,7 @@
 # cut a server's CPU per message at 5 ms think from 770-1580 to 270-520 us (block policy), but
 # made the spinning ping-pongs slow and noisy (boot g of 2026-11-26: 64 B 24.53 [13.75-28.41] us
 # against 14.74 [14.14-18.35] in boot e, unpinned), so the default stays unpinned.
+#
 #   make bench                         (boots the VM; about 26 minutes on a quiet 2-core host,
 #                                      1518 s measured on 2026-11-26, boot e)
 #   test/bench/bench-all.sh [BUILDDIR] (the same, from the host)
