@@ -27,6 +27,11 @@
  * members - 1 idle ones added around it, so that the cost of a set that mostly sleeps shows.
  * fi_poll naming an idle CQ is an error (exit 1).
  *
+ * -e rdm: reliable datagram endpoints instead of MSG ones (-p "vwait;ofi_rxm" against
+ * -p "verbs;ofi_rxm": what each core provider costs under ofi_rxm, as MPI uses them). No EQ, no
+ * connection: the client sends its name first, and the server puts it in its AV. Modes spin,
+ * sread-* and empty-read only (empty-read opens an endpoint, so that ofi_rxm's progress runs).
+ *
  * Uses the public libfabric API only. Exit status 0 on success, 1 on any error, 2 on usage,
  * 3 when the provider does not support the mode (e.g. a wait object it refuses). */
 #include "vwait/fi_deprecated.h"
@@ -69,15 +74,16 @@ extern "C" __attribute__((noinline)) ssize_t vwait_bench_cq_read(struct fid_cq *
 /* fi_send and fi_recv of the benchmark, out of line for the same reason
  * (--toggle-collect=vwait_bench_send, vwait_bench_recv) */
 extern "C" __attribute__((noinline)) ssize_t vwait_bench_send(struct fid_ep *ep, const void *buf,
-                                                              size_t len, void *desc, void *ctx)
+                                                              size_t len, void *desc,
+                                                              fi_addr_t dest, void *ctx)
 {
-	return fi_send(ep, buf, len, desc, FI_ADDR_UNSPEC, ctx);
+	return fi_send(ep, buf, len, desc, dest, ctx);
 }
 
-extern "C" __attribute__((noinline)) ssize_t vwait_bench_recv(struct fid_ep *ep, void *buf,
-                                                              size_t len, void *desc, void *ctx)
+extern "C" __attribute__((noinline)) ssize_t
+vwait_bench_recv(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src, void *ctx)
 {
-	return fi_recv(ep, buf, len, desc, FI_ADDR_UNSPEC, ctx);
+	return fi_recv(ep, buf, len, desc, src, ctx);
 }
 
 namespace
@@ -105,6 +111,7 @@ struct options {
 	std::vector<int> thinks; /* -T: think times (us) of a think-time run; empty: none */
 	long budget_us = 300000; /* -B: think time per phase at most */
 	bool data_first = false; /* -D: the client reads its CQ once the answer's bytes came */
+	bool rdm = false;        /* -e rdm: FI_EP_RDM endpoints, no connection */
 	std::string port = "7471";
 	std::string server; /* empty: be the server */
 };
@@ -174,9 +181,9 @@ void think(int us)
 
 void usage()
 {
-	fprintf(stderr, "usage: fi_vwait_bench [-p provider] [-m mode] [-S size] [-I iterations] "
-	                "[-W warmup] [-N set members] [-T think,... [-B us]] [-D] [-P port] "
-	                "[server address]\nmodes:\n");
+	fprintf(stderr, "usage: fi_vwait_bench [-p provider] [-e msg|rdm] [-m mode] [-S size] "
+	                "[-I iterations] [-W warmup] [-N set members] [-T think,... [-B us]] [-D] "
+	                "[-P port] [server address]\nmodes:\n");
 	for (const mode_desc &m : modes)
 		fprintf(stderr, "  %-13s %s\n", m.name, m.what);
 }
@@ -204,7 +211,10 @@ public:
 		FI_CALL(open_fabric());
 		if (opt_.how == mode::empty_read)
 			return empty_read();
-		FI_CALL(opt_.server.empty() ? accept_one() : connect_one());
+		if (opt_.rdm)
+			FI_CALL(opt_.server.empty() ? rdm_server() : rdm_client());
+		else
+			FI_CALL(opt_.server.empty() ? accept_one() : connect_one());
 		return pingpong();
 	}
 
@@ -216,7 +226,7 @@ private:
 		struct fi_info *hints = fi_allocinfo();
 		if (!hints)
 			return -FI_ENOMEM;
-		hints->ep_attr->type = FI_EP_MSG;
+		hints->ep_attr->type = opt_.rdm ? FI_EP_RDM : FI_EP_MSG;
 		hints->caps = FI_MSG;
 		hints->mode = FI_CONTEXT;
 		hints->domain_attr->mr_mode =
@@ -233,6 +243,8 @@ private:
 		fi_freeinfo(hints);
 		FI_CALL(ret);
 		FI_CALL(fi_fabric(info_->fabric_attr, &fabric_, nullptr));
+		if (opt_.rdm)
+			return 0; /* no connection, no EQ */
 		struct fi_eq_attr eq_attr = {};
 		eq_attr.wait_obj = FI_WAIT_UNSPEC;
 		if (opt_.how == mode::waitset) {
@@ -314,6 +326,84 @@ private:
 		return 0;
 	}
 
+	/* -e rdm: the domain, CQ, AV and endpoint, enabled, with receive buffers of at least
+	 * name_max bytes (the client's name comes in one) */
+	static constexpr size_t name_max = 256;
+	int rdm_endpoint()
+	{
+		FI_CALL(fi_domain(fabric_, info_, &domain_, nullptr));
+		FI_CALL(open_cq());
+		struct fi_av_attr av_attr = {};
+		av_attr.type = FI_AV_TABLE;
+		FI_CALL(fi_av_open(domain_, &av_attr, &av_, nullptr));
+		FI_CALL(fi_endpoint(domain_, info_, &ep_, nullptr));
+		return bind_ep();
+	}
+
+	/* the server learns the client's address from its first message */
+	int rdm_server()
+	{
+		FI_CALL(rdm_endpoint());
+		FI_CALL(post_recv(name_max));
+		printf("LISTENING prov=%s\n", opt_.prov.c_str()); /* test drivers wait for it */
+		fflush(stdout);
+		FI_CALL(setup_completion(&rctx_));
+		FI_CALL(insert_peer(rbuf_.data()));
+		return post_recv();
+	}
+
+	/* the client sends its name and waits until it went: ofi_rxm connects meanwhile, and
+	 * none of it is counted with the ping-pong's calls (plain fi_send and fi_cq_read) */
+	int rdm_client()
+	{
+		FI_CALL(rdm_endpoint());
+		FI_CALL(insert_peer(info_->dest_addr));
+		FI_CALL(post_recv());
+		size_t len = buf_.size();
+		FI_CALL(fi_getname(&ep_->fid, buf_.data(), &len));
+		for (;;) {
+			ssize_t ret =
+			    fi_send(ep_, buf_.data(), len, fi_mr_desc(mr_), peer_, &sctx_);
+			if (ret == 0)
+				break;
+			if (ret != -FI_EAGAIN)
+				FI_CALL(ret);
+			fi_cq_read(cq_, nullptr, 0); /* progress */
+		}
+		return setup_completion(&sctx_);
+	}
+
+	/* -e rdm: spins on fi_cq_read until the completion of ctx, the only one expected */
+	int setup_completion(void *ctx)
+	{
+		for (;;) {
+			struct fi_cq_entry e = {};
+			ssize_t n = fi_cq_read(cq_, &e, 1);
+			if (n == -FI_EAGAIN)
+				continue;
+			if (n == 1 && e.op_context == ctx)
+				return 0;
+			if (n == -FI_EAVAIL) {
+				struct fi_cq_err_entry err = {};
+				fi_cq_readerr(cq_, &err, 0);
+				fprintf(stderr, "address exchange: %s\n", fi_strerror(err.err));
+				return -err.err;
+			}
+			fprintf(stderr, "address exchange: unexpected completion (%zd)\n", n);
+			return n < 0 ? static_cast<int>(n) : -FI_EOTHER;
+		}
+	}
+
+	int insert_peer(const void *addr)
+	{
+		int n = fi_av_insert(av_, addr, 1, &peer_, 0, nullptr);
+		if (n != 1) {
+			fprintf(stderr, "fi_av_insert: %d\n", n);
+			return n < 0 ? n : -FI_EINVAL;
+		}
+		return 0;
+	}
+
 	int open_cq()
 	{
 		struct fi_cq_attr attr = {};
@@ -385,7 +475,10 @@ private:
 
 	int bind_ep()
 	{
-		FI_CALL(fi_ep_bind(ep_, &eq_->fid, 0));
+		if (opt_.rdm)
+			FI_CALL(fi_ep_bind(ep_, &av_->fid, 0));
+		else
+			FI_CALL(fi_ep_bind(ep_, &eq_->fid, 0));
 		if (opt_.how == mode::cntr_wait) {
 			FI_CALL(fi_ep_bind(ep_, &cq_->fid,
 			                   FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION));
@@ -401,8 +494,9 @@ private:
 			FI_CALL(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV));
 		}
 		FI_CALL(fi_enable(ep_));
-		buf_.assign(opt_.size ? opt_.size : 1, 0);
-		rbuf_.assign(opt_.size ? opt_.size : 1, 0);
+		const size_t bytes = std::max<size_t>(opt_.size, opt_.rdm ? name_max : 1);
+		buf_.assign(bytes, 0);
+		rbuf_.assign(bytes, 0);
 		FI_CALL(
 		    fi_mr_reg(domain_, buf_.data(), buf_.size(), FI_SEND, 0, 0, 0, &mr_, nullptr));
 		FI_CALL(fi_mr_reg(domain_, rbuf_.data(), rbuf_.size(), FI_RECV, 0, 1, 0, &rmr_,
@@ -410,11 +504,12 @@ private:
 		return 0;
 	}
 
-	int post_recv()
+	int post_recv() { return post_recv(opt_.size); }
+	int post_recv(size_t len)
 	{
 		for (;;) {
-			ssize_t ret = vwait_bench_recv(ep_, rbuf_.data(), opt_.size,
-			                               fi_mr_desc(rmr_), &rctx_);
+			ssize_t ret = vwait_bench_recv(ep_, rbuf_.data(), len, fi_mr_desc(rmr_),
+			                               FI_ADDR_UNSPEC, &rctx_);
 			if (ret != -FI_EAGAIN)
 				return static_cast<int>(ret);
 		}
@@ -423,8 +518,8 @@ private:
 	int post_send()
 	{
 		for (;;) {
-			ssize_t ret =
-			    vwait_bench_send(ep_, buf_.data(), opt_.size, fi_mr_desc(mr_), &sctx_);
+			ssize_t ret = vwait_bench_send(ep_, buf_.data(), opt_.size, fi_mr_desc(mr_),
+			                               peer_, &sctx_);
 			if (ret != -FI_EAGAIN)
 				return static_cast<int>(ret);
 			vwait_bench_cq_read(cq_, nullptr, 0); /* progress */
@@ -697,12 +792,16 @@ private:
 	/* -m empty-read: -I reads of an empty CQ; the time per read beside the count */
 	int empty_read()
 	{
-		FI_CALL(fi_domain(fabric_, info_, &domain_, nullptr));
-		struct fi_cq_attr attr = {};
-		attr.format = FI_CQ_FORMAT_CONTEXT;
-		attr.size = 64;
-		attr.wait_obj = FI_WAIT_NONE;
-		FI_CALL(fi_cq_open(domain_, &attr, &cq_, nullptr));
+		if (opt_.rdm) {
+			FI_CALL(rdm_endpoint());
+		} else {
+			FI_CALL(fi_domain(fabric_, info_, &domain_, nullptr));
+			struct fi_cq_attr attr = {};
+			attr.format = FI_CQ_FORMAT_CONTEXT;
+			attr.size = 64;
+			attr.wait_obj = FI_WAIT_NONE;
+			FI_CALL(fi_cq_open(domain_, &attr, &cq_, nullptr));
+		}
 		struct fi_cq_entry e = {};
 		auto t0 = std::chrono::steady_clock::now();
 		for (int i = 0; i < opt_.iters; i++)
@@ -737,6 +836,8 @@ private:
 		}
 		for (struct fid_cq *c : idle_)
 			fi_close(&c->fid);
+		if (av_)
+			fi_close(&av_->fid);
 		if (cq_)
 			fi_close(&cq_->fid);
 		if (rcntr_)
@@ -773,6 +874,8 @@ private:
 	struct fid_cntr *rcntr_ = nullptr; /* cntr-wait: FI_RECV */
 	struct fid_cntr *scntr_ = nullptr; /* cntr-wait: FI_SEND */
 	struct fid_ep *ep_ = nullptr;
+	struct fid_av *av_ = nullptr;     /* -e rdm */
+	fi_addr_t peer_ = FI_ADDR_UNSPEC; /* -e rdm: the other side, in av_ */
 	struct fid_mr *mr_ = nullptr;
 	struct fid_mr *rmr_ = nullptr;
 	int wait_fd_ = -1;
@@ -783,10 +886,17 @@ private:
 bool parse(int argc, char **argv, options *o)
 {
 	int c;
-	while ((c = getopt(argc, argv, "p:m:S:I:P:W:N:T:B:Dh")) != -1) {
+	while ((c = getopt(argc, argv, "p:e:m:S:I:P:W:N:T:B:Dh")) != -1) {
 		switch (c) {
 		case 'p':
 			o->prov = optarg;
+			break;
+		case 'e':
+			if (strcmp(optarg, "rdm") != 0 && strcmp(optarg, "msg") != 0) {
+				fprintf(stderr, "-e: msg or rdm, not '%s'\n", optarg);
+				return false;
+			}
+			o->rdm = strcmp(optarg, "rdm") == 0;
 			break;
 		case 'm': {
 			bool found = false;
@@ -842,6 +952,14 @@ bool parse(int argc, char **argv, options *o)
 	}
 	if (optind < argc)
 		o->server = argv[optind];
+	if (o->rdm && o->how != mode::spin && o->how != mode::sread && o->how != mode::empty_read) {
+		fprintf(stderr, "-e rdm: modes spin, sread-* and empty-read only\n");
+		return false;
+	}
+	if (o->rdm && o->data_first) {
+		fprintf(stderr, "-e rdm: no -D (ofi_rxm copies the answer in fi_cq_read)\n");
+		return false;
+	}
 	return o->iters > 0 && o->warmup >= 0 && o->members >= 1 && o->budget_us > 0;
 }
 

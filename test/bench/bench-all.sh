@@ -6,9 +6,11 @@
 #            empty CQ, and per completion read in a 64 B ping-pong whose client reads its CQ
 #            once the answer's bytes arrived (-D; the few empty reads of that run taken out at
 #            the empty-CQ rate), and per fi_send and fi_recv of that client (vwait_bench_send,
-#            vwait_bench_recv); vwait beside upstream verbs
+#            vwait_bench_recv); vwait beside upstream verbs; then the same through ofi_rxm
+#            (fi_vwait_bench -e rdm, vwait;ofi_rxm beside verbs;ofi_rxm: no -D there, the
+#            empty reads are taken out at the rate of an idle endpoint's)
 #   spin     ping-pong 64 B and 4 KiB, both sides spinning: vwait, upstream verbs, raw
-#            ibv_rc_pingpong
+#            ibv_rc_pingpong; and 64 B on RDM endpoints, vwait;ofi_rxm beside verbs;ofi_rxm
 #   sread    ping-pong 64 B, both sides in fi_cq_sread on FI_WAIT_UNSPEC CQs: vwait (default
 #            policy), upstream verbs; against vwait's spinning latency of the same boot
 #   think    a spinning client that sends after a think time of 0, 50 us, 500 us, 5 ms to a
@@ -146,33 +148,46 @@ incl_of() {
 }
 per() { awk -v i="$1" -v n="$2" 'BEGIN { if (i > 0 && n > 0) printf "%.1f", i / n }'; }
 
+# cost_of COLUMN PROVIDER ROW_SUFFIX [-e rdm]: one provider's rows of the cost table
+cost_of() {
+	local col=$1 prov=$2 sfx=$3 ep=${4:-} n=20000 iters=300 ir e empty full rd sd rv dfirst=-D
+	local f=$out/callgrind.$col${ep:+.rdm} name=cost-$col${ep:+-rdm}
+	[ -n "$ep" ] && dfirst= # ofi_rxm copies the answer into the buffer inside fi_cq_read
+	FI_PROVIDER=$col cg "$f.empty" "$bench" $ep -p "$prov" -m empty-read -I $n >"$tmp/$name" 2>&1
+	cat "$tmp/$name" >>"$log"
+	ir=$(ir_of "$f.empty")
+	e=$(per "${ir:-0}" $n)
+	[ -n "$e" ] && record cost "Ir per fi_cq_read, empty CQ$sfx" "$col" "$e"
+	# the client of a spinning ping-pong, counted inside its CQ reads, sends and receives
+	port=$((port + 1))
+	pair "$name-$port" "env FI_PROVIDER=$col $bench $ep -p '$prov' -m spin -I $iters -P $port" \
+		"env FI_PROVIDER=$col valgrind -q --tool=callgrind --toggle-collect=vwait_bench_cq_read \
+			--toggle-collect=vwait_bench_send --toggle-collect=vwait_bench_recv \
+			--callgrind-out-file=$f.pingpong $bench $ep -p '$prov' -m spin $dfirst -I $iters -P $port $RXE_ADDR" ||
+		return
+	empty=$(sed -nE 's/^RESULT .*reads_empty=([0-9]+).*/\1/p' "$tmp/$name-$port.cli")
+	full=$(sed -nE 's/^RESULT .*reads_full=([0-9]+).*/\1/p' "$tmp/$name-$port.cli")
+	rd=$(incl_of "$f.pingpong" vwait_bench_cq_read)
+	sd=$(incl_of "$f.pingpong" vwait_bench_send)
+	rv=$(incl_of "$f.pingpong" vwait_bench_recv)
+	[ -n "$rd" ] && [ -n "$e" ] && [ "${full:-0}" -gt 0 ] &&
+		record cost "Ir per fi_cq_read that returns a completion (ping-pong)$sfx" "$col" \
+			"$(awk -v i="$rd" -v e="$e" -v E="$empty" -v F="$full" \
+				'BEGIN { printf "%.1f", (i - e * E) / F }')"
+	# one send per round and warmup round; one receive more, posted before the first
+	[ -n "$sd" ] && record cost "Ir per fi_send (ping-pong, 64 B)$sfx" "$col" "$(per "$sd" $((iters + 20)))"
+	[ -n "$rv" ] && record cost "Ir per fi_recv (ping-pong)$sfx" "$col" "$(per "$rv" $((iters + 21)))"
+}
+
 section_cost() {
-	local p n=20000 iters=300 ir e empty full rd sd rv
+	local p
 	for p in vwait verbs; do
-		FI_PROVIDER=$p cg "$out/callgrind.$p.empty" "$bench" -p $p -m empty-read -I $n >"$tmp/cost.$p" 2>&1
-		cat "$tmp/cost.$p" >>"$log"
-		ir=$(ir_of "$out/callgrind.$p.empty")
-		e=$(per "${ir:-0}" $n)
-		[ -n "$e" ] && record cost "Ir per fi_cq_read, empty CQ" "$p" "$e"
-		# the client of a spinning ping-pong, counted inside its CQ reads, sends and receives
-		port=$((port + 1))
-		pair "cost-$p-$port" "env FI_PROVIDER=$p $bench -p $p -m spin -I $iters -P $port" \
-			"env FI_PROVIDER=$p valgrind -q --tool=callgrind --toggle-collect=vwait_bench_cq_read \
-				--toggle-collect=vwait_bench_send --toggle-collect=vwait_bench_recv \
-				--callgrind-out-file=$out/callgrind.$p.pingpong $bench -p $p -m spin -D -I $iters -P $port $RXE_ADDR" ||
-			continue
-		empty=$(sed -nE 's/^RESULT .*reads_empty=([0-9]+).*/\1/p' "$tmp/cost-$p-$port.cli")
-		full=$(sed -nE 's/^RESULT .*reads_full=([0-9]+).*/\1/p' "$tmp/cost-$p-$port.cli")
-		rd=$(incl_of "$out/callgrind.$p.pingpong" vwait_bench_cq_read)
-		sd=$(incl_of "$out/callgrind.$p.pingpong" vwait_bench_send)
-		rv=$(incl_of "$out/callgrind.$p.pingpong" vwait_bench_recv)
-		[ -n "$rd" ] && [ -n "$e" ] && [ "${full:-0}" -gt 0 ] &&
-			record cost "Ir per fi_cq_read that returns a completion (ping-pong)" "$p" \
-				"$(awk -v i="$rd" -v e="$e" -v E="$empty" -v F="$full" \
-					'BEGIN { printf "%.1f", (i - e * E) / F }')"
-		# one send per round and warmup round; one receive more, posted before the first
-		[ -n "$sd" ] && record cost "Ir per fi_send (ping-pong, 64 B)" "$p" "$(per "$sd" $((iters + 20)))"
-		[ -n "$rv" ] && record cost "Ir per fi_recv (ping-pong)" "$p" "$(per "$rv" $((iters + 21)))"
+		cost_of $p $p ""
+	done
+	# the same calls through ofi_rxm (RDM endpoints, as MPI uses them; the address exchange and
+	# ofi_rxm's connection before the ping-pong are not counted). FI_UNIVERSE_SIZE: netpipe.
+	for p in vwait verbs; do
+		FI_UNIVERSE_SIZE=32 cost_of $p "$p;ofi_rxm" " over ofi_rxm" "-e rdm"
 	done
 }
 
@@ -189,6 +204,14 @@ in_turn() {
 }
 
 # ---------------------------------------------------------------- spinning ping-pong
+# rxm_pair PROV SIZE ITERS: a spinning fi_vwait_bench pair on RDM endpoints over PROV;ofi_rxm
+rxm_pair() {
+	local run="env FI_PROVIDER=$1 FI_UNIVERSE_SIZE=32 $bench -e rdm -p '$1;ofi_rxm' -m spin -S $2 -I $3"
+	port=$((port + 1))
+	last="$tmp/$1-rxm-$port"
+	pair "$1-rxm-$port" "$run -P $port" "$run -P $port $RXE_ADDR"
+}
+
 section_spin() {
 	local r s it v who
 	for r in $(seq "$pp_repeats"); do
@@ -204,6 +227,11 @@ section_spin() {
 					record spin "$s B" $who "$v" ;;
 				esac
 			done
+		done
+		# the provider under ofi_rxm, as MPI uses it (NetPIPE's path without Open MPI)
+		for who in $(in_turn "$r" vwait verbs); do
+			rxm_pair $who 64 $spin_iters && v=$(lat_of "$last") &&
+				record spin "64 B over ofi_rxm" $who "$v"
 		done
 	done
 }
