@@ -35,8 +35,8 @@
 # made the spinning ping-pongs slow and noisy (boot g of 2026-11-26: 64 B 24.53 [13.75-28.41] us
 # against 14.74 [14.14-18.35] in boot e, unpinned), so the default stays unpinned.
 #
-#   make bench                         (boots the VM; about 26 minutes on a quiet 2-core host,
-#                                      1518 s measured on 2026-11-26, boot e)
+#   make bench                         (boots the VM; about 32 minutes on a quiet 2-core host:
+#                                      1518 s in boot e of 2026-11-26, before the ofi_rxm rows)
 #   test/bench/bench-all.sh [BUILDDIR] (the same, from the host)
 #   BENCH_SECTIONS="cost spin" BENCH_REPEATS=3 ... to run a part.
 set -u -o pipefail
