@@ -43,6 +43,7 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 
+#include <dirent.h>
 #include <poll.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -155,6 +156,20 @@ std::vector<phase> plan_of(const std::vector<int> &thinks, int iters, long budge
 		p.push_back({t, static_cast<int>(std::max<long>(20, std::min<long>(iters, n)))});
 	}
 	return p;
+}
+
+/* The threads of this process now (/proc/self/task): the provider's own show here (vwait's
+ * EQ thread runs only while something needs it). */
+int thread_count()
+{
+	int n = 0;
+	if (DIR *d = opendir("/proc/self/task")) {
+		while (struct dirent *e = readdir(d))
+			if (e->d_name[0] != '.')
+				n++;
+		closedir(d);
+	}
+	return n;
 }
 
 double cpu_now_us()
@@ -736,12 +751,16 @@ private:
 		             (r1.ru_utime.tv_usec - r0.ru_utime.tv_usec) +
 		             (r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) * 1e6 +
 		             (r1.ru_stime.tv_usec - r0.ru_stime.tv_usec);
+		const int threads = thread_count();
 		if (client)
 			printf("RESULT prov=%s mode=%s size=%zu iters=%d members=%d lat_us=%.2f "
-			       "cpu_us_per_msg=%.2f reads_empty=%llu reads_full=%llu\n",
+			       "cpu_us_per_msg=%.2f reads_empty=%llu reads_full=%llu threads=%d\n",
 			       opt_.prov.c_str(), opt_.mode_name.c_str(), opt_.size, opt_.iters,
 			       opt_.members, usec / opt_.iters / 2, cpu / opt_.iters / 2,
-			       bench_reads_empty, bench_reads_full);
+			       bench_reads_empty, bench_reads_full, threads);
+		else
+			printf("SERVER prov=%s mode=%s threads=%d\n", opt_.prov.c_str(),
+			       opt_.mode_name.c_str(), threads);
 		return 0;
 	}
 
