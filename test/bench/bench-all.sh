@@ -125,6 +125,7 @@ fi_pair() {
 }
 
 lat_of() { sed -nE 's/^RESULT .*lat_us=([0-9.]+).*/\1/p' "$1.cli"; }
+threads_of() { sed -nE 's/^RESULT .*threads=([0-9]+).*/\1/p' "$1.cli"; }
 
 raw_lat() { # SIZE ITERS -> one-way usec, on port $port (a subshell: the caller advances it)
 	pair "raw-$port" "ibv_rc_pingpong -d $dev -g $gidx -p $port -s $1 -n $2" \
@@ -180,7 +181,18 @@ cost_of() {
 }
 
 section_cost() {
-	local p
+	local p line
+	# what a second thread costs each system call (why vwait's EQ thread rests when not needed)
+	if [ -x "$builddir/test/bench/thread_tax" ]; then
+		"$builddir/test/bench/thread_tax" -r "$repeats" >"$tmp/tax" 2>&1
+		cat "$tmp/tax" >>"$log"
+		while read -r line; do
+			for p in single exited live; do
+				record tax "ns per write(2) to /dev/null" "$p" \
+					"$(echo "$line" | sed -nE "s/.* ${p}_ns=([0-9.]+).*/\1/p")"
+			done
+		done < <(grep '^THREAD_TAX' "$tmp/tax")
+	fi
 	for p in vwait verbs; do
 		cost_of $p $p ""
 	done
@@ -224,7 +236,8 @@ section_spin() {
 					v=$(raw_lat $s $it) && [ -n "$v" ] && record spin "$s B" raw "$v"
 					;;
 				*) fi_pair $who spin spin $s $it && v=$(lat_of "$last") &&
-					record spin "$s B" $who "$v" ;;
+					record spin "$s B" $who "$v" &&
+					record threads "$s B" $who "$(threads_of "$last")" ;;
 				esac
 			done
 		done
@@ -417,7 +430,10 @@ table() {
 	echo "A run: $spin_iters round trips (spin), $sread_iters (sread), $think_iters at think 0 and up to $((budget / 1000)) ms of think per phase (think tables)."
 	echo "Command: \`make bench\` (test/bench/bench-all.sh)."
 	table cost "Instructions per call (callgrind)" vwait verbs -- vwait/verbs
+	table tax "What a second thread costs a system call (thread_tax: none ever, one that exited, one alive)" \
+		single exited live -- exited/single live/single
 	table spin "Ping-pong, both sides spinning (us)" vwait verbs raw -- vwait/verbs vwait/raw
+	table threads "Threads of the spinning client at the end of its runs" vwait verbs
 	table sread "Ping-pong 64 B, both sides in fi_cq_sread, FI_WAIT_UNSPEC (us)" \
 		"vwait sread" "vwait spin" "verbs sread" -- "vwait sread/vwait spin" "verbs sread/vwait spin"
 	table cq "Server in fi_cq_sread (spinning client, 64 B): latency (us) and server CPU per message (us) by think time (us)" \
