@@ -159,7 +159,7 @@ std::vector<phase> plan_of(const std::vector<int> &thinks, int iters, long budge
 }
 
 /* The threads of this process now (/proc/self/task): the provider's own show here (vwait's
- * EQ thread runs only while something needs it). */
+ * EQ has one). */
 int thread_count()
 {
 	int n = 0;

@@ -135,7 +135,7 @@ private:
 	std::vector<std::shared_ptr<wr_ring>> orphans_ VWAIT_GUARDED_BY(orphans_mutex_);
 	std::atomic<bool> overrun_{false};
 	bool overrun_reported_ VWAIT_GUARDED_BY(progress_mutex_) = false;
-	unsigned idle_polls_ VWAIT_GUARDED_BY(progress_mutex_) = 0; /* empty polls in a row */
+	unsigned idle_polls_ VWAIT_GUARDED_BY(progress_mutex_) = 0;
 	bool waiter_drains_ = false; /* its waiter polls the channel fd (see self_notifying) */
 	util::mutex event_listeners_mutex_; /* lock_order.h: level 76 */
 	std::vector<util::waitable *> event_listeners_ VWAIT_GUARDED_BY(event_listeners_mutex_);

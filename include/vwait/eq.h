@@ -33,20 +33,11 @@ namespace vwait
  * thread) or tries (fi_trywait) drains it through progress(), which turns each rdma_cm event
  * into an entry (FI_CONNREQ, FI_CONNECTED, FI_SHUTDOWN, or an error entry) and acknowledges
  * it at once. Reads drain it too, so FI_WAIT_NONE EQs work by polling.
- * Control progress is FI_PROGRESS_AUTO: a provider thread per EQ sleeps in poll() on the
- * channel and drains it as soon as an event arrives, so a connection completes and a
- * disconnect moves the endpoint's QP to the error state (its posted work flushes into its CQs
- * and counters, whose waiters wake) even when nobody reads or waits on the EQ; the entries
+ * Control progress is FI_PROGRESS_AUTO: a provider thread per EQ (started with the EQ, ended
+ * by fi_close) sleeps in poll() on the channel and drains it as soon as an event arrives, so
+ * a disconnect moves the endpoint's QP to the error state (its posted work flushes into its
+ * CQs and counters, whose waiters wake) even when nobody reads or waits on the EQ; the entries
  * wait in the EQ for the application. While the EQ is full, the thread waits for room.
- * The thread runs only while something needs it (need_progress), and ends itself when nothing
- * has for rest_after_ms: a process with a thread pays on every system call (glibc's
- * cancellation path, the kernel's shared file table), and a spinning ping-pong pays that on
- * each send's doorbell. What needs it: a connection of this EQ being set up (connect or accept
- * until its first event), a held FI_SHUTDOWN, keepalive (the thread then stays), any thread
- * that blocked or armed for a wait on a CQ or counter of this fabric (it then stays: a waiter
- * that sleeps must be woken by a disconnect's flush), and a CQ polled empty 4096 times in a
- * row (fabric::need_cm_progress). So a reader that spins while traffic flows runs without it,
- * and sees a disconnect once its CQ runs dry or it reads the EQ.
  * Keepalive (FI_VWAIT_KEEPALIVE_MS > 0): the same thread wakes every period and probes each
  * connected endpoint of this EQ (cm_target::probe); one whose QP went to the error state (the
  * RC retry budget of a probe or of the application's own work ran out) gets FI_SHUTDOWN at
@@ -72,15 +63,6 @@ public:
 	fabric *parent() const noexcept { return fabric_.get(); }
 	/* An endpoint that closes leaves the keepalive's list (before its QP goes). */
 	void unprobe(cm_target *t) noexcept;
-	/* fi_connect / fi_accept of t goes out: the thread runs until t's first event. With
-	 * false: it could not go out after all. */
-	void connecting(cm_target *t, bool yes = true) noexcept;
-	/* Somebody needs CM events handled without reading this EQ: starts the thread unless it
-	 * runs. blocking: a thread is about to sleep on a CQ or counter (the thread then stays
-	 * until fi_close); otherwise it runs for rest_after_ms at least. */
-	void need_progress(bool blocking) noexcept;
-	/* How long the thread runs on with nothing needing it. */
-	static constexpr int rest_after_ms = 20;
 
 protected:
 	void progress() noexcept override;
@@ -91,10 +73,6 @@ protected:
 private:
 	/* The AUTO progress thread's loop (see the class comment). */
 	void auto_progress() noexcept;
-	/* From the thread, after rest_after_ms without an event: true when it may end (nothing
-	 * needs it, and no need_progress came since seen, which it updates); running_ is then
-	 * false. */
-	bool may_rest(uint64_t &seen) noexcept;
 	/* One rdma_cm event into at most one entry (under progress_mutex_): true when it
 	 * queued one. Throws when it could not (the event is then lost, with a warning). */
 	bool convert(struct rdma_cm_event *ev);
@@ -123,15 +101,7 @@ private:
 	std::atomic<size_t> hold_count_{0}; /* holds_.size(), read without the lock */
 	/* Queues FI_SHUTDOWN for every hold that is over (under progress_mutex_). */
 	void release_holds() noexcept;
-	/* endpoints whose connect or accept has had no event yet (under probe_mutex_) */
-	std::set<cm_target *> connecting_;
-	/* The thread: started by need_progress, ended by itself (may_rest) or by closing(). */
-	std::mutex thread_mutex_; /* lock_order.h: level 66; guards thread_ and closing_ */
 	std::thread thread_;
-	bool closing_ = false;
-	std::atomic<bool> running_{false};
-	std::atomic<bool> stay_{false};   /* a waiter blocked, or keepalive: no rest */
-	std::atomic<uint64_t> needed_{0}; /* need_progress calls so far */
 };
 
 /* The vwait EQ behind a fid handed to fi_ep_bind / fi_pep_bind: nullptr for anything else (an

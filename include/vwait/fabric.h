@@ -9,14 +9,10 @@
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <string>
-#include <vector>
 
 namespace vwait
 {
-
-class verbs_eq;
 
 class fabric
 {
@@ -33,21 +29,10 @@ public:
 	const std::string &name() const noexcept { return name_; }
 	uint32_t api_version() const noexcept { return api_version_; }
 
-	/* The EQs open on this fabric (verbs_eq::start adds, verbs_eq::closing removes). A CQ or
-	 * counter about to block, or polled idle for a while, calls need_cm_progress: each of
-	 * them then runs its control-progress thread (verbs_eq::need_progress), so that a
-	 * disconnect reaches the CQs even though nobody reads the EQ. */
-	void add_eq(verbs_eq *q);
-	void remove_eq(verbs_eq *q) noexcept;
-	void need_cm_progress(bool blocking) noexcept;
-
 private:
 	std::string name_;
 	uint32_t api_version_;
 	std::atomic<int> refs_{0};
-	std::mutex eqs_mutex_; /* lock_order.h: level 64 */
-	std::vector<verbs_eq *> eqs_;
-	std::atomic<size_t> eq_count_{0}; /* eqs_.size(), read without the lock */
 };
 
 using fabric_box = util::fid_box<struct fid_fabric, fabric>;

@@ -53,12 +53,6 @@
  *                                                 source, av::source), 74, 80 (queue), then
  *                                                 90 (notify, a counter's wake), FI_WARN.
  *  62    verbs_cq::orphans_mutex_ (cq.h)          rings of closed endpoints; leaf.
- *  64    fabric::eqs_mutex_ (fabric.h)            the fabric's EQs; under it each EQ's
- *                                                 need_progress (66). Taken from a CQ's
- *                                                 arm() and from poll_wc (under 60).
- *  66    verbs_eq::thread_mutex_ (eq.h)           the EQ's progress thread: starting one
- *                                                 (std::thread), joining one that has left
- *                                                 its loop (it takes no lock after), closing.
  *  70    domain::async_mutex_ (domain.h)          one reader of the async fd; try_lock only;
  *                                                 under it: a CQ's notify (90), FI_WARN.
  *  72    av::mutex_ (av.h)                        the address table; leaf (ibv_create_ah).
@@ -154,8 +148,6 @@ enum : int {
 	rx_post = 52,      /* ep::rx_mutex_ */
 	cq_progress = 60,  /* verbs_cq::progress_mutex_ */
 	cq_orphans = 62,   /* verbs_cq::orphans_mutex_ */
-	fabric_eqs = 64,   /* fabric::eqs_mutex_ */
-	eq_thread = 66,    /* verbs_eq::thread_mutex_ */
 	async_events = 70, /* domain::async_mutex_ (try_lock only) */
 	av_table = 72,     /* av::mutex_ */
 	cq_events = 74,    /* cq_events::mu_ */

@@ -182,7 +182,7 @@ cost_of() {
 
 section_cost() {
 	local p line
-	# what a second thread costs each system call (why vwait's EQ thread rests when not needed)
+	# what a second thread costs each system call (vwait's EQ has one, verbs has none)
 	if [ -x "$builddir/test/bench/thread_tax" ]; then
 		"$builddir/test/bench/thread_tax" -r "$repeats" >"$tmp/tax" 2>&1
 		cat "$tmp/tax" >>"$log"

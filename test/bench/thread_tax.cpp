@@ -6,9 +6,9 @@
  *             cancellation wrapper around write)
  *   live      a second thread sleeps in pause() (the kernel's file table is shared too, so each
  *             call takes and drops a reference on the file)
- * It is why vwait's EQ thread runs only while something needs it: a spinning ping-pong over
- * rxe makes one system call a send (the doorbell). Run it where the ping-pong runs (the VM:
- * make bench prints it); REPEATS rounds of N calls per state, each round's figure printed.
+ * vwait's EQ has such a thread (its control progress), and a spinning ping-pong over rxe makes
+ * one system call a send (the doorbell). Run it where the ping-pong runs (the VM: make bench
+ * prints it); REPEATS rounds of N calls per state, each round's figure printed.
  *   test/bench/thread_tax [-n N] [-r REPEATS] */
 #include <fcntl.h>
 #include <pthread.h>

@@ -343,10 +343,8 @@ int rc_ep::connect(const void *addr, const void *param, size_t paramlen) noexcep
 			return ret;
 		std::vector<uint8_t> data = cm_wrap(param, paramlen);
 		struct rdma_conn_param p = conn_param(*domain_, data);
-		eq_->connecting(this); /* before: the answer may come at once */
 		if (rdma_connect(id_.get(), &p) != 0) {
 			int ret = verbs::errno_code();
-			eq_->connecting(this, false);
 			FI_WARN(&prov, FI_LOG_EP_CTRL, "rdma_connect: %s\n", fi_strerror(-ret));
 			return ret;
 		}
@@ -375,10 +373,8 @@ int rc_ep::accept(const void *param, size_t paramlen) noexcept
 			return ret;
 		std::vector<uint8_t> data = cm_wrap(param, paramlen);
 		struct rdma_conn_param p = conn_param(*domain_, data);
-		eq_->connecting(this);
 		if (rdma_accept(id_.get(), &p) != 0) {
 			int ret = verbs::errno_code();
-			eq_->connecting(this, false);
 			FI_WARN(&prov, FI_LOG_EP_CTRL, "rdma_accept: %s\n", fi_strerror(-ret));
 			return ret;
 		}

@@ -26,14 +26,10 @@ namespace
 constexpr size_t default_cq_size = 4096;
 /* work completions taken from the ibv_cq per ibv_poll_cq */
 constexpr size_t poll_batch = 16;
-/* A CQ polled empty this many times in a row (at ~100 ns a poll, half a millisecond or so)
- * looks around, out of the busy loop's way: at the device's async fd for an overrun (a
- * system call; no waiter may read that fd for a CQ that is only polled), and it asks the EQs
- * of its fabric to run their control-progress thread for a while (verbs_eq::need_progress),
- * so that a reader spinning on a CQ whose peer left sees the flush without reading the EQ.
- * A CQ that overran gets no more completions, so its polls do run dry; one whose traffic
- * flows never pays for either. */
-constexpr unsigned idle_polls_per_look = 4096;
+/* A CQ that is only polled (no waiter reads the device's async fd) looks at the async fd
+ * for an overrun once per this many empty polls: a system call, kept out of the busy loop's
+ * way (at ~100 ns a poll, still every half millisecond or so). */
+constexpr unsigned idle_polls_per_async_check = 4096;
 
 /* Whether a CQ opened with these attributes blocks on a waiter that polls fds (so that the
  * waiter drains the CQ's completion channel): FD, POLLFD, MUTEX_COND, UNSPEC (= FD), or a
@@ -307,19 +303,16 @@ void verbs_cq::queue(const completion *c, size_t n) noexcept
 inline int verbs_cq::poll_wc(struct ibv_wc *wc, size_t max) noexcept
 {
 	int n = ibv_poll_cq(hw_.get(), static_cast<int>(max), wc);
-	if (__builtin_expect(n > 0, 1)) {
-		idle_polls_ = 0;
+	if (__builtin_expect(n > 0, 1))
 		return n;
-	}
 	if (n < 0) {
 		FI_WARN_SPARSE(&prov, FI_LOG_CQ, "ibv_poll_cq: %d\n", n);
 		return -1;
 	}
-	if (++idle_polls_ >= idle_polls_per_look) {
-		/* dry for a while: an overrun, or a disconnect, may be why */
+	if (++idle_polls_ >= idle_polls_per_async_check) {
+		/* nothing: now and then, look for an overrun on the async fd */
 		idle_polls_ = 0;
 		domain_->poll_async_events();
-		domain_->parent()->need_cm_progress(false);
 	}
 	return 0;
 }
@@ -485,7 +478,6 @@ bool verbs_cq::poll_ready(uint64_t &) noexcept
 		return true;
 	/* empty: ask for an event on the next completion, then look once more for one that
 	 * came before the arming */
-	domain_->parent()->need_cm_progress(true);
 	if (channel_ && cq_events::arm() != 0)
 		return true; /* cannot arm: keep it on the list rather than lose it */
 	progress();
@@ -494,9 +486,6 @@ bool verbs_cq::poll_ready(uint64_t &) noexcept
 
 int verbs_cq::arm() noexcept
 {
-	/* a thread is about to sleep on this CQ (or a counter it feeds): a disconnect must
-	 * reach it without anybody reading the EQ */
-	domain_->parent()->need_cm_progress(true);
 	if (!channel_)
 		return 0;
 	return cq_events::arm();

@@ -49,23 +49,14 @@ int verbs_eq::start() noexcept
 		FI_WARN(&prov, FI_LOG_EQ, "eventfd: %s\n", fi_strerror(-ret));
 		return ret;
 	}
-	if (int ret = guard([&] {
-		    fabric_->add_eq(this);
-		    return FI_SUCCESS;
-	    }))
-		return ret;
-	if (get_params().keepalive_ms > 0) /* the keepalive's thread runs from the start */
-		need_progress(true);
-	return FI_SUCCESS;
+	return guard([&] {
+		thread_ = std::thread([this] { auto_progress(); });
+		return FI_SUCCESS;
+	});
 }
 
 void verbs_eq::closing() noexcept
 {
-	fabric_->remove_eq(this); /* no need_progress from a CQ after this */
-	{
-		std::lock_guard<std::mutex> lock(thread_mutex_);
-		closing_ = true; /* no thread starts from here on */
-	}
 	if (thread_.joinable()) {
 		uint64_t one = 1;
 		if (::write(stop_fd_, &one, sizeof(one)) != sizeof(one))
@@ -77,84 +68,11 @@ void verbs_eq::closing() noexcept
 		::close(std::exchange(stop_fd_, -1));
 }
 
-void verbs_eq::need_progress(bool blocking) noexcept
-{
-	if (blocking) {
-		if (stay_.load(std::memory_order_relaxed)) {
-			if (running_.load(std::memory_order_acquire))
-				return; /* it stays: nothing to count */
-		} else {
-			stay_.store(true, std::memory_order_relaxed);
-		}
-	}
-	/* seq_cst, against may_rest: either the thread sees this call, or this call sees that
-	 * the thread has stopped running and starts another */
-	needed_.fetch_add(1, std::memory_order_seq_cst);
-	if (running_.load(std::memory_order_seq_cst))
-		return;
-	std::lock_guard<std::mutex> lock(thread_mutex_);
-	if (running_.load(std::memory_order_relaxed) || closing_ || stop_fd_ < 0)
-		return;
-	if (thread_.joinable())
-		thread_.join(); /* one that rested: it has left its loop, and takes no lock */
-	running_.store(true, std::memory_order_seq_cst);
-	try {
-		thread_ = std::thread([this] { auto_progress(); });
-	} catch (...) {
-		running_.store(false, std::memory_order_relaxed);
-		FI_WARN(&prov, FI_LOG_EQ,
-		        "EQ progress thread: cannot start it; CM events wait for fi_eq_read\n");
-	}
-}
-
-bool verbs_eq::may_rest(uint64_t &seen) noexcept
-{
-	if (stay_.load(std::memory_order_acquire) ||
-	    hold_count_.load(std::memory_order_acquire) != 0)
-		return false;
-	{
-		std::lock_guard<std::mutex> lock(probe_mutex_);
-		if (!connecting_.empty())
-			return false;
-	}
-	std::lock_guard<std::mutex> lock(thread_mutex_);
-	uint64_t now = needed_.load(std::memory_order_seq_cst);
-	if (now != seen) {
-		seen = now;
-		return false;
-	}
-	running_.store(false, std::memory_order_seq_cst);
-	now = needed_.load(std::memory_order_seq_cst);
-	if (now != seen) { /* a need_progress that saw it running: go on */
-		running_.store(true, std::memory_order_relaxed);
-		seen = now;
-		return false;
-	}
-	return true;
-}
-
-void verbs_eq::connecting(cm_target *t, bool yes) noexcept
-{
-	if (!yes) {
-		std::lock_guard<std::mutex> lock(probe_mutex_);
-		connecting_.erase(t);
-		return;
-	}
-	try {
-		std::lock_guard<std::mutex> lock(probe_mutex_);
-		connecting_.insert(t);
-	} catch (...) { /* no memory to track it: the thread stays instead */
-		stay_.store(true, std::memory_order_relaxed);
-	}
-	need_progress(false);
-}
-
 void verbs_eq::unprobe(cm_target *t) noexcept
 {
 	std::lock_guard<std::mutex> lock(probe_mutex_);
 	probed_.erase(t);
 	shut_.erase(t);
-	connecting_.erase(t);
 	t->left_eq_ = true;
 	auto gone = std::remove_if(holds_.begin(), holds_.end(),
 	                           [t](const shutdown_hold &h) { return h.target == t; });
@@ -215,13 +133,12 @@ void verbs_eq::probe_all() noexcept
 void verbs_eq::auto_progress() noexcept
 {
 	struct pollfd p[2] = {{channel_->fd, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
-	const int period = get_params().keepalive_ms; /* 0: no keepalive */
+	const int period = get_params().keepalive_ms; /* 0: no keepalive, no timeout */
 	auto next = std::chrono::steady_clock::now() + std::chrono::milliseconds(period);
-	uint64_t seen = needed_.load(std::memory_order_seq_cst);
 	for (;;) {
 		/* a full EQ: the channel stays readable; look again for room every 10 ms */
 		bool full = room() == 0;
-		int timeout = full ? 10 : rest_after_ms;
+		int timeout = full ? 10 : -1;
 		const bool holding = hold_count_.load(std::memory_order_acquire) != 0;
 		if (period > 0) {
 			auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -236,7 +153,7 @@ void verbs_eq::auto_progress() noexcept
 			               : static_cast<int>(left.count());
 		}
 		if (holding) /* a held FI_SHUTDOWN: look every millisecond */
-			timeout = std::min(timeout, 1);
+			timeout = timeout < 0 ? 1 : std::min(timeout, 1);
 		int n = ::poll(full ? p + 1 : p, full ? 1 : 2, timeout);
 		if (n < 0) {
 			if (errno == EINTR)
@@ -253,8 +170,6 @@ void verbs_eq::auto_progress() noexcept
 			std::lock_guard<std::mutex> lock(progress_mutex_);
 			release_holds();
 		}
-		if (n == 0 && period <= 0 && may_rest(seen))
-			return;
 	}
 }
 
@@ -301,11 +216,6 @@ void verbs_eq::push_cm_error(struct fid *fid, int err, int prov_errno, const uin
 bool verbs_eq::convert(struct rdma_cm_event *ev)
 {
 	auto *target = static_cast<cm_target *>(ev->id ? ev->id->context : nullptr);
-	if (target && ev->event != RDMA_CM_EVENT_CONNECT_REQUEST) {
-		/* its connect or accept has an answer (or it was never connecting) */
-		std::lock_guard<std::mutex> lock(probe_mutex_);
-		connecting_.erase(target);
-	}
 	switch (ev->event) {
 	case RDMA_CM_EVENT_CONNECT_REQUEST: {
 		auto *listener = static_cast<cm_target *>(ev->listen_id->context);
@@ -365,7 +275,6 @@ bool verbs_eq::convert(struct rdma_cm_event *ev)
 				try {
 					holds_.push_back({target, std::move(marks), deadline});
 					hold_count_.store(holds_.size(), std::memory_order_release);
-					need_progress(false); /* the thread lets the hold go */
 					return false;
 				} catch (...) { /* no memory: FI_SHUTDOWN now, unheld */
 				}

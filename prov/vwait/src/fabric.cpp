@@ -14,7 +14,6 @@
 #include "vwait/util/wait.h"
 #include "vwait/vwait.h"
 
-#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -22,32 +21,6 @@
 
 namespace vwait
 {
-
-void fabric::add_eq(verbs_eq *q)
-{
-	std::lock_guard<std::mutex> lock(eqs_mutex_);
-	eqs_.push_back(q);
-	eq_count_.store(eqs_.size(), std::memory_order_release);
-}
-
-void fabric::remove_eq(verbs_eq *q) noexcept
-{
-	std::lock_guard<std::mutex> lock(eqs_mutex_);
-	auto it = std::find(eqs_.begin(), eqs_.end(), q);
-	if (it != eqs_.end())
-		eqs_.erase(it);
-	eq_count_.store(eqs_.size(), std::memory_order_release);
-}
-
-void fabric::need_cm_progress(bool blocking) noexcept
-{
-	if (eq_count_.load(std::memory_order_acquire) == 0)
-		return;
-	/* under the lock: an EQ that closes waits here before it goes */
-	std::lock_guard<std::mutex> lock(eqs_mutex_);
-	for (verbs_eq *q : eqs_)
-		q->need_progress(blocking);
-}
 
 namespace
 {
