@@ -9,6 +9,7 @@
 #include "vwait/util/eq.h"
 #include "vwait/util/fid.h"
 #include "vwait/util/held.h"
+#include "vwait/util/helper_thread.h"
 #include "vwait/verbs.h"
 
 #include <rdma/fi_eq.h>
@@ -101,7 +102,7 @@ private:
 	std::atomic<size_t> hold_count_{0}; /* holds_.size(), read without the lock */
 	/* Queues FI_SHUTDOWN for every hold that is over (under progress_mutex_). */
 	void release_holds() noexcept;
-	std::thread thread_;
+	util::helper_thread thread_;
 };
 
 /* The vwait EQ behind a fid handed to fi_ep_bind / fi_pep_bind: nullptr for anything else (an

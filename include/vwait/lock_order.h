@@ -69,7 +69,14 @@
  *  96    waiter::impl::mu (wait_impl.h)           the leader / followers of a blocking wait,
  *                                                 and for MUTEX_COND the mutex handed out by
  *                                                 FI_GETWAIT; leaf (held across cv waits).
+ *  97    helper_thread's registry                 the provider's threads (util/helper_thread.h);
+ *        (prov/util/src/helper_thread.cpp)        taken under 96 (starting a MUTEX_COND
+ *                                                 helper); under it only 99.
  *  98    pollfd_set::mu_ (util/fdset.h)           an fd set; leaf (snapshot under 32).
+ *  99    helper_thread::mu_ (helper_thread.h)     one thread's handle; stop() joins under it,
+ *                                                 and stop_all (the provider's cleanup, at
+ *                                                 fi_fini) under 97 and it: a thread's body
+ *                                                 never starts or stops a helper_thread.
  *   -    inline_mutex (prov/vwait/src/info.cpp)   the per-device max_inline cache; taken with
  *                                                 no other lock held, takes none.
  *
@@ -156,7 +163,9 @@ enum : int {
 	listeners = 90,    /* waitable::listeners_mu_ */
 	ready = 94,        /* ready_list::mu_ */
 	wait_block = 96,   /* waiter::impl::mu */
+	threads = 97,      /* helper_thread's registry */
 	fdset = 98,        /* pollfd_set::mu_ */
+	thread = 99,       /* helper_thread::mu_ */
 };
 
 } // namespace vwait::lock_level

@@ -9,6 +9,7 @@
 
 #include "vwait/av.h"
 #include "vwait/util/fd.h"
+#include "vwait/util/helper_thread.h"
 
 #include <thread>
 
@@ -36,7 +37,7 @@ private:
 	ud_name name_ = {};
 	util::fd sock_;
 	util::fd stop_; /* an eventfd: stop() ends serve() */
-	std::thread thread_;
+	util::helper_thread thread_;
 };
 
 /* Ask node:service (UDP) for the name of the endpoint that answers there, for up to

@@ -5,7 +5,8 @@ dist_check_SCRIPTS += \
 	test/integration/vwait-eq-sread.test \
 	test/integration/vwait-eq-waitset.test \
 	test/integration/vwait-eq-trywait.test \
-	test/integration/vwait-eq-write.test
+	test/integration/vwait-eq-write.test \
+	test/integration/vwait-exit-open.test
 check_PROGRAMS += test/integration/eq_test
 test_integration_eq_test_SOURCES = test/integration/eq_test.cpp test/integration/harness.h
 test_integration_eq_test_LDADD = $(FABRIC_LIBS)

@@ -14,7 +14,10 @@
  *            with FI_WRITE that a listening passive endpoint uses, each wait object; an sread
  *            timeout returns -FI_EAGAIN.
  *
- *   eq_test TEST   (TEST: sread waitset trywait write all)
+ *   exit     a process that exits with an EQ, its wait set and more EQs open: their threads
+ *            end in the provider's cleanup, before the plugin is unloaded.
+ *
+ *   eq_test TEST   (TEST: sread waitset trywait write exit all; exit comes last)
  * Needs FI_PROVIDER_PATH (the built plugin) and RXE_ADDR. Exit 0 pass, 77 skip, 1 fail. */
 #include "vwait/fi_deprecated.h"
 
@@ -586,11 +589,34 @@ void test_write()
 	}
 }
 
+/* exit: a program that exits with its objects open. libfabric's fi_fini calls the provider's
+ * cleanup and then unloads the plugin; the threads of those objects (each EQ's, the
+ * MUTEX_COND set's helper) must be gone by then, or the next one to wake runs unmapped code.
+ * vwait-exit-open.test runs this with FI_VWAIT_KEEPALIVE_MS=1, so that every EQ thread wakes
+ * each millisecond, and many times: exit status 0, never SIGSEGV. */
+void test_exit(void)
+{
+	constexpr int more_eqs = 15;
+	world w;
+	if (EXPECT_OK(open_world(w, FI_WAIT_SET, FI_WAIT_MUTEX_COND)))
+		std::exit(1);
+	struct fi_mutex_cond mc = {};
+	EXPECT_OK(fi_control(&w.set->fid, FI_GETWAIT, &mc)); /* starts the set's helper */
+	for (int i = 0; i < more_eqs; i++) {
+		struct fi_eq_attr ea = {};
+		ea.wait_obj = FI_WAIT_UNSPEC;
+		struct fid_eq *eq = nullptr;
+		EXPECT_OK(fi_eq_open(w.fabric, &ea, &eq, nullptr));
+	}
+	std::this_thread::sleep_for(std::chrono::milliseconds(20));
+	printf("%s exit: %d EQs and a MUTEX_COND wait set left open at exit\n",
+	       failures ? "FAIL" : "ok  ", 1 + more_eqs);
+	std::exit(failures ? 1 : 0); /* nothing closed: fi_fini finds them all */
+}
+
 const test tests[] = {
-    {"sread", test_sread},
-    {"waitset", test_waitset},
-    {"trywait", test_trywait},
-    {"write", test_write},
+    {"sread", test_sread}, {"waitset", test_waitset}, {"trywait", test_trywait},
+    {"write", test_write}, {"exit", test_exit},
 };
 
 } // namespace

@@ -5,12 +5,14 @@
 #include "test_util_common.h"
 
 #include "vwait/fi_deprecated.h"
+#include "vwait/util/helper_thread.h"
 #include "vwait/util/wait.h"
 
 #include <rdma/fi_eq.h>
 
 #include <algorithm>
 #include <atomic>
+#include <dirent.h>
 #include <memory>
 #include <numeric>
 #include <poll.h>
@@ -41,6 +43,8 @@ struct state {
 	fake_channel ch;
 	std::vector<std::thread> threads;
 	std::atomic<bool> stop{false};
+	vwait::util::helper_thread helper;
+	vwait::util::fd helper_stop;
 };
 
 int setup(void **st)
@@ -64,6 +68,7 @@ int teardown(void **st)
 	s->stop = true;
 	for (auto &t : s->threads)
 		t.join();
+	s->helper.stop();
 	s->a.reset();
 	s->b.reset();
 	if (s->set)
@@ -553,6 +558,71 @@ void test_getwait_mutex_cond(void **st)
 	assert_int_equal(s.a->wait_object()->remove_source(s.ch.efd.get()), 0);
 }
 
+/* The threads of this process, as the kernel counts them. */
+size_t task_count()
+{
+	DIR *d = opendir("/proc/self/task");
+	assert_non_null(d);
+	size_t n = 0;
+	while (struct dirent *e = readdir(d))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* A thread that runs until its eventfd is written. */
+int start_helper(state &s)
+{
+	if (!s.helper_stop)
+		s.helper_stop = vwait::util::fd::eventfd_nonblock();
+	const int efd = s.helper_stop.get();
+	return s.helper.start(
+	    [efd] {
+		    struct pollfd p = {efd, POLLIN, 0};
+		    while (::poll(&p, 1, -1) < 0 && errno == EINTR)
+			    ;
+		    uint64_t v;
+		    (void)!::read(efd, &v, sizeof(v));
+	    },
+	    [efd] { (void)!eventfd_write(efd, 1); });
+}
+
+/* The provider's cleanup (libfabric's fi_fini, then the plugin unloaded): stop_all stops the
+ * threads of objects nobody closed, here a MUTEX_COND waiter's helper and a bare helper; the
+ * objects stay usable, and closing them later stops nothing twice. */
+void test_helpers_stop_all(void **st)
+{
+	state &s = S(st);
+	const size_t tasks0 = task_count();
+	assert_int_equal(vwait::util::helper_thread::count(), 0);
+	assert_int_equal(s.a->open_wait(&test_prov, FI_WAIT_MUTEX_COND, nullptr), 0);
+	struct fi_mutex_cond mc = {};
+	assert_int_equal(fi_control(s.a->fid(), FI_GETWAIT, &mc), 0);
+	s.ch.target = s.a.get();
+	assert_int_equal(
+	    s.a->wait_object()->add_source(s.ch.efd.get(), POLLIN, fake_channel::drain, &s.ch), 0);
+	assert_int_equal(start_helper(s), 0);
+	assert_int_equal(start_helper(s), 0); /* running: starts nothing more */
+	assert_true(s.helper.running());
+	assert_int_equal(vwait::util::helper_thread::count(), 2);
+	assert_int_equal(task_count(), tasks0 + 2);
+
+	vwait::util::helper_thread::stop_all();
+	assert_int_equal(vwait::util::helper_thread::count(), 0);
+	assert_false(s.helper.running());
+	assert_int_equal(task_count(), tasks0);
+
+	/* still usable: a software event is read, a helper starts and stops again */
+	s.a->write();
+	assert_true(s.a->read());
+	assert_int_equal(start_helper(s), 0);
+	assert_int_equal(vwait::util::helper_thread::count(), 1);
+	s.helper.stop();
+	s.helper.stop();
+	assert_int_equal(vwait::util::helper_thread::count(), 0);
+	assert_int_equal(s.a->wait_object()->remove_source(s.ch.efd.get()), 0);
+}
+
 void test_getwait_yield(void **st)
 {
 	state &s = S(st);
@@ -982,6 +1052,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_getwait_pollfd, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_getwait_mutex_cond, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_getwait_yield, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_helpers_stop_all, setup, teardown),
 	    cmocka_unit_test(test_policy_names),
 	    cmocka_unit_test(test_learner),
 	    PER_KIND(test_poll_phase_never_arms),

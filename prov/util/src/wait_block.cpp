@@ -320,7 +320,7 @@ int waiter::impl::trywait() noexcept
 int waiter::impl::start_helper() noexcept
 {
 	std::lock_guard<std::mutex> lock(mu);
-	if (helper.joinable())
+	if (helper.running())
 		return 0;
 	if (!hsig.is_open()) {
 		int ret = hsig.open();
@@ -331,23 +331,22 @@ int waiter::impl::start_helper() noexcept
 			return ret;
 		}
 	}
-	try {
-		helper = std::thread([this] { helper_main(); });
-		helper_on.store(true);
-	} catch (...) {
+	int ret = helper.start([this] { helper_main(); },
+	                       [this] {
+		                       helper_stop.store(true);
+		                       hsig.raise();
+	                       });
+	if (ret) {
 		FI_WARN(prov, FI_LOG_CORE, "cannot start the FI_WAIT_MUTEX_COND helper thread\n");
-		return -FI_EAGAIN;
+		return ret;
 	}
+	helper_on.store(true);
 	return 0;
 }
 
 void waiter::impl::stop_helper() noexcept
 {
-	if (!helper.joinable())
-		return;
-	helper_stop.store(true);
-	hsig.raise();
-	helper.join();
+	helper.stop();
 }
 
 /* MUTEX_COND: nobody blocks on the fds but this thread; it drains them, and the drains'

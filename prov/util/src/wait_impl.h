@@ -8,6 +8,7 @@
 #define VWAIT_UTIL_WAIT_IMPL_H
 
 #include "vwait/util/fdset.h"
+#include "vwait/util/helper_thread.h"
 #include "vwait/util/ready_list.h"
 #include "vwait/util/signal.h"
 #include "vwait/util/wait.h"
@@ -115,7 +116,7 @@ public:
 	/* MUTEX_COND helper thread: needed only once the application holds the mutex and cond
 	 * (FI_GETWAIT) and may wait on them itself; started then (or at the first source after
 	 * that), joined at close. Until then a blocking thread polls the fds as FD does. */
-	std::thread helper;
+	helper_thread helper;
 	std::atomic<bool> helper_on{false};
 	std::atomic<bool> helper_wanted{false};
 	std::atomic<bool> helper_stop{false};

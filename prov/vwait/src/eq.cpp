@@ -49,21 +49,22 @@ int verbs_eq::start() noexcept
 		FI_WARN(&prov, FI_LOG_EQ, "eventfd: %s\n", fi_strerror(-ret));
 		return ret;
 	}
-	return guard([&] {
-		thread_ = std::thread([this] { auto_progress(); });
-		return FI_SUCCESS;
-	});
+	int ret = thread_.start([this] { auto_progress(); },
+	                        [this] {
+		                        uint64_t one = 1;
+		                        if (::write(stop_fd_, &one, sizeof(one)) != sizeof(one))
+			                        FI_WARN(&prov, FI_LOG_EQ,
+			                                "EQ progress thread: cannot stop it: %s\n",
+			                                ::strerror(errno));
+	                        });
+	if (ret)
+		FI_WARN(&prov, FI_LOG_EQ, "cannot start the EQ progress thread\n");
+	return ret;
 }
 
 void verbs_eq::closing() noexcept
 {
-	if (thread_.joinable()) {
-		uint64_t one = 1;
-		if (::write(stop_fd_, &one, sizeof(one)) != sizeof(one))
-			FI_WARN(&prov, FI_LOG_EQ, "EQ progress thread: cannot stop it: %s\n",
-			        ::strerror(errno));
-		thread_.join();
-	}
+	thread_.stop();
 	if (stop_fd_ >= 0)
 		::close(std::exchange(stop_fd_, -1));
 }

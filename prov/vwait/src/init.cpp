@@ -4,6 +4,7 @@
 
 #include "vwait/fabric.h"
 #include "vwait/info.h"
+#include "vwait/util/helper_thread.h"
 #include "vwait/vwait.h"
 
 #include <cstdlib>
@@ -88,10 +89,12 @@ void read_params() noexcept
 	}
 }
 
-/* libfabric calls this once, at fi_fini: vwait keeps no global state beyond the parameters
- * and what info_ports() probed of the devices. */
+/* libfabric calls this once, at fi_fini, before it unloads the plugin: the threads of objects
+ * the application never closed stop here (util/helper_thread.h). Beyond them, vwait keeps no
+ * global state but the parameters and what info_ports() probed of the devices. */
 void cleanup() noexcept
 {
+	util::helper_thread::stop_all();
 	forget_probes();
 	the_params = params{};
 }

@@ -115,11 +115,9 @@ int ud_name_service::start(const ud_name &name) noexcept
 		sock_.reset();
 		return ret;
 	}
-	ret = guard([&] {
-		thread_ = std::thread([this] { serve(); });
-		return 0;
-	});
+	ret = thread_.start([this] { serve(); }, [this] { eventfd_write(stop_.get(), 1); });
 	if (ret) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL, "DGRAM name service: cannot start its thread\n");
 		sock_.reset();
 		stop_.reset();
 	}
@@ -128,10 +126,7 @@ int ud_name_service::start(const ud_name &name) noexcept
 
 void ud_name_service::stop() noexcept
 {
-	if (thread_.joinable()) {
-		eventfd_write(stop_.get(), 1);
-		thread_.join();
-	}
+	thread_.stop();
 	sock_.reset();
 	stop_.reset();
 }
