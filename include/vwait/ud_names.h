@@ -11,8 +11,6 @@
 #include "vwait/util/fd.h"
 #include "vwait/util/helper_thread.h"
 
-#include <thread>
-
 namespace vwait
 {
 

@@ -21,7 +21,6 @@
 #include <list>
 #include <mutex>
 #include <shared_mutex>
-#include <thread>
 #include <unordered_set>
 #include <vector>
 
