@@ -32,6 +32,14 @@
  * connection: the client sends its name first, and the server puts it in its AV. Modes spin,
  * sread-* and empty-read only (empty-read opens an endpoint, so that ofi_rxm's progress runs).
  *
+ * -R bursts (spin mode): the run is that many bursts of -W + -I rounds, and the client times
+ * each burst's -I rounds apart (a BURST line each). With -G go,done (both sides) each side
+ * waits for a byte on the fifo go before each burst and writes one to done after it, so that a
+ * driver can let several pairs (vwait, upstream verbs) take turns burst by burst in one boot:
+ * what the emulated CPU drifts by over a run then falls on all of them alike, and a pair that
+ * waits for its turn sleeps in read(2), leaving the CPUs to the one that runs. Without -G the
+ * server backs off between bursts (a 500 us sleep between reads after 2 ms without a message).
+ *
  * Uses the public libfabric API only. Exit status 0 on success, 1 on any error, 2 on usage,
  * 3 when the provider does not support the mode (e.g. a wait object it refuses). */
 #include "vwait/fi_deprecated.h"
@@ -44,6 +52,7 @@
 #include <rdma/fi_errno.h>
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -113,6 +122,8 @@ struct options {
 	long budget_us = 300000; /* -B: think time per phase at most */
 	bool data_first = false; /* -D: the client reads its CQ once the answer's bytes came */
 	bool rdm = false;        /* -e rdm: FI_EP_RDM endpoints, no connection */
+	int bursts = 0;          /* -R: bursts of warmup + iters rounds; 0: one plain run */
+	std::string go_fifo, done_fifo; /* -G go,done: a driver's turns */
 	std::string port = "7471";
 	std::string server; /* empty: be the server */
 };
@@ -198,7 +209,7 @@ void usage()
 {
 	fprintf(stderr, "usage: fi_vwait_bench [-p provider] [-e msg|rdm] [-m mode] [-S size] "
 	                "[-I iterations] [-W warmup] [-N set members] [-T think,... [-B us]] [-D] "
-	                "[-P port] [server address]\nmodes:\n");
+	                "[-R bursts [-G go_fifo,done_fifo]] [-P port] [server address]\nmodes:\n");
 	for (const mode_desc &m : modes)
 		fprintf(stderr, "  %-13s %s\n", m.name, m.what);
 }
@@ -551,6 +562,11 @@ private:
 			case mode::cntr_wait:  /* not used: cntr_round waits on counters */
 			case mode::empty_read: /* not used */
 				n = vwait_bench_cq_read(cq_, e, 1);
+				if (n == -FI_EAGAIN && opt_.bursts && opt_.server.empty() &&
+				    opt_.go_fifo.empty())
+					backoff();
+				else
+					empty_run_ = 0;
 				break;
 			case mode::sread:
 				n = fi_cq_sread(cq_, e, 1, nullptr, -1);
@@ -610,6 +626,76 @@ private:
 			fprintf(stderr, "reading the CQ: %s\n", fi_strerror(static_cast<int>(-n)));
 			return static_cast<int>(n);
 		}
+	}
+
+	/* -R, the server between bursts: after 2 ms without a message, 500 us of sleep per read
+	 * (the clock is read once per 256 empty reads, to stay out of the spinning loop) */
+	void backoff()
+	{
+		if (++empty_run_ % 256 != 0)
+			return;
+		auto now = std::chrono::steady_clock::now();
+		if (empty_run_ == 256)
+			idle_since_ = now;
+		else if (now - idle_since_ > std::chrono::milliseconds(2)) {
+			struct timespec ts = {0, 500000};
+			nanosleep(&ts, nullptr);
+		}
+	}
+
+	/* -R: bursts of warmup + iters rounds, each timed apart (the client prints BURST lines);
+	 * with -G, each burst waits for the driver's turn */
+	int burst_run()
+	{
+		const bool client = !opt_.server.empty();
+		int go = -1, done = -1;
+		if (!opt_.go_fifo.empty()) {
+			go = open(opt_.go_fifo.c_str(), O_RDONLY | O_CLOEXEC);
+			done = open(opt_.done_fifo.c_str(), O_WRONLY | O_CLOEXEC);
+			if (go < 0 || done < 0) {
+				perror("-G fifo");
+				return -FI_EIO;
+			}
+		}
+		int ret = 0, i = 0;
+		std::vector<double> lat;
+		for (int b = 0; b < opt_.bursts && !ret; b++) {
+			char c = 0;
+			if (go >= 0 && read(go, &c, 1) != 1) {
+				fprintf(stderr, "-G: the driver went away\n");
+				ret = -FI_EIO;
+				break;
+			}
+			std::chrono::steady_clock::time_point t0;
+			for (int k = 0; k < opt_.warmup + opt_.iters && !ret; k++) {
+				if (k == opt_.warmup)
+					t0 = std::chrono::steady_clock::now();
+				ret = round(client, i++);
+			}
+			if (ret)
+				break;
+			double usec = std::chrono::duration<double, std::micro>(
+			                  std::chrono::steady_clock::now() - t0)
+			                  .count();
+			if (client)
+				printf("BURST prov=%s burst=%d iters=%d lat_us=%.3f\n",
+				       opt_.prov.c_str(), b, opt_.iters, usec / opt_.iters / 2);
+			if (done >= 0 && write(done, &c, 1) != 1) {
+				fprintf(stderr, "-G: the driver went away\n");
+				ret = -FI_EIO;
+			}
+		}
+		if (!ret)
+			ret = drain(i);
+		if (go >= 0)
+			close(go);
+		if (done >= 0)
+			close(done);
+		if (!ret && client)
+			printf("RESULT prov=%s mode=%s size=%zu bursts=%d iters=%d threads=%d\n",
+			       opt_.prov.c_str(), opt_.mode_name.c_str(), opt_.size, opt_.bursts,
+			       opt_.iters, thread_count());
+		return ret;
 	}
 
 	/* cntr-wait: blocks until counter c reaches v (cntr-spin: polls it) */
@@ -732,6 +818,8 @@ private:
 	{
 		if (!opt_.thinks.empty())
 			return think_run();
+		if (opt_.bursts)
+			return burst_run();
 		const bool client = !opt_.server.empty();
 		struct rusage r0 = {}, r1 = {};
 		std::chrono::steady_clock::time_point t0;
@@ -898,6 +986,8 @@ private:
 	struct fid_mr *mr_ = nullptr;
 	struct fid_mr *rmr_ = nullptr;
 	int wait_fd_ = -1;
+	unsigned long empty_run_ = 0; /* -R: the server's empty reads in a row */
+	std::chrono::steady_clock::time_point idle_since_; /* -R: when that run reached 256 */
 	std::vector<char> buf_, rbuf_;
 	struct fi_context sctx_ = {}, rctx_ = {};
 };
@@ -905,7 +995,7 @@ private:
 bool parse(int argc, char **argv, options *o)
 {
 	int c;
-	while ((c = getopt(argc, argv, "p:e:m:S:I:P:W:N:T:B:Dh")) != -1) {
+	while ((c = getopt(argc, argv, "p:e:m:S:I:P:W:N:T:B:R:G:Dh")) != -1) {
 		switch (c) {
 		case 'p':
 			o->prov = optarg;
@@ -965,6 +1055,21 @@ bool parse(int argc, char **argv, options *o)
 		case 'D':
 			o->data_first = true;
 			break;
+		case 'R':
+			o->bursts = atoi(optarg);
+			if (o->bursts <= 0)
+				return false;
+			break;
+		case 'G': {
+			const char *comma = strchr(optarg, ',');
+			if (!comma || comma == optarg || !comma[1]) {
+				fprintf(stderr, "-G: go_fifo,done_fifo\n");
+				return false;
+			}
+			o->go_fifo.assign(optarg, static_cast<size_t>(comma - optarg));
+			o->done_fifo = comma + 1;
+			break;
+		}
 		default:
 			return false;
 		}
@@ -973,6 +1078,14 @@ bool parse(int argc, char **argv, options *o)
 		o->server = argv[optind];
 	if (o->rdm && o->how != mode::spin && o->how != mode::sread && o->how != mode::empty_read) {
 		fprintf(stderr, "-e rdm: modes spin, sread-* and empty-read only\n");
+		return false;
+	}
+	if (o->bursts && (o->how != mode::spin || !o->thinks.empty())) {
+		fprintf(stderr, "-R: spin mode only, no -T\n");
+		return false;
+	}
+	if (!o->go_fifo.empty() && !o->bursts) {
+		fprintf(stderr, "-G: with -R only\n");
 		return false;
 	}
 	if (o->rdm && o->data_first) {

@@ -11,6 +11,10 @@
 #            empty reads are taken out at the rate of an idle endpoint's)
 #   spin     ping-pong 64 B and 4 KiB, both sides spinning: vwait, upstream verbs, raw
 #            ibv_rc_pingpong; and 64 B on RDM endpoints, vwait;ofi_rxm beside verbs;ofi_rxm
+#   turns    the same spinning ping-pongs, vwait and upstream verbs taking turns burst by burst
+#            (interleaved-pingpong.sh: 60 bursts of 500 rounds per arm, in one run; a second
+#            verbs pair as a third arm shows the method's own spread), BENCH_TURN_REPEATS runs
+#            (default 5) with fresh processes: per run the median of the per-burst ratios
 #   sread    ping-pong 64 B, both sides in fi_cq_sread on FI_WAIT_UNSPEC CQs: vwait (default
 #            policy), upstream verbs; against vwait's spinning latency of the same boot
 #   think    a spinning client that sends after a think time of 0, 50 us, 500 us, 5 ms to a
@@ -65,7 +69,8 @@ repeats=${BENCH_REPEATS:-9}
 # (<= 1.00 against verbs, which costs the same): 15 runs there (2026-11-26, boots a-d with 9: each
 # boot missed one of these cells, by 1-29 %)
 pp_repeats=${BENCH_PP_REPEATS:-15}
-sections=${BENCH_SECTIONS:-cost spin sread think cntr waitset idle netpipe}
+sections=${BENCH_SECTIONS:-cost spin turns sread think cntr waitset idle netpipe}
+turn_repeats=${BENCH_TURN_REPEATS:-5}
 out=${BENCH_OUT:-$builddir/bench-results}
 thinks=${BENCH_THINKS:-0,50,500,5000}
 # Rounds per run: a run is one mean, and the emulated CPU stalls for whole milliseconds now and
@@ -249,6 +254,31 @@ section_spin() {
 	done
 }
 
+# ---------------------------------------------------------------- spinning, taking turns
+# Separate runs of one cell spread 10-40 % (the emulated CPU's speed drifts); two providers that
+# cost the same then differ by a few per cent either way from boot to boot. Here the pairs run
+# side by side and take turns every burst (~10-40 ms), so the drift falls on both alike.
+section_turns() {
+	local r cfg size ep row
+	for r in $(seq "$turn_repeats"); do
+		for cfg in 64:msg 4096:msg 64:rdm; do
+			size=${cfg%%:*} ep=${cfg#*:}
+			row="$size B"
+			[ "$ep" = rdm ] && row="$size B over ofi_rxm"
+			port=$((port + 10))
+			BENCH_SIZE=$size BENCH_PORT=$port \
+				BENCH_ARMS="verbs=verbs@$ep vwait=vwait@$ep verbs2=verbs@$ep" \
+				timeout 600 "$here/interleaved-pingpong.sh" >"$tmp/turns" 2>&1
+			{ echo "== turns $row, run $r"; cat "$tmp/turns"; } >>"$log"
+			sed -nE 's/^TURNS arm=([a-z0-9]+) lat_us=([0-9.]+) ratio=([0-9.]+).*/\1 \2 \3/p' "$tmp/turns" |
+				while read -r arm lat ratio; do
+					record turns "$row" "$arm" "$lat"
+					[ "$arm" = verbs ] || record turns "$row" "$arm/verbs" "$ratio"
+				done
+		done
+	done
+}
+
 # ---------------------------------------------------------------- both sides in fi_cq_sread
 section_sread() {
 	local r v
@@ -357,6 +387,7 @@ for s in $sections; do
 	case $s in
 	cost) section_cost ;;
 	spin) section_spin ;;
+	turns) section_turns ;;
 	sread) section_sread ;;
 	think) section_think cq sread-unspec spin sread-unspec ;;
 	cntr) section_think cntr cntr-wait-unspec cntr-spin cntr-wait-unspec ;;
@@ -434,6 +465,8 @@ table() {
 		single exited live -- exited/single live/single
 	table spin "Ping-pong, both sides spinning (us)" vwait verbs raw -- vwait/verbs vwait/raw
 	table threads "Threads of the spinning client at the end of its runs" vwait verbs
+	table turns "Ping-pong, both sides spinning, vwait and verbs taking turns burst by burst (us; ratios: per run, the median of the per-burst ratios; cells over $turn_repeats runs)" \
+		vwait verbs verbs2 vwait/verbs verbs2/verbs
 	table sread "Ping-pong 64 B, both sides in fi_cq_sread, FI_WAIT_UNSPEC (us)" \
 		"vwait sread" "vwait spin" "verbs sread" -- "vwait sread/vwait spin" "verbs sread/vwait spin"
 	table cq "Server in fi_cq_sread (spinning client, 64 B): latency (us) and server CPU per message (us) by think time (us)" \
