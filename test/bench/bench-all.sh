@@ -14,7 +14,8 @@
 #   turns    the same spinning ping-pongs, vwait and upstream verbs taking turns burst by burst
 #            (interleaved-pingpong.sh: 60 bursts of 500 rounds per arm, in one run; a second
 #            verbs pair as a third arm shows the method's own spread), BENCH_TURN_REPEATS runs
-#            (default 5) with fresh processes: per run the median of the per-burst ratios
+#            (default 6) with fresh processes and the turn order rotated: per run the median of
+#            the per-burst ratios
 #   sread    ping-pong 64 B, both sides in fi_cq_sread on FI_WAIT_UNSPEC CQs: vwait (default
 #            policy), upstream verbs; against vwait's spinning latency of the same boot
 #   think    a spinning client that sends after a think time of 0, 50 us, 500 us, 5 ms to a
@@ -39,8 +40,8 @@
 # made the spinning ping-pongs slow and noisy (boot g of 2026-11-26: 64 B 24.53 [13.75-28.41] us
 # against 14.74 [14.14-18.35] in boot e, unpinned), so the default stays unpinned.
 #
-#   make bench                         (boots the VM; about 32 minutes on a quiet 2-core host:
-#                                      1518 s in boot e of 2026-11-26, before the ofi_rxm rows)
+#   make bench                         (boots the VM; about 36 minutes on a quiet 2-core host:
+#                                      2162 s in boot k of 2026-11-27, the turns section 289 s at 5 runs)
 #   test/bench/bench-all.sh [BUILDDIR] (the same, from the host)
 #   BENCH_SECTIONS="cost spin" BENCH_REPEATS=3 ... to run a part.
 set -u -o pipefail
@@ -70,7 +71,7 @@ repeats=${BENCH_REPEATS:-9}
 # boot missed one of these cells, by 1-29 %)
 pp_repeats=${BENCH_PP_REPEATS:-15}
 sections=${BENCH_SECTIONS:-cost spin turns sread think cntr waitset idle netpipe}
-turn_repeats=${BENCH_TURN_REPEATS:-5}
+turn_repeats=${BENCH_TURN_REPEATS:-6} # a multiple of 3: each arm takes each place in the order
 out=${BENCH_OUT:-$builddir/bench-results}
 thinks=${BENCH_THINKS:-0,50,500,5000}
 # Rounds per run: a run is one mean, and the emulated CPU stalls for whole milliseconds now and
@@ -266,8 +267,11 @@ section_turns() {
 			row="$size B"
 			[ "$ep" = rdm ] && row="$size B over ofi_rxm"
 			port=$((port + 10))
-			BENCH_SIZE=$size BENCH_PORT=$port \
-				BENCH_ARMS="verbs=verbs@$ep vwait=vwait@$ep verbs2=verbs@$ep" \
+			# the turn order rotates from run to run (an arm in the middle never runs twice
+			# in a row; see interleaved-pingpong.sh)
+			local arms=("verbs=verbs@$ep" "vwait=vwait@$ep" "verbs2=verbs@$ep") k=$(((r - 1) % 3))
+			arms=("${arms[@]:k}" "${arms[@]:0:k}")
+			BENCH_SIZE=$size BENCH_PORT=$port BENCH_REF=verbs BENCH_ARMS="${arms[*]}" \
 				timeout 600 "$here/interleaved-pingpong.sh" >"$tmp/turns" 2>&1
 			{ echo "== turns $row, run $r"; cat "$tmp/turns"; } >>"$log"
 			sed -nE 's/^TURNS arm=([a-z0-9]+) lat_us=([0-9.]+) ratio=([0-9.]+).*/\1 \2 \3/p' "$tmp/turns" |

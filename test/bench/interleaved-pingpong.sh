@@ -17,9 +17,14 @@
 #
 #   BENCH_SECTIONS=turns make bench   (boots the VM; the section runs this 5 times per size)
 #   test/bench/interleaved-pingpong.sh   (inside the VM, from the build dir)
-# BENCH_ARMS: space-separated NAME=PROVIDER[@EP] (EP msg or rdm; default msg); the first arm is
-#             the yardstick. Default: "verbs=verbs vwait=vwait".
+# BENCH_ARMS: space-separated NAME=PROVIDER[@EP] (EP msg or rdm; default msg), in turn order.
+#             Default: "verbs=verbs vwait=vwait".
+# BENCH_REF:  the yardstick's NAME (default: the first arm). An arm in the middle of the order
+#             never runs two bursts in a row, the first and the last do at each reversal: a
+#             caller that repeats the run rotates the order (bench-all.sh does).
 # BENCH_PRELOAD_<NAME>: an LD_PRELOAD for that arm (e.g. a library that starts a thread)
+# BENCH_ENV_<NAME>: more VAR=VALUE words for that arm's two processes (e.g. another build's
+#             FI_PROVIDER_PATH, or FI_VWAIT_* parameters)
 # BENCH_SIZE (64), BENCH_BURSTS (60), BENCH_ITERS (500), BENCH_WARMUP (20)
 set -u -o pipefail
 : "${VWAIT_BUILDDIR:=$PWD}"
@@ -45,15 +50,17 @@ for a in "${arms[@]}"; do
 	[ "$ep" = rdm ] && prov="$prov;ofi_rxm"
 	var=BENCH_PRELOAD_$name
 	pre=${!var:-}
+	var=BENCH_ENV_$name
+	read -r -a extra_env <<<"${!var:-}"
 	port=$((port + 1))
 	f=$tmp/$name
 	mkfifo "$f.sgo" "$f.sdone" "$f.cgo" "$f.cdone"
 	common=(-e "$ep" -p "$prov" -m spin -S "$size" -I "$iters" -W "$warmup" -R "$bursts" -P "$port")
-	env ${pre:+LD_PRELOAD=$pre} FI_PROVIDER="${prov%%;*}" "$bench" "${common[@]}" \
+	env ${pre:+LD_PRELOAD=$pre} FI_PROVIDER="${prov%%;*}" "${extra_env[@]}" "$bench" "${common[@]}" \
 		-G "$f.sgo,$f.sdone" >"$f.srv" 2>&1 &
 	pids+=($!)
 	for _ in $(seq 300); do grep -q LISTENING "$f.srv" && break; sleep 0.1; done
-	env ${pre:+LD_PRELOAD=$pre} FI_PROVIDER="${prov%%;*}" "$bench" "${common[@]}" \
+	env ${pre:+LD_PRELOAD=$pre} FI_PROVIDER="${prov%%;*}" "${extra_env[@]}" "$bench" "${common[@]}" \
 		-G "$f.cgo,$f.cdone" "$addr" >"$f.cli" 2>&1 &
 	pids+=($!) clipid+=($!)
 	# each opens once its side is connected (the server's after the client's)
@@ -85,12 +92,14 @@ for ((k = 0; k < n; k++)); do grep -h '^RESULT' "$tmp/${names[k]}.cli" || { echo
 # name burst lat, then the table
 for ((k = 0; k < n; k++)); do
 	sed -nE "s/^BURST .* burst=([0-9]+) .* lat_us=([0-9.]+).*/${names[k]} \1 \2/p" "$tmp/${names[k]}.cli"
-done | awk -v ref="${names[0]}" -v order="${names[*]}" '
+done | awk -v ref="${BENCH_REF:-${names[0]}}" -v order="${names[*]}" '
 function sort(a, m,   i, j, t) { for (i = 2; i <= m; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t } }
 function med(a, m) { return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2 }
 { lat[$1, $2] = $3; if ($2 + 1 > nb) nb = $2 + 1 }
 END {
-	na = split(order, arm, " ")
+	na = split(order, arm0, " ")
+	arm[1] = ref; na2 = 1
+	for (k = 1; k <= na; k++) if (arm0[k] != ref) arm[++na2] = arm0[k]
 	printf "\n| arm | one-way latency (us), median [min-max] of %d bursts | burst ratio to %s, median [min-max] | bursts at or below %s |\n|---|---|---|---|\n", nb, ref, ref, ref
 	for (k = 1; k <= na; k++) {
 		m = 0; r = 0; le = 0

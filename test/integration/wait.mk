@@ -15,7 +15,8 @@ endif
 dist_check_SCRIPTS += test/integration/vwait-channel.test \
 	test/integration/vwait-wait-objects.test \
 	test/integration/vwait-sets-many.test \
-	test/integration/vwait-rxm-pingpong.test
+	test/integration/vwait-rxm-pingpong.test \
+	test/integration/vwait-bench-turns.test
 check_PROGRAMS += test/integration/channel_test
 test_integration_channel_test_SOURCES = test/integration/channel_test.cpp
 test_integration_channel_test_CPPFLAGS = $(AM_CPPFLAGS) $(IBVERBS_CFLAGS)
