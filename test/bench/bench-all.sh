@@ -13,9 +13,9 @@
 #            ibv_rc_pingpong; and 64 B on RDM endpoints, vwait;ofi_rxm beside verbs;ofi_rxm
 #   turns    the same spinning ping-pongs, vwait and upstream verbs taking turns burst by burst
 #            (interleaved-pingpong.sh: 60 bursts of 500 rounds per arm, in one run; a second
-#            verbs pair as a third arm shows the method's own spread), BENCH_TURN_REPEATS runs
-#            (default 6) with fresh processes and the turn order rotated: per run the median of
-#            the per-burst ratios
+#            verbs pair as an arm shows the method's own spread; MSG has a raw verbs arm too,
+#            raw_pingpong), BENCH_TURN_REPEATS runs (default 8) with fresh processes and the
+#            turn order rotated: per run the median of the per-burst ratios
 #   sread    ping-pong 64 B, both sides in fi_cq_sread on FI_WAIT_UNSPEC CQs: vwait (default
 #            policy), upstream verbs; against vwait's spinning latency of the same boot
 #   think    a spinning client that sends after a think time of 0, 50 us, 500 us, 5 ms to a
@@ -71,7 +71,7 @@ repeats=${BENCH_REPEATS:-9}
 # boot missed one of these cells, by 1-29 %)
 pp_repeats=${BENCH_PP_REPEATS:-15}
 sections=${BENCH_SECTIONS:-cost spin turns sread think cntr waitset idle netpipe}
-turn_repeats=${BENCH_TURN_REPEATS:-6} # a multiple of 3: each arm takes each place in the order
+turn_repeats=${BENCH_TURN_REPEATS:-8} # MSG has 4 arms: each takes each place in the order twice
 out=${BENCH_OUT:-$builddir/bench-results}
 thinks=${BENCH_THINKS:-0,50,500,5000}
 # Rounds per run: a run is one mean, and the emulated CPU stalls for whole milliseconds now and
@@ -269,7 +269,9 @@ section_turns() {
 			port=$((port + 10))
 			# the turn order rotates from run to run (an arm in the middle never runs twice
 			# in a row; see interleaved-pingpong.sh)
-			local arms=("verbs=verbs@$ep" "vwait=vwait@$ep" "verbs2=verbs@$ep") k=$(((r - 1) % 3))
+			local arms=("verbs=verbs@$ep" "vwait=vwait@$ep" "verbs2=verbs@$ep")
+			[ "$ep" = msg ] && arms+=("raw=raw")
+			local k=$(((r - 1) % ${#arms[@]}))
 			arms=("${arms[@]:k}" "${arms[@]:0:k}")
 			BENCH_SIZE=$size BENCH_PORT=$port BENCH_REF=verbs BENCH_ARMS="${arms[*]}" \
 				timeout 600 "$here/interleaved-pingpong.sh" >"$tmp/turns" 2>&1
@@ -279,6 +281,10 @@ section_turns() {
 					record turns "$row" "$arm" "$lat"
 					[ "$arm" = verbs ] || record turns "$row" "$arm/verbs" "$ratio"
 				done
+			# vwait / raw per run: the ratio of the two arms' ratios to verbs (the same bursts)
+			awk '$1 == "TURNS" { split($2, a, "="); split($4, q, "="); r[a[2]] = q[2] }
+				END { if (r["raw"] > 0) printf "%.4f\n", r["vwait"] / r["raw"] }' "$tmp/turns" |
+				while read -r v; do record turns "$row" "vwait/raw" "$v"; done
 		done
 	done
 }
@@ -469,8 +475,8 @@ table() {
 		single exited live -- exited/single live/single
 	table spin "Ping-pong, both sides spinning (us)" vwait verbs raw -- vwait/verbs vwait/raw
 	table threads "Threads of the spinning client at the end of its runs" vwait verbs
-	table turns "Ping-pong, both sides spinning, vwait and verbs taking turns burst by burst (us; ratios: per run, the median of the per-burst ratios; cells over $turn_repeats runs)" \
-		vwait verbs verbs2 vwait/verbs verbs2/verbs
+	table turns "Ping-pong, both sides spinning, vwait, verbs and raw verbs taking turns burst by burst (us; ratios to verbs: per run, the median of the per-burst ratios; vwait/raw: their quotient; cells over $turn_repeats runs)" \
+		vwait verbs verbs2 raw vwait/verbs verbs2/verbs vwait/raw
 	table sread "Ping-pong 64 B, both sides in fi_cq_sread, FI_WAIT_UNSPEC (us)" \
 		"vwait sread" "vwait spin" "verbs sread" -- "vwait sread/vwait spin" "verbs sread/vwait spin"
 	table cq "Server in fi_cq_sread (spinning client, 64 B): latency (us) and server CPU per message (us) by think time (us)" \

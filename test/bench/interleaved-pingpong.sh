@@ -17,7 +17,8 @@
 #
 #   BENCH_SECTIONS=turns make bench   (boots the VM; the section runs this 5 times per size)
 #   test/bench/interleaved-pingpong.sh   (inside the VM, from the build dir)
-# BENCH_ARMS: space-separated NAME=PROVIDER[@EP] (EP msg or rdm; default msg), in turn order.
+# BENCH_ARMS: space-separated NAME=PROVIDER[@EP] (EP msg or rdm; default msg), in turn order;
+#             PROVIDER raw: test/bench/raw_pingpong, the same ping-pong on raw verbs (MSG).
 #             Default: "verbs=verbs vwait=vwait".
 # BENCH_REF:  the yardstick's NAME (default: the first arm). An arm in the middle of the order
 #             never runs two bursts in a row, the first and the last do at each reversal: a
@@ -55,12 +56,14 @@ for a in "${arms[@]}"; do
 	port=$((port + 1))
 	f=$tmp/$name
 	mkfifo "$f.sgo" "$f.sdone" "$f.cgo" "$f.cdone"
-	common=(-e "$ep" -p "$prov" -m spin -S "$size" -I "$iters" -W "$warmup" -R "$bursts" -P "$port")
-	env ${pre:+LD_PRELOAD=$pre} FI_PROVIDER="${prov%%;*}" "${extra_env[@]}" "$bench" "${common[@]}" \
+	cmd=("$bench" -e "$ep" -p "$prov" -m spin)
+	[ "$prov" = raw ] && cmd=("$VWAIT_BUILDDIR/test/bench/raw_pingpong")
+	common=("${cmd[@]}" -S "$size" -I "$iters" -W "$warmup" -R "$bursts" -P "$port")
+	env ${pre:+LD_PRELOAD=$pre} FI_PROVIDER="${prov%%;*}" "${extra_env[@]}" "${common[@]}" \
 		-G "$f.sgo,$f.sdone" >"$f.srv" 2>&1 &
 	pids+=($!)
 	for _ in $(seq 300); do grep -q LISTENING "$f.srv" && break; sleep 0.1; done
-	env ${pre:+LD_PRELOAD=$pre} FI_PROVIDER="${prov%%;*}" "${extra_env[@]}" "$bench" "${common[@]}" \
+	env ${pre:+LD_PRELOAD=$pre} FI_PROVIDER="${prov%%;*}" "${extra_env[@]}" "${common[@]}" \
 		-G "$f.cgo,$f.cdone" "$addr" >"$f.cli" 2>&1 &
 	pids+=($!) clipid+=($!)
 	# each opens once its side is connected (the server's after the client's)
