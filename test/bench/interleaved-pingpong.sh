@@ -26,7 +26,8 @@
 # BENCH_PRELOAD_<NAME>: an LD_PRELOAD for that arm (e.g. a library that starts a thread)
 # BENCH_ENV_<NAME>: more VAR=VALUE words for that arm's two processes (e.g. another build's
 #             FI_PROVIDER_PATH, or FI_VWAIT_* parameters)
-# BENCH_SIZE (64), BENCH_BURSTS (60), BENCH_ITERS (500), BENCH_WARMUP (20)
+# BENCH_SIZE (64), BENCH_BURSTS (60), BENCH_ITERS (500), BENCH_WARMUP (20), BENCH_TURN_TIMEOUT
+# (120 s for a side to finish a burst, its connection included; then it counts as dead)
 set -u -o pipefail
 : "${VWAIT_BUILDDIR:=$PWD}"
 export FI_PROVIDER_PATH="$VWAIT_BUILDDIR/.libs" FI_UNIVERSE_SIZE=${FI_UNIVERSE_SIZE:-32}
@@ -38,6 +39,7 @@ bursts=${BENCH_BURSTS:-60}
 iters=${BENCH_ITERS:-500}
 warmup=${BENCH_WARMUP:-20}
 port=${BENCH_PORT:-7650}
+turn_timeout=${BENCH_TURN_TIMEOUT:-120} # seconds a side may take for its burst (connecting too)
 tmp=$(mktemp -d)
 pids=()
 cleanup() { kill "${pids[@]}" 2>/dev/null; rm -rf "$tmp"; }
@@ -62,12 +64,17 @@ for a in "${arms[@]}"; do
 	env ${pre:+LD_PRELOAD=$pre} FI_PROVIDER="${prov%%;*}" "${extra_env[@]}" "${common[@]}" \
 		-G "$f.sgo,$f.sdone" >"$f.srv" 2>&1 &
 	pids+=($!)
-	for _ in $(seq 300); do grep -q LISTENING "$f.srv" && break; sleep 0.1; done
+	for _ in $(seq 300); do # until it listens, or is gone
+		grep -q LISTENING "$f.srv" && break
+		kill -0 "${pids[-1]}" 2>/dev/null || break
+		sleep 0.1
+	done
 	env ${pre:+LD_PRELOAD=$pre} FI_PROVIDER="${prov%%;*}" "${extra_env[@]}" "${common[@]}" \
 		-G "$f.cgo,$f.cdone" "$addr" >"$f.cli" 2>&1 &
 	pids+=($!) clipid+=($!)
-	# each opens once its side is connected (the server's after the client's)
-	exec {cg}>"$f.cgo" {cd}<"$f.cdone" {sg}>"$f.sgo" {sd}<"$f.sdone"
+	# read-write: neither this open nor the benchmark's (once its side is connected) waits for
+	# the other end, so a side that died before opening its fifos cannot hang the driver
+	exec {cg}<>"$f.cgo" {cd}<>"$f.cdone" {sg}<>"$f.sgo" {sd}<>"$f.sdone"
 	names+=("$name") gofd+=("$cg $sg") donefd+=("$cd $sd")
 done
 
@@ -79,8 +86,8 @@ for ((b = 0; b < bursts; b++)); do
 		((b % 2)) && j=$((n - 1 - k))
 		for fd in ${gofd[j]}; do printf x >&"$fd"; done
 		for fd in ${donefd[j]}; do
-			if ! read -r -n1 -u "$fd" _; then
-				echo "arm ${names[j]}: stopped at burst $b:"
+			if ! read -r -n1 -t "$turn_timeout" -u "$fd" _; then
+				echo "arm ${names[j]}: stopped at burst $b (or no answer in $turn_timeout s):"
 				tail -5 "$tmp/${names[j]}.cli" "$tmp/${names[j]}.srv"
 				exit 1
 			fi
