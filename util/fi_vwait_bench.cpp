@@ -658,7 +658,6 @@ private:
 			}
 		}
 		int ret = 0, i = 0;
-		std::vector<double> lat;
 		for (int b = 0; b < opt_.bursts && !ret; b++) {
 			char c = 0;
 			if (go >= 0 && read(go, &c, 1) != 1) {

@@ -15,7 +15,8 @@
 # A second pair of the yardstick's provider as an arm (e.g. verbs2=verbs) shows how far two
 # pairs of one provider differ in such a run: how far a ratio may sit from 1 for nothing.
 #
-#   BENCH_SECTIONS=turns make bench   (boots the VM; the section runs this 5 times per size)
+#   BENCH_SECTIONS=turns make bench   (boots the VM; the section runs this BENCH_TURN_REPEATS
+#                                     times per size, 8 by default)
 #   test/bench/interleaved-pingpong.sh   (inside the VM, from the build dir)
 # BENCH_ARMS: space-separated NAME=PROVIDER[@EP] (EP msg or rdm; default msg), in turn order;
 #             PROVIDER raw: test/bench/raw_pingpong, the same ping-pong on raw verbs (MSG).
@@ -32,7 +33,7 @@ set -u -o pipefail
 : "${VWAIT_BUILDDIR:=$PWD}"
 export FI_PROVIDER_PATH="$VWAIT_BUILDDIR/.libs" FI_UNIVERSE_SIZE=${FI_UNIVERSE_SIZE:-32}
 bench="$VWAIT_BUILDDIR/util/fi_vwait_bench"
-addr=${RXE_ADDR:?run it in the VM (make bench-interleaved)}
+addr=${RXE_ADDR:?run it in the VM (BENCH_SECTIONS=turns make bench)}
 arms=(${BENCH_ARMS:-verbs=verbs vwait=vwait})
 size=${BENCH_SIZE:-64}
 bursts=${BENCH_BURSTS:-60}
@@ -44,6 +45,14 @@ tmp=$(mktemp -d)
 pids=()
 cleanup() { kill "${pids[@]}" 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
+
+all=()
+for a in "${arms[@]}"; do all+=("${a%%=*}"); done
+ref=${BENCH_REF:-${all[0]}}
+[[ " ${all[*]} " == *" $ref "* ]] || {
+	echo "BENCH_REF=$ref is none of the arms (${all[*]})"
+	exit 2
+}
 
 names=() gofd=() donefd=() clipid=()
 for a in "${arms[@]}"; do
@@ -102,7 +111,7 @@ for ((k = 0; k < n; k++)); do grep -h '^RESULT' "$tmp/${names[k]}.cli" || { echo
 # name burst lat, then the table
 for ((k = 0; k < n; k++)); do
 	sed -nE "s/^BURST .* burst=([0-9]+) .* lat_us=([0-9.]+).*/${names[k]} \1 \2/p" "$tmp/${names[k]}.cli"
-done | awk -v ref="${BENCH_REF:-${names[0]}}" -v order="${names[*]}" '
+done | awk -v ref="$ref" -v order="${names[*]}" '
 function sort(a, m,   i, j, t) { for (i = 2; i <= m; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t } }
 function med(a, m) { return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2 }
 { lat[$1, $2] = $3; if ($2 + 1 > nb) nb = $2 + 1 }
