@@ -40,8 +40,9 @@
 # made the spinning ping-pongs slow and noisy (boot g of 2026-11-26: 64 B 24.53 [13.75-28.41] us
 # against 14.74 [14.14-18.35] in boot e, unpinned), so the default stays unpinned.
 #
-#   make bench                         (boots the VM; about 36 minutes on a quiet 2-core host:
-#                                      2162 s in boot k of 2026-11-27, the turns section 289 s at 5 runs)
+#   make bench                         (boots the VM; about 40 minutes on a quiet 2-core host:
+#                                      2162 s in boot k of 2026-11-27 with the turns section at 5
+#                                      runs, 289 s; at 8 runs with the raw arm it took 511 s)
 #   test/bench/bench-all.sh [BUILDDIR] (the same, from the host)
 #   BENCH_SECTIONS="cost spin" BENCH_REPEATS=3 ... to run a part.
 set -u -o pipefail
@@ -58,7 +59,7 @@ if [ -z "${RXE_ADDR:-}" ]; then
 		}
 	done
 	export VWAIT_BUILDDIR=$builddir
-	exec env VM_TIMEOUT="${VM_TIMEOUT:-2700}" "$srcdir/contrib/vm/run-in-vm.sh" "$0" "$builddir"
+	exec env VM_TIMEOUT="${VM_TIMEOUT:-3600}" "$srcdir/contrib/vm/run-in-vm.sh" "$0" "$builddir"
 fi
 
 builddir=${1:-${VWAIT_BUILDDIR:-$PWD}}
