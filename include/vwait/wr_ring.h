@@ -30,32 +30,33 @@ struct wr_slot {
 	uint64_t flags = 0; /* FI_SEND | FI_MSG, FI_RMA | FI_WRITE, ... */
 	size_t len = 0;
 	bool report = true;        /* false: no completion entry unless it fails */
-	uint32_t index = 0;        /* its place in ring->slots (translate() frees up to it) */
+	uint64_t seq = 0;          /* the ring's post count when it was posted (see retire) */
 	const void *buf = nullptr; /* a receive's first buffer (where UD puts the GRH) */
 	wr_ring *ring = nullptr;
 };
 
 /* The slots of one queue (send or receive) of one QP. RC completes a queue in order, so
- * slots are handed out round-robin; credits count the free ones. A send that needs no
- * completion entry (inject, selective completion) may go unsignalled: it produces a work
- * completion only if it fails, and its slot comes back with the next completion of the queue
- * (every slot from tail up to the one that completed). The CQs an endpoint was bound to keep
- * the ring alive after the endpoint closed (late flushes still point at it). */
+ * slots are handed out round-robin, and two counts say which are free: posted, written only by
+ * the endpoint that posts (under its lock), and retired, written only by the CQ that polls the
+ * queue's completions (under its lock). Each side reads the other's count and writes its own
+ * with a plain store: no read-modify-write on the data path. A send that needs no completion
+ * entry (inject, selective completion) may go unsignalled: it produces a work completion only
+ * if it fails, and its slot comes back with the next completion of the queue (every slot
+ * posted before the one that completed). The CQs an endpoint was bound to keep the ring alive
+ * after the endpoint closed (late flushes still point at it). */
 struct wr_ring {
-	explicit wr_ring(size_t n) : slots(n), nslots(n), credits(n)
+	explicit wr_ring(size_t n) : slots(n), nslots(n)
 	{
-		for (size_t i = 0; i < n; i++) {
+		for (size_t i = 0; i < n; i++)
 			slots[i].ring = this;
-			slots[i].index = static_cast<uint32_t>(i);
-		}
 	}
 	std::vector<wr_slot> slots;
-	const size_t nslots; /* slots.size(), at hand for translate() */
-	std::atomic<size_t> credits;
+	const size_t nslots;              /* slots.size(), at hand for the data path */
+	std::atomic<uint64_t> posted{0};  /* work requests posted, ever: the poster's */
+	std::atomic<uint64_t> retired{0}; /* of those, the ones whose slot came back: the CQ's */
 	std::atomic<bool> closed{false};
 	size_t head = 0;       /* the next slot to post, < nslots; under the endpoint's lock */
 	size_t unsignaled = 0; /* unsignalled sends in a row, under the endpoint's lock */
-	size_t tail = 0;       /* oldest slot not given back: translate(), under the CQ */
 	/* The counters bound to this queue's endpoint direction (fi_ep_bind), set before
 	 * fi_enable and counted by translate() until closed:
 	 *   send queue:    msg = FI_SEND, write = FI_WRITE, read = FI_READ;
@@ -73,12 +74,37 @@ struct wr_ring {
 	 * endpoint without FI_MSG_PREFIX keeps in its own buffer) */
 	size_t hidden = 0;
 
-	void advance_head() noexcept { head = head + 1 == nslots ? 0 : head + 1; }
+	/* The poster, under its lock: the slot for the next work request, or nullptr when every
+	 * slot is in use. commit() once the work request is posted. */
+	wr_slot *claim() noexcept
+	{
+		const uint64_t seq = posted.load(std::memory_order_relaxed);
+		if (seq - retired.load(std::memory_order_acquire) >= nslots)
+			return nullptr;
+		wr_slot *slot = &slots[head];
+		slot->seq = seq;
+		return slot;
+	}
+	void commit() noexcept
+	{
+		head = head + 1 == nslots ? 0 : head + 1;
+		posted.store(posted.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+	}
+	/* The CQ, under its lock: the work completion of slot came; it and every slot posted
+	 * before it are free again. */
+	void retire(const wr_slot &slot) noexcept
+	{
+		retired.store(slot.seq + 1, std::memory_order_release);
+	}
 
+	/* slots posted and not yet given back (retired read first: it never passes posted) */
 	size_t outstanding() const noexcept
 	{
-		return slots.size() - credits.load(std::memory_order_acquire);
+		const uint64_t r = retired.load(std::memory_order_acquire);
+		return static_cast<size_t>(posted.load(std::memory_order_acquire) - r);
 	}
+	/* slots free for posting */
+	size_t free_slots() const noexcept { return nslots - outstanding(); }
 };
 
 } // namespace vwait

@@ -29,6 +29,15 @@ struct ibv_wc wc_for(vwait::wr_slot &slot, enum ibv_wc_opcode op, enum ibv_wc_st
 	return wc;
 }
 
+/* Posts the ring's next slot as an endpoint does: claim it, then commit once posted. */
+vwait::wr_slot &post(vwait::wr_ring &ring)
+{
+	vwait::wr_slot *slot = ring.claim();
+	assert_non_null(slot);
+	ring.commit();
+	return *slot;
+}
+
 /* cmocka state: the ring outlives a failing assertion's longjmp */
 int setup(void **state)
 {
@@ -45,11 +54,11 @@ void recv_with_imm(void **state)
 {
 	auto *ring = static_cast<vwait::wr_ring *>(*state);
 	int ctx = 0;
-	vwait::wr_slot &s = ring->slots[0];
+	vwait::wr_slot &s = post(*ring);
 	s.context = &ctx;
 	s.flags = FI_RECV | FI_MSG;
 	s.len = 4096;
-	ring->credits.fetch_sub(1);
+	assert_int_equal(ring->free_slots(), 3);
 	struct ibv_wc wc = wc_for(s, IBV_WC_RECV, IBV_WC_SUCCESS);
 	wc.byte_len = 33;
 	wc.wc_flags = IBV_WC_WITH_IMM;
@@ -61,13 +70,13 @@ void recv_with_imm(void **state)
 	assert_int_equal(c.len, 33);
 	assert_int_equal(c.data, 0xdeadbeef);
 	assert_int_equal(c.err, 0);
-	assert_int_equal(ring->credits.load(), 4); /* the slot went back */
+	assert_int_equal(ring->free_slots(), 4); /* the slot went back */
 }
 
 void remote_write_with_imm(void **state)
 {
 	auto *ring = static_cast<vwait::wr_ring *>(*state);
-	vwait::wr_slot &s = ring->slots[1];
+	vwait::wr_slot &s = post(*ring);
 	s.flags = FI_RECV | FI_MSG;
 	struct ibv_wc wc = wc_for(s, IBV_WC_RECV_RDMA_WITH_IMM, IBV_WC_SUCCESS);
 	wc.wc_flags = IBV_WC_WITH_IMM;
@@ -83,7 +92,7 @@ void remote_write_with_imm(void **state)
 void send_side_from_slot(void **state)
 {
 	auto *ring = static_cast<vwait::wr_ring *>(*state);
-	vwait::wr_slot &s = ring->slots[2];
+	vwait::wr_slot &s = post(*ring);
 	s.flags = FI_RMA | FI_READ;
 	s.len = 99;
 	s.report = true;
@@ -92,14 +101,17 @@ void send_side_from_slot(void **state)
 	assert_int_equal(c.flags, FI_RMA | FI_READ);
 	assert_int_equal(c.len, 99);
 	/* unsignalled for the application (FI_SELECTIVE_COMPLETION, inject): dropped */
-	s.report = false;
-	assert_false(vwait::translate(wc_for(s, IBV_WC_SEND, IBV_WC_SUCCESS), &c));
+	vwait::wr_slot &q = post(*ring);
+	q.flags = FI_SEND | FI_MSG;
+	q.report = false;
+	assert_false(vwait::translate(wc_for(q, IBV_WC_SEND, IBV_WC_SUCCESS), &c));
+	assert_int_equal(ring->outstanding(), 0);
 }
 
 void errors_always_reported(void **state)
 {
 	auto *ring = static_cast<vwait::wr_ring *>(*state);
-	vwait::wr_slot &s = ring->slots[3];
+	vwait::wr_slot &s = post(*ring);
 	int ctx = 0;
 	s.context = &ctx;
 	s.flags = FI_SEND | FI_MSG;
@@ -120,33 +132,43 @@ void unsignaled_slots_come_back(void **state)
 {
 	auto *ring = static_cast<vwait::wr_ring *>(*state); /* 4 slots */
 	vwait::completion c;
-	ring->credits.fetch_sub(3); /* slots 0, 1 unsignalled, 2 signalled */
-	ring->slots[2].flags = FI_SEND | FI_MSG;
-	assert_true(vwait::translate(wc_for(ring->slots[2], IBV_WC_SEND, IBV_WC_SUCCESS), &c));
-	assert_int_equal(ring->credits.load(), 4);
+	post(*ring); /* slots 0, 1 unsignalled, 2 signalled */
+	post(*ring);
+	vwait::wr_slot &s2 = post(*ring);
+	s2.flags = FI_SEND | FI_MSG;
+	assert_int_equal(ring->outstanding(), 3);
+	assert_true(vwait::translate(wc_for(s2, IBV_WC_SEND, IBV_WC_SUCCESS), &c));
+	assert_int_equal(ring->free_slots(), 4);
 	assert_int_equal(ring->outstanding(), 0);
-	ring->credits.fetch_sub(3); /* slots 3, 0 unsignalled, 1 signalled: wraps */
-	ring->slots[1].flags = FI_SEND | FI_MSG;
-	assert_true(vwait::translate(wc_for(ring->slots[1], IBV_WC_SEND, IBV_WC_SUCCESS), &c));
-	assert_int_equal(ring->credits.load(), 4);
+	post(*ring); /* slots 3, 0 unsignalled, 1 signalled: wraps */
+	post(*ring);
+	vwait::wr_slot &s1 = post(*ring);
+	assert_ptr_equal(&s1, &ring->slots[1]);
+	s1.flags = FI_SEND | FI_MSG;
+	assert_true(vwait::translate(wc_for(s1, IBV_WC_SEND, IBV_WC_SUCCESS), &c));
+	assert_int_equal(ring->free_slots(), 4);
 	/* a failed unsignalled send completes by itself: its own slot only */
-	ring->credits.fetch_sub(2); /* slots 2 (fails), 3 */
-	ring->slots[2].report = false;
-	assert_true(
-	    vwait::translate(wc_for(ring->slots[2], IBV_WC_SEND, IBV_WC_REM_ACCESS_ERR), &c));
+	vwait::wr_slot &f = post(*ring); /* slots 2 (fails), 3 */
+	post(*ring);
+	f.report = false;
+	assert_true(vwait::translate(wc_for(f, IBV_WC_SEND, IBV_WC_REM_ACCESS_ERR), &c));
 	assert_int_equal(c.err, FI_EACCES);
-	assert_int_equal(ring->credits.load(), 3);
+	assert_int_equal(ring->free_slots(), 3);
 	assert_int_equal(ring->outstanding(), 1);
+	/* full: no slot to claim until a completion gives one back */
+	for (int i = 0; i < 3; i++)
+		post(*ring);
+	assert_null(ring->claim());
+	assert_int_equal(ring->free_slots(), 0);
 }
 
 void closed_ring_dropped(void **state)
 {
 	auto *ring = static_cast<vwait::wr_ring *>(*state);
+	vwait::wr_slot &s = post(*ring);
 	ring->closed = true;
-	ring->credits.fetch_sub(1);
 	vwait::completion c;
-	assert_false(
-	    vwait::translate(wc_for(ring->slots[0], IBV_WC_SEND, IBV_WC_WR_FLUSH_ERR), &c));
+	assert_false(vwait::translate(wc_for(s, IBV_WC_SEND, IBV_WC_WR_FLUSH_ERR), &c));
 	assert_int_equal(ring->outstanding(), 0);
 }
 
@@ -191,10 +213,10 @@ int count_teardown(void **state)
 bool complete(vwait::wr_ring &ring, size_t i, uint64_t flags, bool report, enum ibv_wc_opcode op,
               enum ibv_wc_status st)
 {
-	vwait::wr_slot &slot = ring.slots[i % ring.slots.size()];
+	vwait::wr_slot &slot = post(ring);
+	assert_ptr_equal(&slot, &ring.slots[i % ring.slots.size()]);
 	slot.flags = flags;
 	slot.report = report;
-	ring.credits.fetch_sub(1);
 	vwait::completion c;
 	return vwait::translate(wc_for(slot, op, st), &c);
 }
@@ -286,11 +308,10 @@ void recv_with_source(void **state)
 	ring->source_arg = &seen;
 	uint8_t buf[64] = {};
 	for (int grh = 0; grh < 2; grh++) {
-		vwait::wr_slot &s = ring->slots[grh];
+		vwait::wr_slot &s = post(*ring);
 		s.flags = FI_RECV | FI_MSG;
 		s.len = sizeof(buf);
 		s.buf = buf;
-		ring->credits.fetch_sub(1);
 		struct ibv_wc wc = wc_for(s, IBV_WC_RECV, IBV_WC_SUCCESS);
 		wc.byte_len = 50;
 		wc.src_qp = 7;
@@ -311,10 +332,9 @@ void recv_with_source(void **state)
 void recv_truncated(void **state)
 {
 	auto *ring = static_cast<vwait::wr_ring *>(*state);
-	vwait::wr_slot &s = ring->slots[0];
+	vwait::wr_slot &s = post(*ring);
 	s.flags = FI_RECV | FI_MSG;
 	s.len = 104;
-	ring->credits.fetch_sub(1);
 	struct ibv_wc wc = wc_for(s, IBV_WC_RECV, IBV_WC_SUCCESS);
 	wc.byte_len = 552;
 	vwait::completion c;
@@ -330,10 +350,9 @@ void recv_hidden_grh(void **state)
 	auto *ring = static_cast<vwait::wr_ring *>(*state);
 	ring->hidden = 40;
 	for (uint32_t got : {40u + 64u, 40u + 100u}) {
-		vwait::wr_slot &s = ring->slots[got == 104 ? 0 : 1];
+		vwait::wr_slot &s = post(*ring);
 		s.flags = FI_RECV | FI_MSG;
 		s.len = 64;
-		ring->credits.fetch_sub(1);
 		struct ibv_wc wc = wc_for(s, IBV_WC_RECV, IBV_WC_SUCCESS);
 		wc.byte_len = got;
 		vwait::completion c;

@@ -101,50 +101,24 @@ util::sw_cntr *counter_of(const wr_ring &ring, uint64_t flags, const struct ibv_
 
 namespace
 {
-/* translate(), inline in the poll loops */
-__attribute__((always_inline)) inline bool translate_wc(const struct ibv_wc &wc,
+/* A successful work completion of a slot that wants an entry, as a completion record. */
+__attribute__((always_inline)) inline bool fill_success(const struct ibv_wc &wc,
+                                                        const wr_slot &slot, const wr_ring &ring,
                                                         completion *out) noexcept
 {
-	if (wc.wr_id == probe_wr_id)
-		return false;
-	auto *slot = reinterpret_cast<wr_slot *>(static_cast<uintptr_t>(wc.wr_id));
-	wr_ring *ring = slot->ring;
-	completion c = {};
+	completion c;
+	c.context = slot.context;
+	c.flags = slot.flags;
+	c.len = slot.len;
+	c.data = 0;
+	c.err = 0;
+	c.prov_errno = 0;
+	c.status = IBV_WC_SUCCESS;
 	c.src = FI_ADDR_NOTAVAIL;
-	c.context = slot->context;
-	c.flags = slot->flags;
-	c.len = slot->len;
-	bool report = slot->report;
-	/* this slot and the unsignalled ones before it (RC completes a queue in order) may be
-	 * reused from here on */
-	const size_t n = ring->nslots;
-	const size_t idx = slot->index;
-	const size_t freed = (idx >= ring->tail ? idx - ring->tail : idx + n - ring->tail) + 1;
-	ring->tail = idx + 1 == n ? 0 : idx + 1;
-	ring->credits.fetch_add(freed, std::memory_order_acq_rel);
-	if (ring->closed.load(std::memory_order_acquire))
-		return false;
-	/* counters: every completion of their kind, whether reported or not (the endpoint keeps
-	 * them alive until it closed its rings and passed verbs_cq::sync) */
-	if (util::sw_cntr *k = counter_of(*ring, c.flags, wc)) {
-		if (wc.status == IBV_WC_SUCCESS)
-			k->add(1);
-		else
-			k->adderr(1);
-	}
-	if (wc.status != IBV_WC_SUCCESS) {
-		c.err = wc_status_error(wc.status);
-		c.status = wc.status;
-		c.prov_errno = static_cast<int>(wc.vendor_err);
-		c.len = 0;
-		*out = c;
-		return true;
-	}
-	if (!report)
-		return false;
+	c.olen = 0;
 	switch (wc.opcode) {
 	case IBV_WC_RECV: {
-		size_t got = wc.byte_len > ring->hidden ? wc.byte_len - ring->hidden : 0;
+		size_t got = wc.byte_len > ring.hidden ? wc.byte_len - ring.hidden : 0;
 		if (got > c.len) {
 			/* a datagram longer than the buffers: the rest went to the endpoint's
 			 * spill buffer (ep::set_rx_spill), the receive is truncated */
@@ -155,8 +129,8 @@ __attribute__((always_inline)) inline bool translate_wc(const struct ibv_wc &wc,
 			return true;
 		}
 		c.len = got;
-		if (ring->source && (wc.wc_flags & IBV_WC_GRH) && slot->buf)
-			c.src = ring->source(ring->source_arg, slot->buf, wc.src_qp);
+		if (ring.source && (wc.wc_flags & IBV_WC_GRH) && slot.buf)
+			c.src = ring.source(ring.source_arg, slot.buf, wc.src_qp);
 		if (wc.wc_flags & IBV_WC_WITH_IMM) {
 			c.flags |= FI_REMOTE_CQ_DATA;
 			c.data = ntohl(wc.imm_data);
@@ -173,6 +147,60 @@ __attribute__((always_inline)) inline bool translate_wc(const struct ibv_wc &wc,
 	}
 	*out = c;
 	return true;
+}
+
+/* translate_wc off its short path: an error, a ring with counters, or one whose endpoint has
+ * closed. slot is the caller's copy (the ring's slot is retired already). */
+__attribute__((noinline)) bool translate_rare(const struct ibv_wc &wc, const wr_slot &slot,
+                                              const wr_ring &ring, completion *out) noexcept
+{
+	if (ring.closed.load(std::memory_order_acquire))
+		return false;
+	/* counters: every completion of their kind, whether reported or not (the endpoint keeps
+	 * them alive until it closed its rings and passed verbs_cq::sync) */
+	if (util::sw_cntr *k = counter_of(ring, slot.flags, wc)) {
+		if (wc.status == IBV_WC_SUCCESS)
+			k->add(1);
+		else
+			k->adderr(1);
+	}
+	if (wc.status != IBV_WC_SUCCESS) {
+		completion c = {};
+		c.context = slot.context;
+		c.flags = slot.flags;
+		c.src = FI_ADDR_NOTAVAIL;
+		c.err = wc_status_error(wc.status);
+		c.status = wc.status;
+		c.prov_errno = static_cast<int>(wc.vendor_err);
+		*out = c;
+		return true;
+	}
+	return slot.report && fill_success(wc, slot, ring, out);
+}
+
+/* translate(), inline in the poll loops. The slot is read, then given back to its ring (with
+ * the unsignalled ones posted before it: RC completes a queue in order): from then on the
+ * endpoint may post into it again. The common case, a success on a ring with no counter whose
+ * endpoint is open, costs a few loads. */
+__attribute__((always_inline)) inline bool translate_wc(const struct ibv_wc &wc,
+                                                        completion *out) noexcept
+{
+	if (wc.wr_id == probe_wr_id)
+		return false;
+	const wr_slot slot = *reinterpret_cast<const wr_slot *>(static_cast<uintptr_t>(wc.wr_id));
+	wr_ring *ring = slot.ring;
+	ring->retire(slot);
+	if (__builtin_expect(wc.status != IBV_WC_SUCCESS ||
+	                         ring->closed.load(std::memory_order_acquire) ||
+	                         (ring->msg_cntr || ring->write_cntr || ring->read_cntr),
+	                     0)) {
+		completion r; /* through a copy: c of the caller stays out of memory */
+		if (!translate_rare(wc, slot, *ring, &r))
+			return false;
+		*out = r;
+		return true;
+	}
+	return slot.report && fill_success(wc, slot, *ring, out);
 }
 } // namespace
 

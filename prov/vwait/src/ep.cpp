@@ -367,7 +367,7 @@ ssize_t ep::tx_size_left() const noexcept
 	util::lock_guard<util::fast_mutex> lock(mutex_);
 	if (!enabled_)
 		return -FI_EOPBADSTATE;
-	return static_cast<ssize_t>(std::min(tx_->credits.load(), tx_->slots.size()));
+	return static_cast<ssize_t>(tx_->free_slots());
 }
 
 ssize_t ep::rx_size_left() const noexcept
@@ -375,7 +375,7 @@ ssize_t ep::rx_size_left() const noexcept
 	util::lock_guard<util::fast_mutex> lock(mutex_);
 	if (!enabled_)
 		return -FI_EOPBADSTATE;
-	return static_cast<ssize_t>(std::min(rx_->credits.load(), rx_->slots.size()));
+	return static_cast<ssize_t>(rx_->free_slots());
 }
 
 int ep::check_iovs(const char *op, const struct iovec *iov, void **desc, size_t count, size_t limit,
@@ -451,14 +451,14 @@ ssize_t ep::post_tx_wr(struct ibv_send_wr *wr, void *context, uint64_t cq_flags,
 		return -FI_EOPBADSTATE;
 	}
 	wr_ring &ring = *tx_;
-	if (ring.credits.load(std::memory_order_acquire) == 0)
+	wr_slot *slot = ring.claim();
+	if (!slot)
 		return -FI_EAGAIN;
-	wr_slot &slot = ring.slots[ring.head];
-	slot.context = context;
-	slot.flags = cq_flags;
-	slot.len = len;
-	slot.report = report;
-	wr->wr_id = reinterpret_cast<uintptr_t>(&slot);
+	slot->context = context;
+	slot->flags = cq_flags;
+	slot->len = len;
+	slot->report = report;
+	wr->wr_id = reinterpret_cast<uintptr_t>(slot);
 	/* No entry wanted and no counter to count it: unsignalled (a failure still completes),
 	 * but never more than half the queue in a row, so that slots keep coming back. */
 	const bool counted = ring.msg_cntr || ring.write_cntr || ring.read_cntr;
@@ -472,9 +472,8 @@ ssize_t ep::post_tx_wr(struct ibv_send_wr *wr, void *context, uint64_t cq_flags,
 		FI_WARN(&prov, FI_LOG_EP_DATA, "ibv_post_send: %s\n", strerror(ret));
 		return verbs::positive_code(ret);
 	}
-	ring.advance_head();
+	ring.commit();
 	ring.unsignaled = quiet ? ring.unsignaled + 1 : 0;
-	ring.credits.fetch_sub(1, std::memory_order_acq_rel);
 	return FI_SUCCESS;
 }
 

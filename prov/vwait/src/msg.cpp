@@ -82,22 +82,22 @@ ssize_t ep::post_recv(const struct iovec *iov, void **desc, size_t count, void *
 		return -FI_EOPBADSTATE;
 	}
 	wr_ring &ring = *rx_;
-	if (ring.credits.load(std::memory_order_acquire) == 0)
+	wr_slot *slot = ring.claim();
+	if (!slot)
 		return -FI_EAGAIN;
-	wr_slot &slot = ring.slots[ring.head];
-	slot.context = context;
-	slot.flags = FI_RECV | FI_MSG;
-	slot.len = total;
-	slot.report = !rx_selective_ || (flags & FI_COMPLETION);
+	slot->context = context;
+	slot->flags = FI_RECV | FI_MSG;
+	slot->len = total;
+	slot->report = !rx_selective_ || (flags & FI_COMPLETION);
 	if (first) {
 		sge[0].addr = rx_hidden_base_ + ring.head * rx_hidden_stride_;
 		sge[0].length = rx_hidden_stride_;
 		sge[0].lkey = rx_hidden_lkey_;
 	}
-	slot.buf = nsge > 0 ? reinterpret_cast<const void *>(static_cast<uintptr_t>(sge[0].addr))
-	                    : nullptr;
+	slot->buf = nsge > 0 ? reinterpret_cast<const void *>(static_cast<uintptr_t>(sge[0].addr))
+	                     : nullptr;
 	struct ibv_recv_wr wr = {};
-	wr.wr_id = reinterpret_cast<uintptr_t>(&slot);
+	wr.wr_id = reinterpret_cast<uintptr_t>(slot);
 	wr.sg_list = sge;
 	wr.num_sge = nsge;
 	struct ibv_recv_wr *bad = nullptr;
@@ -107,8 +107,7 @@ ssize_t ep::post_recv(const struct iovec *iov, void **desc, size_t count, void *
 		FI_WARN(&prov, FI_LOG_EP_DATA, "ibv_post_recv: %s\n", strerror(ret));
 		return verbs::positive_code(ret);
 	}
-	ring.advance_head();
-	ring.credits.fetch_sub(1, std::memory_order_acq_rel);
+	ring.commit();
 	return FI_SUCCESS;
 }
 
