@@ -101,9 +101,29 @@ util::sw_cntr *counter_of(const wr_ring &ring, uint64_t flags, const struct ibv_
 
 namespace
 {
+/* What translate needs of a slot, read before the slot goes back to its ring: from then on the
+ * endpoint may post into it again. Scalars, so that they stay in registers. */
+struct slot_view {
+	void *context;
+	uint64_t flags;
+	size_t len;
+	const void *buf;
+	bool report;
+};
+
+/* The slot of a work completion given back to its ring (with the unsignalled ones posted
+ * before it: RC completes a queue in order), and what translate needs of it. */
+__attribute__((always_inline)) inline slot_view release_slot(const wr_slot &slot,
+                                                             wr_ring &ring) noexcept
+{
+	const slot_view v{slot.context, slot.flags, slot.len, slot.buf, slot.report};
+	ring.retire(slot);
+	return v;
+}
+
 /* A successful work completion of a slot that wants an entry, as a completion record. */
 __attribute__((always_inline)) inline bool fill_success(const struct ibv_wc &wc,
-                                                        const wr_slot &slot, const wr_ring &ring,
+                                                        const slot_view &slot, const wr_ring &ring,
                                                         completion *out) noexcept
 {
 	completion c;
@@ -150,10 +170,11 @@ __attribute__((always_inline)) inline bool fill_success(const struct ibv_wc &wc,
 }
 
 /* translate_wc off its short path: an error, a ring with counters, or one whose endpoint has
- * closed. slot is the caller's copy (the ring's slot is retired already). */
-__attribute__((noinline)) bool translate_rare(const struct ibv_wc &wc, const wr_slot &slot,
-                                              const wr_ring &ring, completion *out) noexcept
+ * closed. */
+__attribute__((noinline)) bool translate_rare(const struct ibv_wc &wc, const wr_slot &s,
+                                              wr_ring &ring, completion *out) noexcept
 {
+	const slot_view slot = release_slot(s, ring);
 	if (ring.closed.load(std::memory_order_acquire))
 		return false;
 	/* counters: every completion of their kind, whether reported or not (the endpoint keeps
@@ -178,28 +199,26 @@ __attribute__((noinline)) bool translate_rare(const struct ibv_wc &wc, const wr_
 	return slot.report && fill_success(wc, slot, ring, out);
 }
 
-/* translate(), inline in the poll loops. The slot is read, then given back to its ring (with
- * the unsignalled ones posted before it: RC completes a queue in order): from then on the
- * endpoint may post into it again. The common case, a success on a ring with no counter whose
- * endpoint is open, costs a few loads. */
+/* translate(), inline in the poll loops. The common case, a success on a ring with no counter
+ * whose endpoint is open, costs a few loads. */
 __attribute__((always_inline)) inline bool translate_wc(const struct ibv_wc &wc,
                                                         completion *out) noexcept
 {
 	if (wc.wr_id == probe_wr_id)
 		return false;
-	const wr_slot slot = *reinterpret_cast<const wr_slot *>(static_cast<uintptr_t>(wc.wr_id));
-	wr_ring *ring = slot.ring;
-	ring->retire(slot);
+	const auto &s = *reinterpret_cast<const wr_slot *>(static_cast<uintptr_t>(wc.wr_id));
+	wr_ring *ring = s.ring;
 	if (__builtin_expect(wc.status != IBV_WC_SUCCESS ||
 	                         ring->closed.load(std::memory_order_acquire) ||
 	                         (ring->msg_cntr || ring->write_cntr || ring->read_cntr),
 	                     0)) {
 		completion r; /* through a copy: c of the caller stays out of memory */
-		if (!translate_rare(wc, slot, *ring, &r))
+		if (!translate_rare(wc, s, *ring, &r))
 			return false;
 		*out = r;
 		return true;
 	}
+	const slot_view slot = release_slot(s, *ring);
 	return slot.report && fill_success(wc, slot, *ring, out);
 }
 } // namespace
