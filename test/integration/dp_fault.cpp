@@ -478,7 +478,7 @@ void test_exhaustion()
 	printf("  sends posted: %zu of tx_size %zu, then %s\n", posted, tx_size,
 	       fi_strerror(static_cast<int>(-r)));
 	EXPECT(posted == std::min(tx_size, rx_size) && r == -FI_EAGAIN, posted);
-	/* reading the completions gives the credits back */
+	/* reading the completions gives the slots back */
 	struct fi_cq_data_entry e[64];
 	size_t got = 0, rgot = 0;
 	auto end = clock_type::now() + std::chrono::seconds(20);
