@@ -103,8 +103,13 @@ struct wr_ring {
 		const uint64_t r = retired.load(std::memory_order_acquire);
 		return static_cast<size_t>(posted.load(std::memory_order_acquire) - r);
 	}
-	/* slots free for posting */
-	size_t free_slots() const noexcept { return nslots - outstanding(); }
+	/* slots free for posting (by a reader other than the poster, outstanding() may run ahead
+	 * of nslots for a moment: posts and completions between its two loads) */
+	size_t free_slots() const noexcept
+	{
+		const size_t out = outstanding();
+		return out < nslots ? nslots - out : 0;
+	}
 };
 
 } // namespace vwait
