@@ -46,7 +46,8 @@
  *                                                 90, FI_WARN.
  *  50    rc_ep::qp_mutex_ (ep.h)                  the QP's creation and destruction against
  *                                                 disconnected() and probe(); verbs calls and
- *                                                 FI_WARN only.
+ *                                                 FI_WARN only. ~rc_ep destroys the QP under
+ *                                                 its EQ's 40 too (verbs_eq::hold_progress).
  *  52    ep::rx_mutex_ (fast_mutex, ep.h)         the rx ring's posting; ibv_post_recv only.
  *  60    verbs_cq::progress_mutex_ (fast_mutex,   the order of completions; under it:
  *        cq.h)                                    62, 70 (try_lock only), 72 (a UD ring's

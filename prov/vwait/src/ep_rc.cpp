@@ -29,7 +29,11 @@ rc_ep::~rc_ep()
 	close_rings();
 	{
 		/* the QP first (a thread draining the EQ may be in disconnected()), then the id,
-		 * which waits for the acknowledgement of any event of it being converted */
+		 * which waits for the acknowledgement of any event of it being converted. No thread
+		 * may be inside rdma_get_cm_event for the id meanwhile: it may be moving the QP. */
+		std::unique_lock<std::mutex> events;
+		if (eq_ && id_->channel == eq_->channel())
+			events = eq_->hold_progress();
 		std::lock_guard<std::mutex> lock(qp_mutex_);
 		qp_gone_ = true;
 		if (id_->qp)
