@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <dirent.h>
 #include <memory>
 #include <numeric>
@@ -623,6 +624,27 @@ void test_helpers_stop_all(void **st)
 	assert_int_equal(s.a->wait_object()->remove_source(s.ch.efd.get()), 0);
 }
 
+/* exit() on a helper thread (a library's crash handler calls it there) runs the cleanup on
+ * that thread: stop_all leaves it detached instead of joining it, and the process goes on. */
+void test_helpers_stop_all_on_helper(void **st)
+{
+	state &s = S(st);
+	std::atomic<bool> done{false};
+	assert_int_equal(s.helper.start(
+	                     [&done] {
+		                     vwait::util::helper_thread::stop_all();
+		                     done = true;
+	                     },
+	                     {}),
+	                 0);
+	for (int i = 0; i < 5000 && !done; i++)
+		std::this_thread::sleep_for(std::chrono::milliseconds(1));
+	assert_true(done);
+	assert_false(s.helper.running());
+	assert_int_equal(vwait::util::helper_thread::count(), 0);
+	s.helper.stop(); /* nothing left to stop */
+}
+
 void test_getwait_yield(void **st)
 {
 	state &s = S(st);
@@ -1053,6 +1075,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_getwait_mutex_cond, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_getwait_yield, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_helpers_stop_all, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_helpers_stop_all_on_helper, setup, teardown),
 	    cmocka_unit_test(test_policy_names),
 	    cmocka_unit_test(test_learner),
 	    PER_KIND(test_poll_phase_never_arms),

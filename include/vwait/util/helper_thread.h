@@ -16,7 +16,8 @@
  *    before it frees what body uses (the destructor calls it too). Safe against a concurrent
  *    stop_all: when stop() returns, the thread has been joined, by one or the other.
  *  - stop_all() stops every running helper of the process. After it, the owners' objects
- *    stay valid and their stop() does nothing.
+ *    stay valid and their stop() does nothing. Run on a helper itself (exit() from a crash
+ *    handler on that thread), it detaches that one instead of joining it.
  *  - Locks (lock_order.h): the registry (97), then one helper's own mutex (99). stop_all
  *    joins under both: a body never starts or stops a helper_thread.
  */

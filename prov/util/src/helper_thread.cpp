@@ -78,6 +78,12 @@ void helper_thread::join_locked() noexcept
 		return;
 	if (stop_request_)
 		stop_request_();
+	/* exit() on the helper itself (a library's crash handler runs it there, and fi_fini's
+	 * stop_all follows): no thread can join itself, and it ends with the process anyway */
+	if (thread_.get_id() == std::this_thread::get_id()) {
+		thread_.detach();
+		return;
+	}
 	thread_.join();
 }
 
