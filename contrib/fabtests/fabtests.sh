@@ -139,7 +139,29 @@ run() {
 		grep -qE '^# Total' "$out/$name.log" || tail -n 20 "$out/$name.log" | sed 's/^/   | /'
 	done
 	table "$out" "${provs[@]}" | tee "$out/table.txt"
+	for spec in "${provs[@]}"; do
+		case $spec in vwait*) failed "$out" "$spec" ;; esac
+	done
 	return $rc
+}
+
+# What a failed test of PROV printed (its commands, the last lines of each side's output): a
+# CI log keeps only its last lines, and the cause must be in them.
+failed() {
+	local log="$1/${2//;/+}.log"
+	awk -v keep="${FABTESTS_FAIL_LINES:-20}" '
+		function section() {
+			if (n > keep) print "    [" n - keep " lines left out]"
+			for (i = (n > keep ? n - keep + 1 : 1); i <= n; i++) print buf[i]
+			n = 0
+		}
+		/^- name:/ { if (fail) section(); name = $0; sub(/^- name:[ \t]*/, "", name); fail = 0; n = 0; next }
+		/^  result: Fail/ { fail = 1; print "--- failed: " name; next }
+		!fail { next }
+		/^  (server|client)_cmd:/ { section(); print; next }
+		/^  (server|client)_stdout:/ { section(); print; next }
+		/^    / { buf[++n] = $0 }
+		END { if (fail) section() }' "$log"
 }
 
 # one row per test name, one column per provider: pass / fail / notrun / excluded
