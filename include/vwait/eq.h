@@ -65,8 +65,8 @@ public:
 	void unprobe(cm_target *t) noexcept;
 	/* While the lock lives no thread is inside rdma_get_cm_event on this channel. librdmacm
 	 * moves an id's QP there, before it hands the event out (to RTR and RTS on a connect
-	 * response, to ERR on a reject or a connect error): an endpoint whose id is on this
-	 * channel destroys its QP under this lock, or the move may touch a freed QP. */
+	 * response, to ERR on a reject): an endpoint whose id is on this channel destroys its
+	 * QP under this lock, or the move may touch a freed QP. */
 	std::unique_lock<std::mutex> hold_progress() noexcept
 	{
 		return std::unique_lock<std::mutex>(progress_mutex_);

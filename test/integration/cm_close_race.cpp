@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
-/* An endpoint closed while its connection's answer is being taken in (ofi_rxm closes the one
- * it loses a simultaneous connect with; fi_multi_ep -e rdm over vwait;ofi_rxm crashed there).
+/* An endpoint closed while its connection's answer is being taken in (fi_multi_ep -e rdm over
+ * vwait;ofi_rxm, whose peers connect to each other at once, crashed there).
  *
  * librdmacm moves the id's QP inside rdma_get_cm_event, before it hands the event out: to ERR
  * on RDMA_CM_EVENT_REJECTED, to RTR and RTS on the connect response. The EQ's thread makes
