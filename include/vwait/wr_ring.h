@@ -66,6 +66,8 @@ struct wr_ring {
 	util::sw_cntr *msg_cntr = nullptr;
 	util::sw_cntr *write_cntr = nullptr;
 	util::sw_cntr *read_cntr = nullptr;
+	/* whether a counter counts this queue's completions (each work request is signalled) */
+	bool counted() const noexcept { return msg_cntr || write_cntr || read_cntr; }
 	/* A receive queue that reports its senders (a DGRAM endpoint's): the fi_addr_t of the
 	 * sender of a datagram, from the receive buffer and the source QPN. */
 	uint64_t (*source)(void *arg, const void *buf, uint32_t src_qp) = nullptr;

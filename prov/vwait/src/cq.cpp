@@ -209,8 +209,7 @@ __attribute__((always_inline)) inline bool translate_wc(const struct ibv_wc &wc,
 	const auto &s = *reinterpret_cast<const wr_slot *>(static_cast<uintptr_t>(wc.wr_id));
 	wr_ring *ring = s.ring;
 	if (__builtin_expect(wc.status != IBV_WC_SUCCESS ||
-	                         ring->closed.load(std::memory_order_acquire) ||
-	                         (ring->msg_cntr || ring->write_cntr || ring->read_cntr),
+	                         ring->closed.load(std::memory_order_acquire) || ring->counted(),
 	                     0)) {
 		completion r; /* through a copy: c of the caller stays out of memory */
 		if (!translate_rare(wc, s, *ring, &r))

@@ -461,8 +461,7 @@ ssize_t ep::post_tx_wr(struct ibv_send_wr *wr, void *context, uint64_t cq_flags,
 	wr->wr_id = reinterpret_cast<uintptr_t>(slot);
 	/* No entry wanted and no counter to count it: unsignalled (a failure still completes),
 	 * but never more than half the queue in a row, so that slots keep coming back. */
-	const bool counted = ring.msg_cntr || ring.write_cntr || ring.read_cntr;
-	const bool quiet = !report && !counted && ring.unsignaled + 1 < ring.nslots / 2;
+	const bool quiet = !report && !ring.counted() && ring.unsignaled + 1 < ring.nslots / 2;
 	if (!quiet)
 		wr->send_flags |= IBV_SEND_SIGNALED;
 	struct ibv_send_wr *bad = nullptr;
