@@ -18,7 +18,9 @@
 #include <numeric>
 #include <poll.h>
 #include <pthread.h>
+#include <sys/wait.h>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 using namespace vwait_test;
@@ -94,6 +96,88 @@ bool readable(int fd)
 {
 	struct pollfd p = {fd, POLLIN, 0};
 	return ::poll(&p, 1, 0) == 1;
+}
+
+/* ------------------------------------------------------------------ the blocking hook */
+
+/* util::note_blocking runs the provider's hook once per process, when a thread first may sleep.
+ * Each case runs in a child process of its own (the hook fires once per process) and exits
+ * with the number of hook calls, 10 more when blocking_seen() is false. */
+std::atomic<int> hook_calls{0};
+
+void count_hook() noexcept
+{
+	hook_calls.fetch_add(1);
+}
+
+int in_child(int (*scenario)())
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		vwait::util::set_blocking_hook(count_hook);
+		int ret = scenario();
+		_exit(ret ? 100 : hook_calls.load() + (vwait::util::blocking_seen() ? 0 : 10));
+	}
+	assert_true(pid > 0);
+	int status = 0;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
+/* A wait that ends while it spins never sleeps: no hook, even over 20 waits. */
+int spin_only()
+{
+	std::unique_ptr<waiter> w;
+	if (waiter::create(&test_prov, FI_WAIT_FD, w, {wait_policy_kind::fixed, 10000}))
+		return 1;
+	for (int i = 0; i < 20; i++) {
+		int polls = 0;
+		if (w->wait_until(vwait::util::deadline_after(5000), [&] { return ++polls > 50; }))
+			return 1;
+	}
+	return 0;
+}
+
+/* Two waits that sleep until their deadline: the hook runs once. */
+template <int Kind>
+int sleep_twice()
+{
+	std::unique_ptr<waiter> w;
+	if (waiter::create(&test_prov, Kind, w, {wait_policy_kind::block, 0}))
+		return 1;
+	for (int i = 0; i < 2; i++)
+		if (w->wait_until(vwait::util::deadline_after(20), [] { return false; }) !=
+		    -FI_ETIMEDOUT)
+			return 1;
+	return 0;
+}
+
+int trywait_once()
+{
+	std::unique_ptr<waiter> w;
+	if (waiter::create(&test_prov, FI_WAIT_FD, w))
+		return 1;
+	return w->trywait() == 0 && w->trywait() == 0 ? 0 : 1;
+}
+
+int getwait_once()
+{
+	std::unique_ptr<waiter> w;
+	if (waiter::create(&test_prov, FI_WAIT_FD, w))
+		return 1;
+	int fd = -1;
+	return w->control(FI_GETWAIT, &fd) == 0 && fd >= 0 ? 0 : 1;
+}
+
+void test_blocking_hook(void **)
+{
+	assert_int_equal(in_child(spin_only), 10);
+	assert_int_equal(in_child(sleep_twice<FI_WAIT_FD>), 1);
+	assert_int_equal(in_child(sleep_twice<FI_WAIT_MUTEX_COND>), 1);
+	assert_int_equal(in_child(sleep_twice<FI_WAIT_YIELD>), 1);
+	assert_int_equal(in_child(trywait_once), 1);
+	assert_int_equal(in_child(getwait_once), 1);
 }
 
 /* ------------------------------------------------------------------ bad inputs */
@@ -1060,6 +1144,8 @@ int main(void)
 {
 	init_logging();
 	const struct CMUnitTest tests[] = {
+	    /* first: it forks, best done while no other thread runs */
+	    cmocka_unit_test(test_blocking_hook),
 	    cmocka_unit_test(test_create_bad_kinds),
 	    cmocka_unit_test(test_wait_open_bad),
 	    cmocka_unit_test_setup_teardown(test_unspec_is_fd, setup, teardown),

@@ -58,6 +58,19 @@ namespace vwait::util
 /* One deadline computed at entry: timeout_ms < 0 means forever (time_point::max()). */
 clock::time_point deadline_after(int timeout_ms) noexcept;
 
+/* Blocking in this process. The first time one of its threads may sleep (a blocking call past
+ * its poll phase, FI_WAIT_YIELD's yielding included), starts a wait of its own (fi_trywait) or
+ * takes a wait object to sleep on (FI_GETWAIT), note_blocking() runs the hook set here, once
+ * per process, before that thread sleeps. A provider that needs a thread only for sleepers
+ * starts it there: vwait's EQ thread, so that a process that only spins never has a second
+ * thread (glibc takes slower paths for good once one has existed). The hook may be called
+ * from any thread, with no util lock held. */
+using blocking_hook = void (*)() noexcept;
+void set_blocking_hook(blocking_hook fn) noexcept;
+/* true once note_blocking() has run in this process */
+bool blocking_seen() noexcept;
+void note_blocking() noexcept;
+
 /* One phase of a blocking call (see waiter::wait_until): true ends the wait. */
 using phase_fn = bool (*)(void *arg) noexcept;
 

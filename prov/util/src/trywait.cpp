@@ -77,6 +77,7 @@ int trywait(const struct fi_provider *prov, struct fid **fids, int count) noexce
 		        (void *)fids, count);
 		return -FI_EINVAL;
 	}
+	note_blocking(); /* the caller sleeps on the objects' fds when this returns 0 */
 	std::vector<target> targets;
 	try {
 		targets.resize(static_cast<size_t>(count));

@@ -10,6 +10,7 @@
 #include <rdma/providers/fi_log.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -21,6 +22,32 @@ clock::time_point deadline_after(int timeout_ms) noexcept
 	if (timeout_ms < 0)
 		return clock::time_point::max();
 	return clock::now() + std::chrono::milliseconds(timeout_ms);
+}
+
+namespace
+{
+std::atomic<blocking_hook> the_blocking_hook{nullptr};
+std::atomic<bool> blocked_once{false};
+} // namespace
+
+void set_blocking_hook(blocking_hook fn) noexcept
+{
+	the_blocking_hook.store(fn, std::memory_order_release);
+}
+
+bool blocking_seen() noexcept
+{
+	return blocked_once.load(std::memory_order_acquire);
+}
+
+void note_blocking() noexcept
+{
+	/* one exchange per process: later callers return at the load */
+	if (blocked_once.load(std::memory_order_relaxed) ||
+	    blocked_once.exchange(true, std::memory_order_acq_rel))
+		return;
+	if (blocking_hook fn = the_blocking_hook.load(std::memory_order_acquire))
+		fn();
 }
 
 const char *kind_name(int k) noexcept
@@ -293,6 +320,7 @@ int waiter::impl::control(int command, void *arg) noexcept
 		*static_cast<enum fi_wait_obj *>(arg) = kind;
 		return 0;
 	case FI_GETWAIT:
+		note_blocking(); /* the application will sleep on what it takes */
 		switch (kind) {
 		case FI_WAIT_FD:
 			*static_cast<int *>(arg) = ep.fd();

@@ -217,6 +217,7 @@ int waiter::impl::wait_until(clock::time_point deadline, phase_fn poll, phase_fn
 			continue;
 		}
 		spinning = false;
+		note_blocking();
 		if (kind == FI_WAIT_YIELD) {
 			/* nothing sleeps on fds: no arming; the sources (an EQ's rdma_cm fd) are
 			 * read on every pass instead */
@@ -309,6 +310,7 @@ bool waiter::impl::any_ready() noexcept
 
 int waiter::impl::trywait() noexcept
 {
+	note_blocking();
 	if (kind == FI_WAIT_FD || kind == FI_WAIT_POLLFD)
 		pub.reset();
 	drain_ready();
