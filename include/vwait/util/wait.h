@@ -59,7 +59,8 @@ namespace vwait::util
 clock::time_point deadline_after(int timeout_ms) noexcept;
 
 /* Blocking in this process. The first time one of its threads may sleep (a blocking call past
- * its poll phase, FI_WAIT_YIELD's yielding included), starts a wait of its own (fi_trywait) or
+ * its poll phase, FI_WAIT_YIELD's yielding included, on a waiter that counts: see
+ * waiter::set_counts_as_blocking), starts a wait of its own (fi_trywait) or
  * takes a wait object to sleep on (FI_GETWAIT), note_blocking() runs the hook set here, once
  * per process, before that thread sleeps. A provider that needs a thread only for sleepers
  * starts it there: vwait's EQ thread, so that a process that only spins never has a second
@@ -89,6 +90,11 @@ public:
 	const struct fi_provider *provider() const noexcept;
 	/* Its wait policy and what the adaptive policy has learnt so far. */
 	const spin_learner &learner() const noexcept;
+	/* false: a sleep in wait_until does not count as the process blocking (note_blocking).
+	 * For the private waiter of an object whose sleeper needs no provider thread: it drains
+	 * its own fd sources on waking (an EQ in fi_eq_sread, its rdma_cm channel). Default true;
+	 * set before the waiter is used. */
+	void set_counts_as_blocking(bool on) noexcept;
 
 	/* ---- members ---- */
 	/* 0, or -FI_EALREADY when w is already a member. The new member starts on the ready

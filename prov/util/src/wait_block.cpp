@@ -217,7 +217,8 @@ int waiter::impl::wait_until(clock::time_point deadline, phase_fn poll, phase_fn
 			continue;
 		}
 		spinning = false;
-		note_blocking();
+		if (counts_as_blocking.load(std::memory_order_relaxed))
+			note_blocking();
 		if (kind == FI_WAIT_YIELD) {
 			/* nothing sleeps on fds: no arming; the sources (an EQ's rdma_cm fd) are
 			 * read on every pass instead */

@@ -118,6 +118,7 @@ public:
 	helper_thread helper;
 	std::atomic<bool> helper_on{false};
 	std::atomic<bool> helper_wanted{false};
+	std::atomic<bool> counts_as_blocking{true}; /* waiter::set_counts_as_blocking */
 	std::atomic<bool> helper_stop{false};
 	signal hsig; /* the helper's own wakeup (priv belongs to the leader) */
 
