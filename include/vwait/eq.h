@@ -33,12 +33,22 @@ namespace vwait
  * thread) or tries (fi_trywait) drains it through progress(), which turns each rdma_cm event
  * into an entry (FI_CONNREQ, FI_CONNECTED, FI_SHUTDOWN, or an error entry) and acknowledges
  * it at once. Reads drain it too, so FI_WAIT_NONE EQs work by polling.
- * Control progress is FI_PROGRESS_AUTO: a provider thread per EQ (started with the EQ, ended
- * by fi_close) sleeps in poll() on the channel and drains it as soon as an event arrives, so
- * a disconnect moves the endpoint's QP to the error state (its posted work flushes into its
- * CQs and counters, whose waiters wake) even when nobody reads or waits on the EQ; the entries
- * wait in the EQ for the application. While the EQ is full, the thread waits for room.
- * Keepalive (FI_VWAIT_KEEPALIVE_MS > 0): the same thread wakes every period and probes each
+ * Control progress is FI_PROGRESS_AUTO: a disconnect moves the endpoint's QP to the error state
+ * (its posted work flushes into its CQs and counters, whose waiters wake) even when nobody
+ * reads or waits on the EQ; the entries wait in the EQ for the application. Who drains the
+ * channel then depends on whether anything in the process sleeps:
+ *  - a provider thread per EQ, once some thread of the process may sleep (util::
+ *    note_blocking: a blocking call past its poll phase, fi_trywait, FI_GETWAIT; not
+ *    fi_eq_sread on the EQ's private waiter, whose sleeper drains the channel itself), once a
+ *    FI_SHUTDOWN is held (the hold ends by time too), or when keepalive is on: it sleeps in
+ *    poll() on the channel and drains it as soon as an event arrives; started at fi_eq_open
+ *    or later, ended by fi_close. While the EQ is full, it waits for room;
+ *  - before that, the readers that spin: every 4096th empty poll of a verbs CQ marks control
+ *    progress due (control_due), and the next fi_cq_read that comes back empty, or
+ *    fi_cntr_read, drains the channels of the EQs with no thread (spin_progress). A process
+ *    that only spins so never starts a second thread, whose mere existence makes glibc take
+ *    slower paths for good (every system call, every uncontended mutex).
+ * Keepalive (FI_VWAIT_KEEPALIVE_MS > 0): the thread wakes every period and probes each
  * connected endpoint of this EQ (cm_target::probe); one whose QP went to the error state (the
  * RC retry budget of a probe or of the application's own work ran out) gets FI_SHUTDOWN at
  * once and is disconnected (the DISCONNECTED that follows adds no second FI_SHUTDOWN).
@@ -55,9 +65,18 @@ public:
 	verbs_eq(fabric *fab, const struct fi_eq_attr &attr, verbs::event_channel_ptr ch);
 	~verbs_eq() override;
 
-	/* After util::eq_install set up the wait object: the channel becomes a source of it.
+	/* After util::eq_install set up the wait object: the channel becomes a source of it,
+	 * and the thread starts when keepalive is on or the process has blocked already.
 	 * 0 or a negative FI_E* code. */
 	int start() noexcept;
+	/* The EQ's thread, started once (see the class comment): 0, or a negative FI_E* code
+	 * with a warning. */
+	int ensure_thread() noexcept;
+	/* util's blocking hook (util::set_blocking_hook): the thread of every open EQ starts. */
+	static void start_threads() noexcept;
+	/* A spinning reader's share of control progress: each open EQ with no thread drains its
+	 * channel. Called with no provider lock held (control_progress_if_due). */
+	static void spin_progress() noexcept;
 
 	struct rdma_event_channel *channel() const noexcept { return channel_.get(); }
 	fabric *parent() const noexcept { return fabric_.get(); }
@@ -109,8 +128,27 @@ private:
 	std::atomic<size_t> hold_count_{0}; /* holds_.size(), read without the lock */
 	/* Queues FI_SHUTDOWN for every hold that is over (under progress_mutex_). */
 	void release_holds() noexcept;
+	/* progress() under progress_mutex_: the holds, then the channel's events */
+	void drain_channel() noexcept;
+	bool hold_queued_ = false; /* under progress_mutex_: a hold began since progress() looked */
 	util::helper_thread thread_;
+	std::mutex thread_mu_; /* starting and stopping thread_; lock_order.h: level 38 */
+	bool closed_ = false;  /* under thread_mu_: no thread starts any more */
+	std::atomic<bool> threaded_{false};
+	/* the list of open EQs (eq.cpp), under its lock */
+	verbs_eq *prev_ = nullptr, *next_ = nullptr;
+	bool listed_ = false;
 };
+
+/* Set now and then by an empty poll of a verbs CQ while no thread of the process has slept
+ * (verbs_cq::poll_wc); a spinning reader then runs verbs_eq::spin_progress once it holds no
+ * lock. */
+extern std::atomic<bool> control_due;
+inline void control_progress_if_due() noexcept
+{
+	if (__builtin_expect(control_due.load(std::memory_order_relaxed), 0))
+		verbs_eq::spin_progress();
+}
 
 /* The vwait EQ behind a fid handed to fi_ep_bind / fi_pep_bind: nullptr for anything else (an
  * EQ of another provider, not an EQ at all). */

@@ -38,6 +38,12 @@
  *                                                 cq_events (74) and CQ event listeners (76),
  *                                                 the domain's async events (70), notify (90);
  *                                                 exclusive to add/remove; takes 96.
+ *  36    eq_registry_mu (eq.cpp)                  the open EQs; under it: 38 (the blocking
+ *                                                 hook starts their threads) and 40 (a
+ *                                                 spinning reader's control progress, which
+ *                                                 only try-locks 36).
+ *  38    verbs_eq::thread_mu_ (eq.h)              starting and stopping the EQ's thread; under it
+ *                                                 only helper_thread's own locks.
  *  40    verbs_eq::progress_mutex_ (eq.h)         keeps CM events in order; under it: 42, 50
  *                                                 (rc_ep::disconnected), 80 (push), FI_WARN.
  *  42    verbs_eq::probe_mutex_ (eq.h)            the keepalive's endpoints and the held

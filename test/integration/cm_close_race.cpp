@@ -125,6 +125,10 @@ void close_during_move(bool accept, enum ibv_qp_state state)
 		close_stack(st);
 		return;
 	}
+	/* the EQ's thread starts once something may sleep: FI_GETWAIT says the application will
+	 * (an fi_eq_sread below that finds its event while it spins would not) */
+	int eq_fd = -1;
+	EXPECT_OK(fi_control(&st.eq->fid, FI_GETWAIT, &eq_fd));
 	if (EXPECT_OK(open_side(st, st.info, cli, side_cfg{}, 64)) == 0 &&
 	    EXPECT_OK(fi_connect(cli.ep, &addr, nullptr, 0)) == 0) {
 		cm_buf ent;

@@ -6,6 +6,9 @@
  *                           completes exactly once (counted per context), FI_SHUTDOWN on the
  *                           EQ within seconds, then a new connection on the same domain and
  *                           EQ carries data
+ *   dp_fault spin-killed    the same kill seen by a process that only spins (fi_cq_read, EQ
+ *                           read once connected, never a sleep in the provider): its receives
+ *                           flush, FI_SHUTDOWN waits on the EQ, and it never has a second thread
  *   dp_fault exhaustion     posting past tx_size / rx_size: -FI_EAGAIN; memory regions until
  *                           the device refuses (VWAIT_MR_LIMITED=1: run under a small
  *                           RLIMIT_MEMLOCK without CAP_IPC_LOCK): -FI_ENOMEM; data moves again
@@ -219,68 +222,122 @@ int serve_until_killed(const char *port)
 		pause();
 }
 
-/* The server is another process, killed while the client keeps its send queue full of sends,
- * RMA writes and RMA reads and has receives posted: every one completes exactly once (success
- * before the kill, an error after), FI_SHUTDOWN arrives within seconds, then a new connection
- * on the same fabric, domain and EQ moves data. */
-void test_peer_killed()
+/* A client of serve_until_killed (another process): its fabric, domain, EQ and endpoint,
+ * connected, and the server's buffer. */
+struct killable {
+	pid_t child = -1;
+	int up_fd = -1; /* the server writes one byte here once connected */
+	stack st;
+	side cli;
+	rma_target t{};
+
+	void kill_server()
+	{
+		if (child > 0) {
+			kill(child, SIGKILL);
+			waitpid(child, nullptr, 0);
+			child = -1;
+		}
+	}
+	void close_all()
+	{
+		kill_server();
+		if (up_fd >= 0)
+			close(std::exchange(up_fd, -1));
+		close_side(cli);
+		close_stack(st);
+	}
+};
+
+/* One EQ event within ms: fi_eq_sread, or with poll_only fi_eq_read in a loop (the thread never
+ * sleeps in the provider). Its size, or a negative code. */
+long next_event(struct fid_eq *eq, uint32_t *ev, cm_buf &ent, bool poll_only)
 {
-	const char *port = "7476";
+	if (!poll_only)
+		return eq_event(eq, ev, ent.raw, sizeof(ent.raw));
+	auto end = clock_type::now() + std::chrono::milliseconds(timeout_ms);
+	long n;
+	while ((n = fi_eq_read(eq, ev, ent.raw, sizeof(ent.raw), 0)) == -FI_EAGAIN &&
+	       clock_type::now() < end)
+		std::this_thread::sleep_for(std::chrono::milliseconds(1));
+	return n;
+}
+
+/* Starts serve_until_killed on port and connects k.cli to it (EQ events as next_event reads
+ * them). 0, or nonzero with everything closed and the server gone. */
+int connect_killable(const char *port, killable &k, bool poll_only)
+{
 	int pipefd[2];
 	if (!EXPECT(pipe(pipefd) == 0, 0))
-		return;
-	pid_t child = fork();
-	if (child == 0) {
+		return 1;
+	k.child = fork();
+	if (k.child == 0) {
 		dup2(pipefd[1], 3);
 		execl(self_path, self_path, "serve-until-killed", port,
 		      static_cast<char *>(nullptr));
 		_exit(127);
 	}
 	close(pipefd[1]);
-	stack st;
-	side cli;
+	k.up_fd = pipefd[0];
 	int ret = -FI_EOTHER;
 	struct fi_info *hints = msg_hints();
 	for (int i = 0; i < 100 && ret; i++) {
 		std::this_thread::sleep_for(std::chrono::milliseconds(100));
-		fi_freeinfo(st.info);
-		st.info = nullptr;
-		ret = fi_getinfo(version, rxe_addr, port, 0, hints, &st.info);
+		fi_freeinfo(k.st.info);
+		k.st.info = nullptr;
+		ret = fi_getinfo(version, rxe_addr, port, 0, hints, &k.st.info);
 	}
 	fi_freeinfo(hints);
-	auto give_up = [&] {
-		kill(child, SIGKILL);
-		waitpid(child, nullptr, 0);
-		close(pipefd[0]);
-		close_side(cli);
-		close_stack(st);
-	};
-	if (EXPECT_OK(ret) || EXPECT_OK(open_stack_from(st, FI_WAIT_FD)) ||
-	    EXPECT_OK(open_side(st, st.info, cli, pk_bufsize)))
-		return give_up();
+	if (EXPECT_OK(ret) || EXPECT_OK(open_stack_from(k.st, FI_WAIT_FD)) ||
+	    EXPECT_OK(open_side(k.st, k.st.info, k.cli, pk_bufsize))) {
+		k.close_all();
+		return 1;
+	}
 	cm_buf ent;
 	uint32_t ev = 0;
 	long n = -FI_EOTHER;
 	for (int i = 0; i < 50; i++) {
 		/* until the server listens: a refused connect is retried on a new endpoint */
-		EXPECT_OK(fi_connect(cli.ep, nullptr, nullptr, 0));
-		n = eq_event(st.eq, &ev, ent.raw, sizeof(ent.raw));
+		EXPECT_OK(fi_connect(k.cli.ep, nullptr, nullptr, 0));
+		n = next_event(k.st.eq, &ev, ent, poll_only);
 		if (n != -FI_EAVAIL)
 			break;
 		struct fi_eq_err_entry err = {};
-		fi_eq_readerr(st.eq, &err, 0);
-		close_side(cli);
+		fi_eq_readerr(k.st.eq, &err, 0);
+		close_side(k.cli);
 		std::this_thread::sleep_for(std::chrono::milliseconds(100));
-		if (EXPECT_OK(open_side(st, st.info, cli, pk_bufsize)))
-			return give_up();
+		if (EXPECT_OK(open_side(k.st, k.st.info, k.cli, pk_bufsize))) {
+			k.close_all();
+			return 1;
+		}
 	}
 	if (!EXPECT(n == sizeof(struct fi_eq_cm_entry) + sizeof(rma_target) && ev == FI_CONNECTED,
-	            n))
-		return give_up();
-	rma_target t;
-	memcpy(&t, ent.data(), sizeof(t));
+	            n)) {
+		k.close_all();
+		return 1;
+	}
+	memcpy(&k.t, ent.data(), sizeof(k.t));
 	char u;
-	EXPECT(read(pipefd[0], &u, 1) == 1, 0);
+	EXPECT(read(k.up_fd, &u, 1) == 1, 0);
+	return 0;
+}
+
+/* The server is another process, killed while the client keeps its send queue full of sends,
+ * RMA writes and RMA reads and has receives posted: every one completes exactly once (success
+ * before the kill, an error after), FI_SHUTDOWN arrives within seconds, then a new connection
+ * on the same fabric, domain and EQ moves data. */
+void test_peer_killed()
+{
+	killable k;
+	if (connect_killable("7476", k, false))
+		return;
+	stack &st = k.st;
+	side &cli = k.cli;
+	const rma_target &t = k.t;
+	pid_t child = k.child;
+	cm_buf ent;
+	uint32_t ev = 0;
+	long n;
 
 	/* one context per operation: every one must come back exactly once */
 	constexpr int max_ops = 20000, nrecv = 16;
@@ -418,8 +475,8 @@ void test_peer_killed()
 	EXPECT(shutdown_seen, 0);
 	EXPECT(t_shutdown >= 0 && t_shutdown < 10, static_cast<long>(t_shutdown * 1000));
 	EXPECT(t_last < 10, static_cast<long>(t_last * 1000));
-	waitpid(child, nullptr, 0);
-	close(pipefd[0]);
+	k.kill_server(); /* reaps it */
+	close(std::exchange(k.up_fd, -1));
 	close_side(cli);
 
 	/* what is left on the EQ of the dead connection */
@@ -444,6 +501,81 @@ void test_peer_killed()
 	}
 	close_conn(c);
 	close_stack(st);
+}
+
+/* The threads of this process (/proc/self/status), -1 if unknown. */
+int thread_count()
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	if (!f)
+		return -1;
+	char line[256];
+	int n = -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Threads: %d", &n) == 1)
+			break;
+	fclose(f);
+	return n;
+}
+
+/* The same kill, seen by a process that only spins: connected through fi_eq_read, it posts
+ * receives and polls its CQ with fi_cq_read, never reading its EQ and never sleeping in the
+ * provider. Control progress is still automatic: the receives flush within seconds (with no
+ * EQ thread, the CQ's empty reads drain the EQ's channel now and then), FI_SHUTDOWN waits on
+ * the EQ, and the process never had a second thread (one starts only where something sleeps). */
+void test_spin_killed()
+{
+	killable k;
+	if (connect_killable("7487", k, true))
+		return;
+	constexpr int nrecv = 16;
+	std::vector<struct fi_context> ctx(nrecv);
+	std::vector<int> done(nrecv, 0);
+	for (int i = 0; i < nrecv; i++)
+		EXPECT_OK(fi_recv(k.cli.ep, k.cli.buf.data() + pk_msg * (i % 8), pk_msg,
+		                  k.cli.desc(), 0, &ctx[static_cast<size_t>(i)]));
+	const int threads_connected = thread_count();
+	k.kill_server();
+	auto t_kill = clock_type::now();
+	int flushed = 0, other = 0;
+	double t_last = -1;
+	long polls = 0;
+	while (flushed + other < nrecv && since(t_kill) < 20) {
+		struct fi_cq_data_entry e;
+		ssize_t r = fi_cq_read(k.cli.rx, &e, 1);
+		polls++;
+		if (r == 1) {
+			other++;
+			continue;
+		}
+		struct fi_cq_err_entry err = {};
+		if (r != -FI_EAVAIL || fi_cq_readerr(k.cli.rx, &err, 0) != 1)
+			continue;
+		long idx = static_cast<struct fi_context *>(err.op_context) - ctx.data();
+		if (idx >= 0 && idx < nrecv && done[static_cast<size_t>(idx)]++ == 0)
+			flushed++;
+		else
+			other++;
+		t_last = since(t_kill);
+	}
+	const int threads_flushed = thread_count();
+	printf("  %d of %d receives flushed (%d other completions), the last %.2f s after the "
+	       "kill, %ld reads; threads: %d connected, %d after\n",
+	       flushed, nrecv, other, t_last, polls, threads_connected, threads_flushed);
+	EXPECT(flushed == nrecv, flushed);
+	EXPECT(other == 0, other);
+	EXPECT(t_last >= 0 && t_last < 10, static_cast<long>(t_last * 1000));
+	EXPECT(threads_connected == 1, threads_connected);
+	EXPECT(threads_flushed == 1, threads_flushed);
+	cm_buf ent;
+	uint32_t ev = 0;
+	long n = next_event(k.st.eq, &ev, ent, true);
+	EXPECT(n >= static_cast<long>(sizeof(struct fi_eq_cm_entry)) && ev == FI_SHUTDOWN &&
+	           ent.e()->fid == &k.cli.ep->fid,
+	       n);
+	printf("  then FI_SHUTDOWN %s on the EQ\n",
+	       n > 0 && ev == FI_SHUTDOWN ? "read" : "NOT read");
+	k.close_all();
 }
 
 /* ------------------------------------------------------------------ exhaustion */
@@ -1102,9 +1234,13 @@ void test_sendrecv()
 }
 
 const test tests[] = {
-    {"peer-killed", test_peer_killed},     {"exhaustion", test_exhaustion},
-    {"waiter-closer", test_waiter_closer}, {"race", test_race},
-    {"device-gone", test_device_gone},     {"sendrecv", test_sendrecv},
+    {"peer-killed", test_peer_killed},
+    {"spin-killed", test_spin_killed},
+    {"exhaustion", test_exhaustion},
+    {"waiter-closer", test_waiter_closer},
+    {"race", test_race},
+    {"device-gone", test_device_gone},
+    {"sendrecv", test_sendrecv},
 };
 
 } // namespace
@@ -1118,8 +1254,9 @@ int main(int argc, char **argv)
 	if (argc > 2 && strcmp(argv[1], "serve-until-killed") == 0)
 		return serve_until_killed(argv[2]);
 	if (argc != 2) {
-		printf("usage: dp_fault TEST (peer-killed exhaustion waiter-closer race "
-		       "device-gone sendrecv)\n");
+		printf(
+		    "usage: dp_fault TEST (peer-killed spin-killed exhaustion waiter-closer race "
+		    "device-gone sendrecv)\n");
 		return 1;
 	}
 	for (const test &t : tests) {

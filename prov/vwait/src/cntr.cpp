@@ -6,6 +6,7 @@
 #include "vwait/cntr.h"
 #include "vwait/cq.h"
 #include "vwait/domain.h"
+#include "vwait/eq.h"
 #include "vwait/util/wait.h"
 #include "vwait/vwait.h"
 
@@ -91,9 +92,12 @@ void verbs_cntr::remove_feed(verbs_cq *q) noexcept
 
 void verbs_cntr::progress() noexcept
 {
-	std::lock_guard<std::mutex> lock(feeds_mu_);
-	for (auto &f : feeds_)
-		f.first->drive();
+	{
+		std::lock_guard<std::mutex> lock(feeds_mu_);
+		for (auto &f : feeds_)
+			f.first->drive();
+	}
+	control_progress_if_due(); /* a spinning reader's share of control progress (eq.h) */
 }
 
 int verbs_cntr::arm() noexcept

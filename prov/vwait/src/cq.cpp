@@ -6,6 +6,7 @@
 
 #include "vwait/cq.h"
 #include "vwait/domain.h"
+#include "vwait/eq.h"
 #include "vwait/util/cntr.h"
 #include "vwait/util/enosys.h"
 #include "vwait/util/wait.h"
@@ -356,9 +357,13 @@ inline int verbs_cq::poll_wc(struct ibv_wc *wc, size_t max) noexcept
 		return -1;
 	}
 	if (++idle_polls_ >= idle_polls_per_async_check) {
-		/* nothing: now and then, look for an overrun on the async fd */
+		/* nothing: now and then, look for an overrun on the async fd, and, while no
+		 * thread of the process has slept (no EQ thread yet), have the reader drain the
+		 * rdma_cm channels once it holds no lock (eq.h) */
 		idle_polls_ = 0;
 		domain_->poll_async_events();
+		if (!util::blocking_seen())
+			control_due.store(true, std::memory_order_relaxed);
 	}
 	return 0;
 }
@@ -463,14 +468,19 @@ verbs_cq::hand_over(struct ibv_wc *wc, int polled, void *buf, size_t count, fi_a
  * hand_over() does the rest. */
 verbs_cq::direct_read verbs_cq::read_direct(void *buf, size_t count, fi_addr_t *src) noexcept
 {
-	util::lock_guard<util::fast_mutex> lock(progress_mutex_);
-	if (!hw_ || overrun_.load(std::memory_order_acquire) || queued() != 0)
-		return direct_read::via_ring();
-	struct ibv_wc wc[poll_batch];
-	int polled = poll_wc(wc, std::min(count, poll_batch));
-	if (polled > 0)
-		return direct_read::took(hand_over(wc, polled, buf, count, src));
-	return direct_read::took(queued() != 0 ? -FI_EAVAIL : -FI_EAGAIN);
+	ssize_t none;
+	{
+		util::lock_guard<util::fast_mutex> lock(progress_mutex_);
+		if (!hw_ || overrun_.load(std::memory_order_acquire) || queued() != 0)
+			return direct_read::via_ring();
+		struct ibv_wc wc[poll_batch];
+		int polled = poll_wc(wc, std::min(count, poll_batch));
+		if (polled > 0)
+			return direct_read::took(hand_over(wc, polled, buf, count, src));
+		none = queued() != 0 ? -FI_EAVAIL : -FI_EAGAIN;
+	}
+	control_progress_if_due(); /* a spinning reader's share of control progress (eq.h) */
+	return direct_read::took(none);
 }
 
 /* Under progress_mutex_, for hand_over: the error record first and the rest of its batch

@@ -6,6 +6,7 @@
 
 #include "vwait/eq.h"
 #include "vwait/util/cq.h"
+#include "vwait/util/wait.h"
 #include "vwait/vwait.h"
 
 #include <fcntl.h>
@@ -26,6 +27,19 @@
 namespace vwait
 {
 
+std::atomic<bool> control_due{false};
+
+namespace
+{
+/* The open EQs, for the blocking hook and spin_progress: a list through the EQs themselves
+ * (verbs_eq::next_), so that nothing here allocates or has a destructor. lock_order.h: level 36 */
+std::mutex eq_registry_mu;
+verbs_eq *eq_list = nullptr;
+/* Set while this thread runs an EQ's progress: a spinning reader's control progress inside it
+ * (its own EQ's lock held) would deadlock. */
+thread_local bool in_eq_progress = false;
+} // namespace
+
 verbs_eq::verbs_eq(fabric *fab, const struct fi_eq_attr &attr, verbs::event_channel_ptr ch)
     : util::sw_eq(&prov, attr, fab->api_version()), fabric_(fab), channel_(std::move(ch))
 {
@@ -43,12 +57,39 @@ int verbs_eq::start() noexcept
 {
 	if (int ret = watch(channel_->fd))
 		return ret;
+	/* a thread asleep in fi_eq_sread wakes on the channel and drains it: no EQ thread for
+	 * that (one asleep on a wait set, or on a CQ, counts) */
+	if (wait_is_private())
+		wait_object()->set_counts_as_blocking(false);
+	{
+		std::lock_guard<std::mutex> lock(eq_registry_mu);
+		next_ = std::exchange(eq_list, this);
+		if (next_)
+			next_->prev_ = this;
+		listed_ = true;
+	}
+	/* after joining the registry: a first blocking from now on finds this EQ there */
+	if (get_params().keepalive_ms > 0 || util::blocking_seen())
+		return ensure_thread();
+	return 0;
+}
+
+int verbs_eq::ensure_thread() noexcept
+{
+	/* the thread itself comes here (a hold in its progress): it runs, so threaded_ is set,
+	 * and a closer may hold thread_mu_ while it joins it */
+	if (threaded_.load(std::memory_order_acquire))
+		return 0;
+	std::lock_guard<std::mutex> lock(thread_mu_);
+	if (closed_ || threaded_.load(std::memory_order_relaxed))
+		return 0;
 	stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (stop_fd_ < 0) {
 		int ret = verbs::errno_code();
 		FI_WARN(&prov, FI_LOG_EQ, "eventfd: %s\n", fi_strerror(-ret));
 		return ret;
 	}
+	threaded_.store(true, std::memory_order_release); /* before the thread runs */
 	int ret = thread_.start([this] { auto_progress(); },
 	                        [this] {
 		                        uint64_t one = 1;
@@ -57,13 +98,49 @@ int verbs_eq::start() noexcept
 			                                "EQ progress thread: cannot stop it: %s\n",
 			                                ::strerror(errno));
 	                        });
-	if (ret)
+	if (ret) {
 		FI_WARN(&prov, FI_LOG_EQ, "cannot start the EQ progress thread\n");
-	return ret;
+		threaded_.store(false, std::memory_order_release);
+		::close(std::exchange(stop_fd_, -1));
+		return ret;
+	}
+	return 0;
+}
+
+void verbs_eq::start_threads() noexcept
+{
+	std::lock_guard<std::mutex> lock(eq_registry_mu);
+	for (verbs_eq *q = eq_list; q; q = q->next_)
+		q->ensure_thread(); /* a failure warns; reads and spinners still drain the EQ */
+}
+
+void verbs_eq::spin_progress() noexcept
+{
+	control_due.store(false, std::memory_order_relaxed);
+	if (in_eq_progress)
+		return;
+	std::unique_lock<std::mutex> lock(eq_registry_mu, std::try_to_lock);
+	if (!lock.owns_lock())
+		return; /* another thread is at it, or an EQ opens or closes */
+	for (verbs_eq *q = eq_list; q; q = q->next_)
+		if (!q->threaded_.load(std::memory_order_acquire))
+			q->progress();
 }
 
 void verbs_eq::closing() noexcept
 {
+	{
+		std::lock_guard<std::mutex> lock(eq_registry_mu);
+		if (listed_) {
+			(prev_ ? prev_->next_ : eq_list) = next_;
+			if (next_)
+				next_->prev_ = prev_;
+			prev_ = next_ = nullptr;
+			listed_ = false;
+		}
+	}
+	std::lock_guard<std::mutex> lock(thread_mu_);
+	closed_ = true;
 	thread_.stop();
 	if (stop_fd_ >= 0)
 		::close(std::exchange(stop_fd_, -1));
@@ -276,6 +353,7 @@ bool verbs_eq::convert(struct rdma_cm_event *ev)
 				try {
 					holds_.push_back({target, std::move(marks), deadline});
 					hold_count_.store(holds_.size(), std::memory_order_release);
+					hold_queued_ = true;
 					return false;
 				} catch (...) { /* no memory: FI_SHUTDOWN now, unheld */
 				}
@@ -324,7 +402,28 @@ bool verbs_eq::convert(struct rdma_cm_event *ev)
 
 void verbs_eq::progress() noexcept
 {
-	std::lock_guard<std::mutex> lock(progress_mutex_);
+	bool held;
+	{
+		std::lock_guard<std::mutex> lock(progress_mutex_);
+		drain_channel();
+		held = std::exchange(hold_queued_, false);
+	}
+	/* a held FI_SHUTDOWN is let go by time too, which only the thread watches while nobody
+	 * reads the EQ */
+	if (held)
+		ensure_thread();
+}
+
+void verbs_eq::drain_channel() noexcept
+{
+	struct inside {
+		bool outer = !std::exchange(in_eq_progress, true);
+		~inside()
+		{
+			if (outer)
+				in_eq_progress = false;
+		}
+	} guard_reentry;
 	release_holds();
 	/* one event makes at most one entry: never take an event there is no room for */
 	while (room() > 0) {

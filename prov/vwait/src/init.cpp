@@ -2,9 +2,11 @@
 /* vwait provider entry point: fi_prov_ini, parameters, cleanup. */
 #include "config.h"
 
+#include "vwait/eq.h"
 #include "vwait/fabric.h"
 #include "vwait/info.h"
 #include "vwait/util/helper_thread.h"
+#include "vwait/util/wait.h"
 #include "vwait/vwait.h"
 
 #include <cstdlib>
@@ -91,9 +93,11 @@ void read_params() noexcept
 
 /* libfabric calls this once, at fi_fini, before it unloads the plugin: the threads of objects
  * the application never closed stop here (util/helper_thread.h). Beyond them, vwait keeps no
- * global state but the parameters and what info_ports() probed of the devices. */
+ * global state but the parameters, what info_ports() probed of the devices, the blocking hook
+ * and the list of open EQs (eq.cpp, linked through the EQs). */
 void cleanup() noexcept
 {
+	util::set_blocking_hook(nullptr);
 	util::helper_thread::stop_all();
 	forget_probes();
 	the_params = params{};
@@ -124,6 +128,8 @@ FI_EXT_INI
 {
 	vwait::prov.fi_version = vwait::pick_api_version(fi_version());
 	vwait::read_params();
+	/* the EQ threads start when a thread of the process first may sleep (eq.h) */
+	vwait::util::set_blocking_hook(&vwait::verbs_eq::start_threads);
 	return &vwait::prov;
 }
 
