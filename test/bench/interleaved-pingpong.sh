@@ -97,7 +97,7 @@ for ((b = 0; b < bursts; b++)); do
 		for fd in ${donefd[j]}; do
 			if ! read -r -n1 -t "$turn_timeout" -u "$fd" _; then
 				echo "arm ${names[j]}: stopped at burst $b (or no answer in $turn_timeout s):"
-				tail -5 "$tmp/${names[j]}.cli" "$tmp/${names[j]}.srv"
+				tail -n 5 "$tmp/${names[j]}.cli" "$tmp/${names[j]}.srv"
 				exit 1
 			fi
 		done
@@ -105,7 +105,7 @@ for ((b = 0; b < bursts; b++)); do
 done
 rc=0
 for p in "${clipid[@]}"; do wait "$p" || rc=1; done
-for ((k = 0; k < n; k++)); do grep -h '^RESULT' "$tmp/${names[k]}.cli" || { echo "arm ${names[k]}: no result"; tail -5 "$tmp/${names[k]}.cli"; rc=1; }; done
+for ((k = 0; k < n; k++)); do grep -h '^RESULT' "$tmp/${names[k]}.cli" || { echo "arm ${names[k]}: no result"; tail -n 5 "$tmp/${names[k]}.cli"; rc=1; }; done
 [ $rc = 0 ] || exit 1
 
 # name burst lat, then the table
