@@ -249,8 +249,8 @@ struct killable {
 	}
 };
 
-/* One EQ event within ms: fi_eq_sread, or with poll_only fi_eq_read in a loop (the thread never
- * sleeps in the provider). Its size, or a negative code. */
+/* One EQ event within the harness's timeout: fi_eq_sread, or with poll_only fi_eq_read in a loop
+ * (the thread never sleeps in the provider). Its size, or a negative code. */
 long next_event(struct fid_eq *eq, uint32_t *ev, cm_buf &ent, bool poll_only)
 {
 	if (!poll_only)

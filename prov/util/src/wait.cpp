@@ -471,6 +471,7 @@ int waiter::trywait() noexcept
 {
 	return p_->trywait();
 }
+
 void waiter::set_counts_as_blocking(bool on) noexcept
 {
 	p_->counts_as_blocking.store(on, std::memory_order_relaxed);
