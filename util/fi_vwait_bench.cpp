@@ -32,6 +32,10 @@
  * connection: the client sends its name first, and the server puts it in its AV. Modes spin,
  * sread-* and empty-read only (empty-read opens an endpoint, so that ofi_rxm's progress runs).
  *
+ * -C seconds (-e msg): how long the server waits for the connection request, and either side
+ * for each connection event (default 30; a side under valgrind on a busy emulated CPU may take
+ * longer than that just to start).
+ *
  * -R bursts (spin mode): the run is that many bursts of -W + -I rounds, and the client times
  * each burst's -I rounds apart (a BURST line each). With -G go,done (both sides) each side
  * waits for a byte on the fifo go before each burst and writes one to done after it, so that a
@@ -126,6 +130,7 @@ struct options {
 	std::string go_fifo, done_fifo; /* -G go,done: a driver's turns */
 	std::string port = "7471";
 	std::string server; /* empty: be the server */
+	int cm_wait_s = 30; /* -C: how long each side waits for a connection event */
 };
 
 struct mode_desc {
@@ -207,9 +212,11 @@ void think(int us)
 
 void usage()
 {
-	fprintf(stderr, "usage: fi_vwait_bench [-p provider] [-e msg|rdm] [-m mode] [-S size] "
-	                "[-I iterations] [-W warmup] [-N set members] [-T think,... [-B us]] [-D] "
-	                "[-R bursts [-G go_fifo,done_fifo]] [-P port] [server address]\nmodes:\n");
+	fprintf(
+	    stderr,
+	    "usage: fi_vwait_bench [-p provider] [-e msg|rdm] [-m mode] [-S size] "
+	    "[-I iterations] [-W warmup] [-N set members] [-T think,... [-B us]] [-D] "
+	    "[-R bursts [-G go_fifo,done_fifo]] [-C seconds] [-P port] [server address]\nmodes:\n");
 	for (const mode_desc &m : modes)
 		fprintf(stderr, "  %-13s %s\n", m.name, m.what);
 }
@@ -301,7 +308,8 @@ private:
 	int cm_event(uint32_t want, struct fi_eq_cm_entry *entry)
 	{
 		uint32_t event = 0;
-		ssize_t n = fi_eq_sread(eq_, &event, entry, sizeof(*entry), 30000, 0);
+		ssize_t n =
+		    fi_eq_sread(eq_, &event, entry, sizeof(*entry), opt_.cm_wait_s * 1000, 0);
 		if (n == -FI_EAVAIL) {
 			struct fi_eq_err_entry err = {};
 			fi_eq_readerr(eq_, &err, 0);
@@ -994,7 +1002,7 @@ private:
 bool parse(int argc, char **argv, options *o)
 {
 	int c;
-	while ((c = getopt(argc, argv, "p:e:m:S:I:P:W:N:T:B:R:G:Dh")) != -1) {
+	while ((c = getopt(argc, argv, "p:e:m:S:I:P:W:N:T:B:R:G:C:Dh")) != -1) {
 		switch (c) {
 		case 'p':
 			o->prov = optarg;
@@ -1050,6 +1058,13 @@ bool parse(int argc, char **argv, options *o)
 		}
 		case 'B':
 			o->budget_us = atol(optarg);
+			break;
+		case 'C':
+			o->cm_wait_s = atoi(optarg);
+			if (o->cm_wait_s <= 0 || o->cm_wait_s > 3600) {
+				fprintf(stderr, "-C: 1 to 3600 seconds, not '%s'\n", optarg);
+				return false;
+			}
 			break;
 		case 'D':
 			o->data_first = true;
