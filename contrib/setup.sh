@@ -216,7 +216,7 @@ stage_fuzz() {
 # debian13-root   the root, debootstrap from Debian's archive, cached (/var/cache/vwait/debian13)
 # debian13-build  built there (chroot) with warnings as errors, make check there
 # debian13-vm     ONE VM boot on that root: its integration tier but the costliest tests that
-#                 Debian 12's tier covers alike (contrib/debian13/vm-tests.sh: 38 of 43; Open MPI
+#                 Debian 12's tier covers alike (contrib/debian13/vm-tests.sh: 44 of 50; Open MPI
 #                 5 over vwait;ofi_rxm and upstream verbs included), and this host's Debian 12
 #                 plugin ($builddir) under libfabric 2.1: fi_info offers it, Open MPI 5 runs over
 #                 it. ~4m10s (36 passed, VM free, 17:2x UTC 2026-11-23)
@@ -317,8 +317,10 @@ stage_debian13-fabtests() {
 # follows needs them); the others all run and report.  Later stages slot in
 # here, e.g. an ASan+UBSan unit tier (configure_in _build/asan --enable-asan
 # --enable-ubsan; make check) and a TSan stress tier.
-test_stages=(deps autogen configure build unit asan tsan fuzz distcheck packaging integration two-node
-	fabtests debian13-root debian13-build debian13-vm debian13-deb debian13-fabtests)
+# fabtests comes before two-node: it builds the fabtests that two-node's fabtests-pairs runs
+# across the link (that test skips without them).
+test_stages=(deps autogen configure build unit asan tsan fuzz distcheck packaging integration fabtests
+	two-node debian13-root debian13-build debian13-vm debian13-deb debian13-fabtests)
 gate_stages=" deps autogen configure build "
 loud_stages=" unit integration two-node debian13-vm "
 
