@@ -36,13 +36,14 @@
  * for each connection event (default 30; a side under valgrind on a busy emulated CPU may take
  * longer than that just to start).
  *
- * -R bursts (spin mode): the run is that many bursts of -W + -I rounds, and the client times
- * each burst's -I rounds apart (a BURST line each). With -G go,done (both sides) each side
- * waits for a byte on the fifo go before each burst and writes one to done after it, so that a
- * driver can let several pairs (vwait, upstream verbs) take turns burst by burst in one boot:
- * what the emulated CPU drifts by over a run then falls on all of them alike, and a pair that
- * waits for its turn sleeps in read(2), leaving the CPUs to the one that runs. Without -G the
- * server backs off between bursts (a 500 us sleep between reads after 2 ms without a message).
+ * -R bursts (any mode but empty-read; no -T): the run is that many bursts of -W + -I rounds,
+ * and the client times each burst's -I rounds apart (a BURST line each). With -G go,done (both
+ * sides) each side waits for a byte on the fifo go before each burst and writes one to done
+ * after it, so that a driver can let several pairs (vwait, upstream verbs; a spinning server
+ * and a blocking one) take turns burst by burst in one boot: what the emulated CPU drifts by
+ * over a run then falls on all of them alike, and a pair that waits for its turn sleeps in
+ * read(2), leaving the CPUs to the one that runs. Without -G a spinning server backs off
+ * between bursts (a 500 us sleep between reads after 2 ms without a message).
  *
  * Uses the public libfabric API only. Exit status 0 on success, 1 on any error, 2 on usage,
  * 3 when the provider does not support the mode (e.g. a wait object it refuses). */
@@ -1094,8 +1095,8 @@ bool parse(int argc, char **argv, options *o)
 		fprintf(stderr, "-e rdm: modes spin, sread-* and empty-read only\n");
 		return false;
 	}
-	if (o->bursts && (o->how != mode::spin || !o->thinks.empty())) {
-		fprintf(stderr, "-R: spin mode only, no -T\n");
+	if (o->bursts && (o->how == mode::empty_read || !o->thinks.empty())) {
+		fprintf(stderr, "-R: not with empty-read, no -T\n");
 		return false;
 	}
 	if (!o->go_fifo.empty() && !o->bursts) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
-# Spinning ping-pong, several providers taking turns burst by burst in one VM boot.
+# Ping-pong, several providers (or wait modes) taking turns burst by burst in one VM boot.
 #
 # Each arm is one fi_vwait_bench pair (server and client) started once; the client runs
 # BENCH_BURSTS bursts of BENCH_ITERS timed rounds (after BENCH_WARMUP untimed ones), each
@@ -18,8 +18,11 @@
 #   BENCH_SECTIONS=turns make bench   (boots the VM; the section runs this BENCH_TURN_REPEATS
 #                                     times per size, 8 by default)
 #   test/bench/interleaved-pingpong.sh   (inside the VM, from the build dir)
-# BENCH_ARMS: space-separated NAME=PROVIDER[@EP] (EP msg or rdm; default msg), in turn order;
-#             PROVIDER raw: test/bench/raw_pingpong, the same ping-pong on raw verbs (MSG).
+# BENCH_ARMS: space-separated NAME=PROVIDER[@EP][/SERVER_MODE[/CLIENT_MODE]] (EP msg or rdm;
+#             default msg; modes: fi_vwait_bench -m, default spin, the client's default spin),
+#             in turn order; PROVIDER raw: test/bench/raw_pingpong, the same ping-pong on raw
+#             verbs (MSG, spinning). E.g. "spin=vwait sread=vwait/sread-unspec" puts a server
+#             in fi_cq_sread beside a spinning one, both answering a spinning client.
 #             Default: "verbs=verbs vwait=vwait".
 # BENCH_REF:  the yardstick's NAME (default: the first arm). An arm in the middle of the order
 #             never runs two bursts in a row, the first and the last do at each reversal: a
@@ -56,7 +59,12 @@ ref=${BENCH_REF:-${all[0]}}
 
 names=() gofd=() donefd=() clipid=()
 for a in "${arms[@]}"; do
-	name=${a%%=*} spec=${a#*=}
+	name=${a%%=*} spec=${a#*=} smode=spin cmode=spin
+	if [[ $spec == */* ]]; then
+		modes=${spec#*/} spec=${spec%%/*}
+		smode=${modes%%/*}
+		[[ $modes == */* ]] && cmode=${modes#*/}
+	fi
 	prov=${spec%@*} ep=msg
 	[[ $spec == *@* ]] && ep=${spec#*@}
 	[ "$ep" = rdm ] && prov="$prov;ofi_rxm"
@@ -67,10 +75,10 @@ for a in "${arms[@]}"; do
 	port=$((port + 1))
 	f=$tmp/$name
 	mkfifo "$f.sgo" "$f.sdone" "$f.cgo" "$f.cdone"
-	cmd=("$bench" -e "$ep" -p "$prov" -m spin)
-	[ "$prov" = raw ] && cmd=("$VWAIT_BUILDDIR/test/bench/raw_pingpong")
-	common=("${cmd[@]}" -S "$size" -I "$iters" -W "$warmup" -R "$bursts" -P "$port")
-	env ${pre:+LD_PRELOAD=$pre} FI_PROVIDER="${prov%%;*}" "${extra_env[@]}" "${common[@]}" \
+	scmd=("$bench" -e "$ep" -p "$prov" -m "$smode") ccmd=("$bench" -e "$ep" -p "$prov" -m "$cmode")
+	[ "$prov" = raw ] && scmd=("$VWAIT_BUILDDIR/test/bench/raw_pingpong") ccmd=("${scmd[@]}")
+	common=(-S "$size" -I "$iters" -W "$warmup" -R "$bursts" -P "$port")
+	env ${pre:+LD_PRELOAD=$pre} FI_PROVIDER="${prov%%;*}" "${extra_env[@]}" "${scmd[@]}" "${common[@]}" \
 		-G "$f.sgo,$f.sdone" >"$f.srv" 2>&1 &
 	pids+=($!)
 	for _ in $(seq 300); do # until it listens, or is gone
@@ -78,7 +86,7 @@ for a in "${arms[@]}"; do
 		kill -0 "${pids[-1]}" 2>/dev/null || break
 		sleep 0.1
 	done
-	env ${pre:+LD_PRELOAD=$pre} FI_PROVIDER="${prov%%;*}" "${extra_env[@]}" "${common[@]}" \
+	env ${pre:+LD_PRELOAD=$pre} FI_PROVIDER="${prov%%;*}" "${extra_env[@]}" "${ccmd[@]}" "${common[@]}" \
 		-G "$f.cgo,$f.cdone" "$addr" >"$f.cli" 2>&1 &
 	pids+=($!) clipid+=($!)
 	# read-write: neither this open nor the benchmark's (once its side is connected) waits for
@@ -88,7 +96,7 @@ for a in "${arms[@]}"; do
 done
 
 n=${#names[@]}
-echo "interleaved spinning ping-pong: $size B, $n arms (${arms[*]}), $bursts bursts of $iters rounds each, $(date -u +%FT%TZ)"
+echo "interleaved ping-pong: $size B, $n arms (${arms[*]}), $bursts bursts of $iters rounds each, $(date -u +%FT%TZ)"
 for ((b = 0; b < bursts; b++)); do
 	for ((k = 0; k < n; k++)); do
 		j=$k
