@@ -47,9 +47,12 @@
 # made the spinning ping-pongs slow and noisy (boot g of 2026-11-26: 64 B 24.53 [13.75-28.41] us
 # against 14.74 [14.14-18.35] in boot e, unpinned), so the default stays unpinned.
 #
-#   make bench                         (boots the VM; about 40 minutes on a quiet 2-core host:
+#   make bench                         (boots the VM; about 45 minutes on a quiet 2-core host:
 #                                      2162 s in boot k of 2026-11-27 with the turns section at 5
-#                                      runs, 289 s; at 8 runs with the raw arm it took 511 s)
+#                                      runs, 289 s; at 8 runs with the raw arm it took 511 s; the
+#                                      waitturns section adds 370-400 s. On the slower host of
+#                                      2026-11-28 the sections up to cntr alone took 3408 s, so
+#                                      the VM's time limit is 90 minutes)
 #   test/bench/bench-all.sh [BUILDDIR] (the same, from the host)
 #   BENCH_SECTIONS="cost spin" BENCH_REPEATS=3 ... to run a part.
 set -u -o pipefail
@@ -66,7 +69,7 @@ if [ -z "${RXE_ADDR:-}" ]; then
 		}
 	done
 	export VWAIT_BUILDDIR=$builddir
-	exec env VM_TIMEOUT="${VM_TIMEOUT:-3600}" "$srcdir/contrib/vm/run-in-vm.sh" "$0" "$builddir"
+	exec env VM_TIMEOUT="${VM_TIMEOUT:-5400}" "$srcdir/contrib/vm/run-in-vm.sh" "$0" "$builddir"
 fi
 
 builddir=${1:-${VWAIT_BUILDDIR:-$PWD}}
