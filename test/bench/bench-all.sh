@@ -267,6 +267,27 @@ section_spin() {
 }
 
 # ---------------------------------------------------------------- spinning, taking turns
+# turns_run TABLE ROW REF NUM/DEN SECONDS [VAR=VALUE...] -- ARM...: one run of
+# interleaved-pingpong.sh on port $port, the arms in that turn order; records each arm's latency
+# and its ratio to REF, and NUM/DEN, the quotient of those two arms' ratios (the same bursts)
+turns_run() {
+	local table=$1 row=$2 ref=$3 q=$4 limit=$5 envs=()
+	shift 5
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1"); shift; done
+	shift
+	env "${envs[@]}" BENCH_PORT=$port BENCH_REF="$ref" BENCH_ARMS="$*" \
+		timeout "$limit" "$here/interleaved-pingpong.sh" >"$tmp/$table" 2>&1
+	{ echo "== $table $row, arms $*"; cat "$tmp/$table"; } >>"$log"
+	sed -nE 's/^TURNS arm=([a-z0-9]+) lat_us=([0-9.]+) ratio=([0-9.]+).*/\1 \2 \3/p' "$tmp/$table" |
+		while read -r arm lat ratio; do
+			record "$table" "$row" "$arm" "$lat"
+			[ "$arm" = "$ref" ] || record "$table" "$row" "$arm/$ref" "$ratio"
+		done
+	awk -v n="${q%/*}" -v d="${q#*/}" '$1 == "TURNS" { split($2, a, "="); split($4, x, "="); r[a[2]] = x[2] }
+		END { if (r[d] > 0 && r[n] > 0) printf "%.4f\n", r[n] / r[d] }' "$tmp/$table" |
+		while read -r v; do record "$table" "$row" "$q" "$v"; done
+}
+
 # Separate runs of one cell spread 10-40 % (the emulated CPU's speed drifts); two providers that
 # cost the same then differ by a few per cent either way from boot to boot. Here the pairs run
 # side by side and take turns every burst (20-130 ms here), so the drift falls on all alike.
@@ -284,18 +305,7 @@ section_turns() {
 			[ "$ep" = msg ] && arms+=("raw=raw")
 			local k=$(((r - 1) % ${#arms[@]}))
 			arms=("${arms[@]:k}" "${arms[@]:0:k}")
-			BENCH_SIZE=$size BENCH_PORT=$port BENCH_REF=verbs BENCH_ARMS="${arms[*]}" \
-				timeout 600 "$here/interleaved-pingpong.sh" >"$tmp/turns" 2>&1
-			{ echo "== turns $row, run $r"; cat "$tmp/turns"; } >>"$log"
-			sed -nE 's/^TURNS arm=([a-z0-9]+) lat_us=([0-9.]+) ratio=([0-9.]+).*/\1 \2 \3/p' "$tmp/turns" |
-				while read -r arm lat ratio; do
-					record turns "$row" "$arm" "$lat"
-					[ "$arm" = verbs ] || record turns "$row" "$arm/verbs" "$ratio"
-				done
-			# vwait / raw per run: the ratio of the two arms' ratios to verbs (the same bursts)
-			awk '$1 == "TURNS" { split($2, a, "="); split($4, q, "="); r[a[2]] = q[2] }
-				END { if (r["raw"] > 0) printf "%.4f\n", r["vwait"] / r["raw"] }' "$tmp/turns" |
-				while read -r v; do record turns "$row" "vwait/raw" "$v"; done
+			turns_run turns "$row" verbs vwait/raw 600 BENCH_SIZE=$size -- "${arms[@]}"
 		done
 	done
 }
@@ -312,18 +322,9 @@ section_waitturns() {
 		port=$((port + 10))
 		k=$(((r - 1) % ${#all[@]}))
 		local arms=("${all[@]:k}" "${all[@]:0:k}")
-		BENCH_SIZE=64 BENCH_PORT=$port BENCH_REF=spin BENCH_ARMS="${arms[*]}" \
+		turns_run waitturns "$row" spin cntr/cntrspin 900 BENCH_SIZE=64 \
 			BENCH_ENV_sreadblock=FI_VWAIT_WAIT_POLICY=block BENCH_ENV_wsblock=FI_VWAIT_WAIT_POLICY=block \
-			timeout 900 "$here/interleaved-pingpong.sh" >"$tmp/waitturns" 2>&1
-		{ echo "== waitturns, run $r"; cat "$tmp/waitturns"; } >>"$log"
-		sed -nE 's/^TURNS arm=([a-z0-9]+) lat_us=([0-9.]+) ratio=([0-9.]+).*/\1 \2 \3/p' "$tmp/waitturns" |
-			while read -r arm lat ratio; do
-				record waitturns "$row" "$arm" "$lat"
-				[ "$arm" = spin ] || record waitturns "$row" "$arm/spin" "$ratio"
-			done
-		awk '$1 == "TURNS" { split($2, a, "="); split($4, q, "="); r[a[2]] = q[2] }
-			END { if (r["cntrspin"] > 0) printf "%.4f\n", r["cntr"] / r["cntrspin"] }' "$tmp/waitturns" |
-			while read -r v; do record waitturns "$row" "cntr/cntrspin" "$v"; done
+			-- "${arms[@]}"
 	done
 }
 
