@@ -55,7 +55,8 @@ trap tn_cleanup EXIT
 
 # tn_pair NAME 'SERVER' 'CLIENT' [PORT]: SERVER on node b, then CLIENT on node a once b
 # listens on TCP PORT (or TN_DELAY seconds, default 3, when no PORT). Outputs in
-# NAME.server.log / NAME.client.log, printed; 0 only if both exit 0.
+# NAME.server.log / NAME.client.log, printed; 0 only if both exit 0 (their exit statuses in
+# tn_crc and tn_src).
 tn_pair() {
 	local name=$1 srv=$2 cli=$3 port=${4:-} crc src n
 	echo "== $name server (node b): $srv"
@@ -78,6 +79,7 @@ tn_pair() {
 	crc=$?
 	tn_wait "$name-srv" 30 >"$name.server.log" 2>&1
 	src=$?
+	tn_crc=$crc tn_src=$src
 	echo "== $name client output (exit $crc):"
 	cat "$name.client.log"
 	echo "== $name server output (exit $src):"
