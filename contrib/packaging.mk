@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
-# contrib/packaging.mk: fi_vwait(7), the RPM spec and the Debian packaging (issue 6).
+# contrib/packaging.mk: fi_vwait(7), the RPM spec and the Debian packaging.
 # Included at the end of contrib/Makefile.include.
 #   make rpm              RPMs of libfabric-vwait{,-devel} from "make dist", into packages/
 #   make deb              .deb of libfabric-vwait{,-dev} from "make dist", into packages/

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
-/* Completion channels as wait objects (DESIGN.md, "the central mechanism").
+/* Completion channels as wait objects, the central mechanism (fi_vwait(7), "Completion channels").
  *
  * One ibv_comp_channel serves every CQ of one device context that is bound to the same waiter
  * (a wait set, or a CQ's private wait object). Its fd, non-blocking, is a source of that

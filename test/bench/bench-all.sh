@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
-# test/bench/bench-all.sh - issue 11's benchmarks, side by side, in ONE VM boot (make bench):
+# test/bench/bench-all.sh - the benchmarks of the blocking path, side by side, in ONE VM boot (make bench):
 #
 #   cost     instructions per fi_cq_read (callgrind, vwait_bench_cq_read counted alone): on an
 #            empty CQ, and per completion read in a 64 B ping-pong whose client reads its CQ

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
-/* Faults on a real verbs device (soft-RoCE in the VM), issue 7: what vwait must survive.
+/* Faults on a real verbs device (soft-RoCE in the VM): what vwait must survive.
  *
  *   dp_fault peer-killed    a peer process killed mid-transfer (sends, RMA writes and reads,
  *                           receives; the send queue kept full): every posted operation

@@ -1382,8 +1382,8 @@ int open_world_on(world &w, const char *other)
 	return ret ? ret : open_stack_from(w, FI_WAIT_UNSPEC);
 }
 
-/* Messages handed to the endpoint and the endpoint closed at once (issue 12: fabtests' fi_rdm
- * over ofi_rxm, whose client exits right after its send reports complete). Each round a fresh
+/* Messages handed to the endpoint and the endpoint closed at once, as fabtests' fi_rdm
+ * over ofi_rxm does (its client exits right after its send reports complete). Each round a fresh
  * connection; the server posts its receives; the client sends one small message with
  * fi_inject (reported done at once), or one with fi_send (its completion not waited for), or a
  * burst of fi_inject, and closes its side (endpoint, MR, CQs) at once. The connection was up
@@ -1486,7 +1486,7 @@ void test_close_after_send()
 /* A receive that completed (its sender saw the send complete) but that nobody read when the
  * receiving endpoint closes: vwait drops it, as fi_endpoint(3) allows (no entry ever names an
  * endpoint that closed while its completion was still in the verbs CQ); upstream verbs still
- * reports it. Issue 12: ofi_rxm (the source read) closes a connection's endpoint on
+ * reports it. Why it matters: ofi_rxm (the source read) closes a connection's endpoint on
  * FI_SHUTDOWN and only then reads the CQ; over verbs it gets an entry of an endpoint it closed
  * (fi_rdm's server was seen dying with SIGSEGV at that point); over vwait the shutdown hold
  * (shutdown-hold) has it read such a message before FI_SHUTDOWN. Here the receiving side

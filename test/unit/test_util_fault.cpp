@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
-/* Faults and races over the util layer (issue 7), on the host: an eventfd stands in for a
+/* Faults and races over the util layer, on the host: an eventfd stands in for a
  * verbs completion channel and a queue for the hardware CQ behind it.
  *
  *  - A waiter and a closer, every wait-object kind: threads blocked in fi_cq_sread,

@@ -3,6 +3,7 @@
  * follows the members with events, not the member count. */
 #include "vwait/util/poll.h"
 
+#include "vwait/util/enosys.h"
 #include "vwait/util/fid.h"
 #include "vwait/util/ready_list.h"
 #include "vwait/util/waitable.h"
@@ -346,19 +347,6 @@ int poll_close(struct fid *fid) noexcept
 	return 0;
 }
 
-int poll_bind(struct fid *, struct fid *, uint64_t) noexcept
-{
-	return -FI_ENOSYS;
-}
-int poll_control(struct fid *, int, void *) noexcept
-{
-	return -FI_ENOSYS;
-}
-int poll_ops_open(struct fid *, const char *, uint64_t, void **, void *) noexcept
-{
-	return -FI_ENOSYS;
-}
-
 int poll_poll(struct fid_poll *fid, void **context, int count) noexcept
 {
 	return poll_box::of(fid)->obj->poll(context, count);
@@ -372,15 +360,7 @@ int poll_del(struct fid_poll *fid, struct fid *event_fid, uint64_t) noexcept
 	return poll_box::of(fid)->obj->del(event_fid);
 }
 
-struct fi_ops poll_fi_ops = {
-    .size = sizeof(struct fi_ops),
-    .close = poll_close,
-    .bind = poll_bind,
-    .control = poll_control,
-    .ops_open = poll_ops_open,
-    .tostr = nullptr,
-    .ops_set = nullptr,
-};
+struct fi_ops poll_fi_ops = fi_ops_with(poll_close);
 
 struct fi_ops_poll poll_ops = {
     .size = sizeof(struct fi_ops_poll),

@@ -2,6 +2,7 @@
 /* The fid_wait of a wait set (fi_wait_open): a util::waiter behind a fid. */
 #include "wait_impl.h"
 
+#include "vwait/util/enosys.h"
 #include "vwait/util/fid.h"
 
 #include <rdma/fi_errno.h>
@@ -56,24 +57,7 @@ int wait_set_wait(struct fid_wait *fid, int timeout) noexcept
 	return wait_box::of(fid)->obj->w->wait(timeout);
 }
 
-int wait_set_bind(struct fid *, struct fid *, uint64_t) noexcept
-{
-	return -FI_ENOSYS;
-}
-int wait_set_ops_open(struct fid *, const char *, uint64_t, void **, void *) noexcept
-{
-	return -FI_ENOSYS;
-}
-
-struct fi_ops wait_set_fi_ops = {
-    .size = sizeof(struct fi_ops),
-    .close = wait_set_close,
-    .bind = wait_set_bind,
-    .control = wait_set_control,
-    .ops_open = wait_set_ops_open,
-    .tostr = nullptr,
-    .ops_set = nullptr,
-};
+struct fi_ops wait_set_fi_ops = fi_ops_with(wait_set_close, wait_set_control);
 
 struct fi_ops_wait wait_set_ops = {
     .size = sizeof(struct fi_ops_wait),

@@ -9,10 +9,9 @@
 #include "vwait/domain.h"
 #include "vwait/ep.h"
 #include "vwait/util/enosys.h"
+#include "vwait/util/fd.h"
 #include "vwait/util/poll.h"
 #include "vwait/vwait.h"
-
-#include <fcntl.h>
 
 #include <cstring>
 #include <memory>
@@ -193,10 +192,9 @@ int domain_open(struct fid_fabric *fabric_fid, struct fi_info *info, struct fid_
 			return ret;
 		}
 		/* async events are read without blocking, from the CQ read path */
-		int fl = fcntl(ctx->async_fd, F_GETFL);
-		if (fl < 0 || fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		if (int ret = util::set_nonblock(ctx->async_fd))
 			FI_WARN(&prov, FI_LOG_DOMAIN, "%s: async fd stays blocking: %s\n", name,
-			        strerror(errno));
+			        strerror(-ret));
 		auto *fab = fabric_box::of(fabric_fid)->obj;
 		auto obj = std::make_unique<domain>(fab, std::move(devices), ctx, std::move(pd),
 		                                    attr, fabric_fid->api_version);

@@ -6,10 +6,10 @@
 
 #include "vwait/eq.h"
 #include "vwait/util/cq.h"
+#include "vwait/util/fd.h"
 #include "vwait/util/wait.h"
 #include "vwait/vwait.h"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -456,19 +456,6 @@ std::string verbs_eq::describe_error(int prov_errno, const void *) const
 	return "rdma_cm status " + std::to_string(prov_errno);
 }
 
-namespace
-{
-
-int set_nonblocking(int fd)
-{
-	int fl = fcntl(fd, F_GETFL);
-	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-		return verbs::errno_code();
-	return 0;
-}
-
-} // namespace
-
 int eq_open(struct fid_fabric *fabric_fid, struct fi_eq_attr *attr, struct fid_eq **out,
             void *context) noexcept
 {
@@ -488,8 +475,11 @@ int eq_open(struct fid_fabric *fabric_fid, struct fi_eq_attr *attr, struct fid_e
 			        fi_strerror(-ret));
 			return ret;
 		}
-		if (int ret = set_nonblocking(ch->fd))
+		if (int ret = util::set_nonblock(ch->fd)) {
+			FI_WARN(&prov, FI_LOG_EQ, "rdma_cm event channel fd %d: O_NONBLOCK: %s\n",
+			        ch->fd, fi_strerror(-ret));
 			return ret;
+		}
 		auto *fab = fabric_box::of(fabric_fid)->obj;
 		auto obj = std::make_unique<verbs_eq>(fab, *attr, std::move(ch));
 		verbs_eq *raw = obj.get();
