@@ -12,9 +12,11 @@
 #                                               written PROV@SETS runs those sets instead of
 #                                               FABTESTS_SETS ("vwait;ofi_rxm@unit,functional")
 #   contrib/fabtests/fabtests.sh ubertest [CFG...]  (in the VM) fi_ubertest, server and client
-#                                               on RXE_ADDR, for each config file CFG (default:
-#                                               ubertest-vwait-ci.test here; "all": every
-#                                               contrib/fabtests/ubertest-*.test but the CI one).
+#                                               on RXE_ADDR, for each config file CFG ("ci",
+#                                               the default: ubertest-vwait-ci.test here; "all":
+#                                               every contrib/fabtests/ubertest-*.test but the
+#                                               CI one). With FABTESTS_UBERTEST="ARGS", run
+#                                               does the same after runfabtests.sh.
 #                                               A config passes when each of its tests passed or
 #                                               fi_ubertest itself set it aside (invalid
 #                                               combination, fi_getinfo -FI_ENODATA) and at
@@ -151,6 +153,11 @@ run() {
 	for spec in "${provs[@]}"; do
 		case $spec in vwait*) failed "$out" "$spec" ;; esac
 	done
+	# FABTESTS_UBERTEST: fi_ubertest in the same boot, with these arguments of "ubertest"
+	if [ -n "${FABTESTS_UBERTEST:-}" ]; then
+		# shellcheck disable=SC2086 # a list of configs
+		(ubertest $FABTESTS_UBERTEST) || rc=1
+	fi
 	return $rc
 }
 
@@ -158,8 +165,10 @@ ubertest() {
 	[ -n "${RXE_ADDR:-}" ] || skip "RXE_ADDR not set: run inside contrib/vm/run-in-vm.sh"
 	local bin=$PREFIX/bin/fi_ubertest
 	[ -x "$bin" ] || skip "fabtests $ver not built in $PREFIX (fabtests.sh build)"
-	[ $# -gt 0 ] || set -- "$here/ubertest-vwait-ci.test"
-	if [ "$*" = all ]; then
+	[ $# -gt 0 ] || set -- ci
+	if [ "$*" = ci ]; then
+		set -- "$here/ubertest-vwait-ci.test"
+	elif [ "$*" = all ]; then
 		set -- $(ls "$here"/ubertest-*.test | grep -v -- '-ci\.test$')
 	fi
 	local out=${FABTESTS_OUT:-$PWD/fabtests-out} tmo=${UBERTEST_TIMEOUT:-900}
@@ -254,7 +263,7 @@ ubertest)
 	;;
 prefix) echo "$PREFIX" ;;
 *)
-	sed -n '2,39p' "$0"
+	sed -n '2,41p' "$0"
 	exit 2
 	;;
 esac
