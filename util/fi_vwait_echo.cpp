@@ -214,9 +214,7 @@ int server::open()
 	sigset_t mask;
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGTERM);
-	if (sigprocmask(SIG_BLOCK, &mask, nullptr))
-		return 1;
+	sigaddset(&mask, SIGTERM); /* blocked by main() before any thread started */
 	sig_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 	timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	if (epfd < 0 || sig_fd < 0 || timer_fd < 0) {
@@ -715,6 +713,17 @@ int main(int argc, char **argv)
 	if (o.server) {
 		if (optind != argc)
 			return usage();
+		/* SIGINT and SIGTERM go to the signalfd only: blocked before libfabric starts any
+		 * thread, so that every thread inherits the mask and none takes the signal's
+		 * default action */
+		sigset_t mask;
+		sigemptyset(&mask);
+		sigaddset(&mask, SIGINT);
+		sigaddset(&mask, SIGTERM);
+		if (sigprocmask(SIG_BLOCK, &mask, nullptr)) {
+			perror("fi_vwait_echo: sigprocmask");
+			return 1;
+		}
 		server s;
 		s.o = o;
 		if (s.open())

@@ -178,10 +178,11 @@ ubertest() {
 		[ -f "$cfg" ] || die "no config $cfg"
 		name=$(basename "$cfg" .test)
 		t0=$(date +%s)
-		timeout -k 5 "$tmo" "$bin" -x -q "$port" -s "$RXE_ADDR" >"$out/$name.server.log" 2>&1 &
+		# stdbuf: a side that dies (SIGPIPE when its peer quits) still leaves its lines
+		timeout -k 5 "$tmo" stdbuf -oL "$bin" -x -q "$port" -s "$RXE_ADDR" >"$out/$name.server.log" 2>&1 &
 		spid=$!
 		sleep 1 # runfabtests.sh's wait for the server's socket
-		timeout -k 5 "$tmo" "$bin" -q "$port" -u "$cfg" -s "$RXE_ADDR" "$RXE_ADDR" \
+		timeout -k 5 "$tmo" stdbuf -oL "$bin" -q "$port" -u "$cfg" -s "$RXE_ADDR" "$RXE_ADDR" \
 			>"$out/$name.client.log" 2>&1
 		c=$?
 		[ $c = 0 ] || [ $c = 61 ] || kill "$spid" 2>/dev/null
