@@ -21,7 +21,7 @@
 #                                               fi_ubertest itself set it aside (invalid
 #                                               combination, fi_getinfo -FI_ENODATA) and at
 #                                               least one passed; ENOSYS, EIO, ERROR or a
-#                                               timeout (UBERTEST_TIMEOUT, default 900 s) fail
+#                                               timeout (UBERTEST_TIMEOUT, default 600 s) fail
 #   contrib/fabtests/fabtests.sh prefix         print the install prefix
 #
 # FABTESTS_SRC: a fabtests source tree, a fabtests-<ver>.tar.xz, or a folder holding such
@@ -171,7 +171,7 @@ ubertest() {
 	elif [ "$*" = all ]; then
 		set -- $(ls "$here"/ubertest-*.test | grep -v -- '-ci\.test$')
 	fi
-	local out=${FABTESTS_OUT:-$PWD/fabtests-out} tmo=${UBERTEST_TIMEOUT:-900}
+	local out=${FABTESTS_OUT:-$PWD/fabtests-out} tmo=${UBERTEST_TIMEOUT:-600}
 	local port=${UBERTEST_PORT:-2710} cfg name spid s c t0 counts rc=0
 	mkdir -p "$out" || die "cannot create $out"
 	for cfg in "$@"; do
