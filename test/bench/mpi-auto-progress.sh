@@ -7,7 +7,8 @@
 #     order rotated each round; median and min-max per arm;
 #   - the CPU of each thread of each rank while both ranks sleep MPI_SLEEP seconds (default 10)
 #     outside MPI after a ping-pong (connections open), from /proc/PID/task/*/schedstat over
-#     the middle MPI_SLEEP - 3 seconds, MPI_CPU_REPEATS rounds (default 2).
+#     MPI_SLEEP - 3 seconds from 1 s after both ranks fell asleep, MPI_CPU_REPEATS rounds
+#     (default 2).
 # Writes BENCH_OUT (default $VWAIT_BUILDDIR/bench-mpi-auto)/results.txt.
 set -u -o pipefail
 B=${VWAIT_BUILDDIR:-$PWD}
@@ -31,7 +32,8 @@ mpi() ( # ARM CMD...: mpirun of 2 ranks over the arm's provider, its settings ex
 	unset FI_UNIVERSE_SIZE FI_OFI_RXM_DATA_AUTO_PROGRESS
 	[ "$prov" = verbs ] && export FI_UNIVERSE_SIZE=32
 	[ "${arm#*-}" = on ] && export FI_OFI_RXM_DATA_AUTO_PROGRESS=1
-	for v in FI_PROVIDER FI_PROVIDER_PATH FI_UNIVERSE_SIZE FI_OFI_RXM_DATA_AUTO_PROGRESS; do
+	for v in FI_PROVIDER FI_PROVIDER_PATH FI_UNIVERSE_SIZE FI_OFI_RXM_DATA_AUTO_PROGRESS \
+		MPI_PINGPONG_PID_DIR; do
 		[ -n "${!v:-}" ] && pass+=(-x "$v")
 	done
 	timeout -k 5 300 mpirun --allow-run-as-root --oversubscribe -np 2 --mca pml cm --mca mtl ofi \
@@ -67,7 +69,7 @@ snap() { # PID...: "pid tid ns comm" per thread
 	for p in "$@"; do
 		for t in /proc/"$p"/task/*; do
 			[ -r "$t/schedstat" ] || continue
-			echo "$p ${t##*/} $(cut -d' ' -f1 "$t/schedstat") $(tr ' ' _ <"$t/comm")"
+			echo "$p ${t##*/} $(cut -d' ' -f1 "$t/schedstat" 2>/dev/null) $(tr ' ' _ <"$t/comm" 2>/dev/null)"
 		done
 	done
 }
@@ -76,14 +78,18 @@ for r in $(seq "$cpu_reps"); do
 	for k in 0 1 2 3; do
 		arm=${arms[$(((r + k) % 4))]}
 		log=cpu.$arm.$r.log
-		mpi "$arm" "$prog" 4096 10 "$sleep_s" >"$log" 2>&1 &
+		# the ranks write their pids there when they start sleeping (mpirun forwards
+		# their output too late to time the sleep by it)
+		piddir=$out/pids.$arm.$r
+		rm -rf "$piddir" && mkdir -p "$piddir"
+		MPI_PINGPONG_PID_DIR=$piddir mpi "$arm" "$prog" 4096 10 "$sleep_s" >"$log" 2>&1 &
 		mp=$!
 		for _ in $(seq 600); do
-			[ "$(grep -c '^rank [01] pid [0-9]* sleeping' "$log")" = 2 ] && break
+			[ -s "$piddir/rank0.pid" ] && [ -s "$piddir/rank1.pid" ] && break
 			kill -0 "$mp" 2>/dev/null || break
 			sleep 0.1
 		done
-		pids=$(sed -n 's/^rank [01] pid \([0-9]*\) sleeping.*/\1/p' "$log" | tr '\n' ' ')
+		pids=$(cat "$piddir"/rank*.pid 2>/dev/null | tr '\n' ' ')
 		if [ -z "$pids" ]; then
 			echo "round $r $arm: no sleeping ranks"
 			tail -n 5 "$log"

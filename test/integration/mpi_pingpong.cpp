@@ -8,7 +8,8 @@
  *
  * SLEEP_S: after the ping-pong every rank prints "rank R pid P sleeping S s" and sleeps that
  * long outside MPI (connections open, no MPI call), then meets the others in a barrier: what
- * a progress thread costs while the application does not call MPI. */
+ * a progress thread costs while the application does not call MPI. With MPI_PINGPONG_PID_DIR
+ * set, each rank also writes its pid to DIR/rankR.pid when it starts sleeping. */
 #define OMPI_SKIP_MPICXX 1 /* the C API only: Open MPI's C++ bindings do not build warning-free */
 #include <mpi.h>
 
@@ -16,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <unistd.h>
 #include <vector>
 
@@ -99,6 +101,16 @@ int main(int argc, char **argv)
 	if (sleep_s > 0) {
 		printf("rank %d pid %d sleeping %d s\n", rank, static_cast<int>(getpid()), sleep_s);
 		fflush(stdout);
+		/* mpirun forwards that line late on a slow machine: a driver that times the sleep
+		 * reads MPI_PINGPONG_PID_DIR/rankR.pid instead */
+		if (const char *dir = getenv("MPI_PINGPONG_PID_DIR")) {
+			std::string path =
+			    std::string(dir) + "/rank" + std::to_string(rank) + ".pid";
+			if (FILE *f = fopen(path.c_str(), "w")) {
+				fprintf(f, "%d\n", static_cast<int>(getpid()));
+				fclose(f);
+			}
+		}
 		sleep(static_cast<unsigned>(sleep_s));
 		MPI_Barrier(MPI_COMM_WORLD);
 	}
