@@ -294,9 +294,12 @@ fabtests_yardstick() { [ "${SETUP_FABTESTS_VERBS:-0}" = 1 ] && echo verbs "verbs
 stage_fabtests() {
 	fabtests_src
 	"$top/contrib/fabtests/fabtests.sh" build || return
+	# and in the same boot fi_ubertest with contrib/fabtests/ubertest-vwait-ci.test: every EQ
+	# and counter wait object on MSG and on RDM through ofi_rxm (14 tests, 28 s; the whole set:
+	# fabtests.sh ubertest all)
 	# shellcheck disable=SC2046 # two provider names, or none
 	FI_PROVIDER_PATH=$builddir/.libs fabtests_vm "$builddir/fabtests" VM_MEM=6G \
-		FABTESTS_EXCLUDE="${FABTESTS_EXCLUDE-}" -- \
+		FABTESTS_EXCLUDE="${FABTESTS_EXCLUDE-}" FABTESTS_UBERTEST="${FABTESTS_UBERTEST-ci}" -- \
 		vwait "vwait;ofi_rxm@unit,functional" $(fabtests_yardstick)
 }
 stage_debian13-fabtests() {

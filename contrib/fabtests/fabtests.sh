@@ -11,6 +11,17 @@
 #                                               verbs "verbs;ofi_rxm"), then one table; a PROV
 #                                               written PROV@SETS runs those sets instead of
 #                                               FABTESTS_SETS ("vwait;ofi_rxm@unit,functional")
+#   contrib/fabtests/fabtests.sh ubertest [CFG...]  (in the VM) fi_ubertest, server and client
+#                                               on RXE_ADDR, for each config file CFG ("ci",
+#                                               the default: ubertest-vwait-ci.test here; "all":
+#                                               every contrib/fabtests/ubertest-*.test but the
+#                                               CI one). With FABTESTS_UBERTEST="ARGS", run
+#                                               does the same after runfabtests.sh.
+#                                               A config passes when each of its tests passed or
+#                                               fi_ubertest itself set it aside (invalid
+#                                               combination, fi_getinfo -FI_ENODATA) and at
+#                                               least one passed; ENOSYS, EIO, ERROR or a
+#                                               timeout (UBERTEST_TIMEOUT, default 600 s) fail
 #   contrib/fabtests/fabtests.sh prefix         print the install prefix
 #
 # FABTESTS_SRC: a fabtests source tree, a fabtests-<ver>.tar.xz, or a folder holding such
@@ -142,6 +153,60 @@ run() {
 	for spec in "${provs[@]}"; do
 		case $spec in vwait*) failed "$out" "$spec" ;; esac
 	done
+	# FABTESTS_UBERTEST: fi_ubertest in the same boot, with these arguments of "ubertest"
+	if [ -n "${FABTESTS_UBERTEST:-}" ]; then
+		# shellcheck disable=SC2086 # a list of configs
+		(ubertest $FABTESTS_UBERTEST) || rc=1
+	fi
+	return $rc
+}
+
+ubertest() {
+	[ -n "${RXE_ADDR:-}" ] || skip "RXE_ADDR not set: run inside contrib/vm/run-in-vm.sh"
+	local bin=$PREFIX/bin/fi_ubertest
+	[ -x "$bin" ] || skip "fabtests $ver not built in $PREFIX (fabtests.sh build)"
+	[ $# -gt 0 ] || set -- ci
+	if [ "$*" = ci ]; then
+		set -- "$here/ubertest-vwait-ci.test"
+	elif [ "$*" = all ]; then
+		set -- $(ls "$here"/ubertest-*.test | grep -v -- '-ci\.test$')
+	fi
+	local out=${FABTESTS_OUT:-$PWD/fabtests-out} tmo=${UBERTEST_TIMEOUT:-600}
+	local port=${UBERTEST_PORT:-2710} cfg name spid s c t0 counts rc=0
+	mkdir -p "$out" || die "cannot create $out"
+	for cfg in "$@"; do
+		[ -f "$cfg" ] || die "no config $cfg"
+		name=$(basename "$cfg" .test)
+		t0=$(date +%s)
+		# stdbuf: a side that dies (SIGPIPE when its peer quits) still leaves its lines
+		timeout -k 5 "$tmo" stdbuf -oL "$bin" -x -q "$port" -s "$RXE_ADDR" >"$out/$name.server.log" 2>&1 &
+		spid=$!
+		sleep 1 # runfabtests.sh's wait for the server's socket
+		timeout -k 5 "$tmo" stdbuf -oL "$bin" -q "$port" -u "$cfg" -s "$RXE_ADDR" "$RXE_ADDR" \
+			>"$out/$name.client.log" 2>&1
+		c=$?
+		[ $c = 0 ] || [ $c = 61 ] || kill "$spid" 2>/dev/null
+		wait "$spid"
+		s=$?
+		# "Success: N", "Skipped: N", "ENODATA: N", "ENOSYS : N", "EIO    : N", "ERROR  : N"
+		counts=$(awk -F: '/^(Success|Skipped|ENODATA|ENOSYS|EIO|ERROR) *:/ {
+			gsub(/ /, "", $1); gsub(/ /, "", $2); v[$1] = $2 }
+			END { printf "%d %d %d %d %d %d", v["Success"], v["Skipped"], v["ENODATA"],
+				v["ENOSYS"], v["EIO"], v["ERROR"] }' "$out/$name.client.log")
+		set -- $counts
+		echo "$name: $1 passed, $2 invalid, $3 not offered (ENODATA), $4 ENOSYS, $5 EIO, $6 errors; client exit $c, server exit $s, $(($(date +%s) - t0)) s" |
+			tee -a "$out/summary.txt"
+		if [ "$c" = 124 ] || [ "$c" = 137 ] || ! grep -q '^Success:' "$out/$name.client.log" ||
+			[ $(($4 + $5 + $6)) != 0 ] || [ "$1" = 0 ]; then
+			rc=1
+			echo "--- $name failed; the tests that did not pass, and the client's last lines:"
+			grep -E 'result:' "$out/$name.client.log" |
+				grep -vE 'result: (Success|No data available)' | head -n 40
+			tail -n "${FABTESTS_FAIL_LINES:-20}" "$out/$name.client.log" | sed 's/^/   | /'
+			tail -n 10 "$out/$name.server.log" | sed 's/^/   s| /'
+		fi
+		port=$((port + 1))
+	done
 	return $rc
 }
 
@@ -193,9 +258,13 @@ run)
 	shift
 	run "$@"
 	;;
+ubertest)
+	shift
+	ubertest "$@"
+	;;
 prefix) echo "$PREFIX" ;;
 *)
-	sed -n '2,30p' "$0"
+	sed -n '2,41p' "$0"
 	exit 2
 	;;
 esac

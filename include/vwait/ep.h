@@ -223,12 +223,14 @@ private:
 	util::held<verbs_cq> tx_cq_ VWAIT_GUARDED_BY(mutex_);
 	util::held<verbs_cq> rx_cq_ VWAIT_GUARDED_BY(mutex_);
 	/* Counters by fi_ep_bind flag (each bound one is held). FI_REMOTE_READ: verbs never
-	 * tells the target of a read, so it is refused. */
+	 * tells the target of a read, so rread_cntr_ is only held, never fed (vwait offers no
+	 * FI_RMA_EVENT; an endpoint that asks for it has the binding refused). */
 	util::held<verbs_cntr> send_cntr_ VWAIT_GUARDED_BY(mutex_);
 	util::held<verbs_cntr> recv_cntr_ VWAIT_GUARDED_BY(mutex_);
 	util::held<verbs_cntr> read_cntr_ VWAIT_GUARDED_BY(mutex_);
 	util::held<verbs_cntr> write_cntr_ VWAIT_GUARDED_BY(mutex_);
 	util::held<verbs_cntr> rwrite_cntr_ VWAIT_GUARDED_BY(mutex_);
+	util::held<verbs_cntr> rread_cntr_ VWAIT_GUARDED_BY(mutex_);
 	/* A direction with a counter and no CQ gets this internal CQ (FI_WAIT_NONE, a sink:
 	 * it only counts), made at fi_enable, polled by the counters it feeds; it also serves
 	 * a direction with neither. It dies with the endpoint, after the QP. */

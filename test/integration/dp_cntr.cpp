@@ -3,11 +3,13 @@
  *
  *   dp_cntr TEST     (TEST: bind values no-cq error pingpong idle waitset pollset all)
  *
- *   bind      fi_ep_bind flag checks: unknown flags, FI_REMOTE_READ, foreign fid, a counter of
- *             another domain, a second counter on one flag; fi_close of a bound counter
+ *   bind      fi_ep_bind flag checks: unknown flags, foreign fid, a counter of another domain,
+ *             a second counter on one flag; FI_REMOTE_READ accepted without FI_RMA_EVENT (as
+ *             applications bind a receive counter) and refused with it; fi_close of a bound
+ *             counter
  *   values    send / recv / write / read / remote write (with immediate data) / inject counted
  *             exactly after N operations, with FI_SELECTIVE_COMPLETION on the CQs (operations
- *             that make no CQ entry count too)
+ *             that make no CQ entry count too); an FI_REMOTE_READ counter stays at 0
  *   no-cq     counters on directions with no CQ bound (the endpoint's internal CQ), values
  *             and a blocking fi_cntr_wait
  *   error     a bad-rkey RMA write bumps the error value; fi_cntr_wait returns -FI_EAVAIL
@@ -178,8 +180,20 @@ void test_bind()
 	EXPECT(fi_ep_bind(ep, &c->fid, 0) == -FI_EINVAL, 0);
 	EXPECT(fi_ep_bind(ep, &c->fid, FI_SEND | FI_TAGGED) == -FI_EINVAL, 0);
 	EXPECT(fi_ep_bind(ep, &c->fid, FI_SEND | (1ULL << 62)) == -FI_EINVAL, 0);
-	EXPECT(fi_ep_bind(ep, &c->fid, FI_REMOTE_READ) == -FI_ENOSYS, 0);
-	EXPECT(fi_ep_bind(ep, &c->fid, FI_SEND | FI_REMOTE_READ) == -FI_ENOSYS, 0);
+	/* FI_REMOTE_READ on an endpoint made with FI_RMA_EVENT: counts verbs cannot give */
+	{
+		struct fi_info *ev = fi_dupinfo(w.info);
+		struct fid_ep *ep2 = nullptr;
+		if (ev)
+			ev->caps |= FI_RMA_EVENT;
+		if (EXPECT(ev != nullptr, 0) == 0 &&
+		    EXPECT_OK(fi_endpoint(w.domain, ev, &ep2, nullptr)) == 0) {
+			EXPECT(fi_ep_bind(ep2, &c->fid, FI_RECV | FI_REMOTE_READ) == -FI_ENOSYS, 0);
+			EXPECT_OK(fi_ep_bind(ep2, &c->fid, FI_RECV | FI_REMOTE_WRITE));
+			close_fid(&ep2->fid);
+		}
+		fi_freeinfo(ev);
+	}
 	/* a fid of class FI_CLASS_CNTR that vwait did not make */
 	struct fi_ops fops = {};
 	fops.size = sizeof(fops);
@@ -215,7 +229,9 @@ void test_bind()
 	/* good binds; the same flag twice refused; the same counter on several flags fine */
 	EXPECT_OK(fi_ep_bind(ep, &c->fid, FI_SEND | FI_WRITE));
 	EXPECT(fi_ep_bind(ep, &c->fid, FI_SEND) == -FI_EINVAL, 0);
-	EXPECT_OK(fi_ep_bind(ep, &c->fid, FI_RECV | FI_READ | FI_REMOTE_WRITE));
+	/* the receive counter as fi_ubertest binds it: FI_REMOTE_READ without FI_RMA_EVENT */
+	EXPECT_OK(fi_ep_bind(ep, &c->fid, FI_RECV | FI_READ | FI_REMOTE_READ | FI_REMOTE_WRITE));
+	EXPECT(fi_ep_bind(ep, &c->fid, FI_REMOTE_READ) == -FI_EINVAL, 0);
 	/* bound: fi_close refuses */
 	EXPECT(fi_close(&c->fid) == -FI_EBUSY, 0);
 	/* an endpoint with counters and no CQ is enabled */
@@ -237,11 +253,11 @@ void test_values()
 	}
 	struct fid_cntr *send = open_cntr(w, FI_WAIT_UNSPEC), *write = open_cntr(w, FI_WAIT_NONE),
 	                *read = open_cntr(w, FI_WAIT_NONE), *recv = open_cntr(w, FI_WAIT_UNSPEC),
-	                *rwrite = open_cntr(w, FI_WAIT_FD);
+	                *rwrite = open_cntr(w, FI_WAIT_FD), *rread = open_cntr(w, FI_WAIT_FD);
 	side_cfg cc, sc;
 	cc.cq_flags = sc.cq_flags = FI_SELECTIVE_COMPLETION;
 	cc.cntrs = {{send, FI_SEND}, {write, FI_WRITE}, {read, FI_READ}};
-	sc.cntrs = {{recv, FI_RECV}, {rwrite, FI_REMOTE_WRITE}};
+	sc.cntrs = {{recv, FI_RECV}, {rwrite, FI_REMOTE_WRITE}, {rread, FI_REMOTE_READ}};
 	if (EXPECT_OK(connect_pair(w, cc, sc))) {
 		close_world(w);
 		return;
@@ -289,6 +305,8 @@ void test_values()
 	EXPECT(settles_at(read, n), fi_cntr_read(read));
 	EXPECT(memcmp(&c.buf[0], &c.buf[1000], n) == 0, 0);
 	EXPECT(fi_cntr_read(send) == n, fi_cntr_read(send)); /* RMA is not a send */
+	/* without FI_RMA_EVENT the target's remote-read count never moves */
+	EXPECT(fi_cntr_read(rread) == 0, fi_cntr_read(rread));
 	printf("  %llu writes / reads counted, data read back\n", (unsigned long long)n);
 	/* writes with immediate data: the target's FI_REMOTE_WRITE counter, not FI_RECV */
 	constexpr uint64_t k = 10;
@@ -320,7 +338,7 @@ void test_values()
 	EXPECT(fi_cntr_read(send) == n + k + 5, fi_cntr_read(send));
 	EXPECT_OK(fi_cntr_set(send, 0));
 	EXPECT(fi_cntr_read(send) == 0, fi_cntr_read(send));
-	for (auto *x : {send, write, read, recv, rwrite})
+	for (auto *x : {send, write, read, recv, rwrite, rread})
 		EXPECT(fi_cntr_readerr(x) == 0, fi_cntr_readerr(x));
 	printf("  writedata: %llu on FI_REMOTE_WRITE; inject: %llu counted\n",
 	       (unsigned long long)k, (unsigned long long)k);

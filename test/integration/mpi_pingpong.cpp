@@ -2,7 +2,14 @@
 /* A two-rank MPI ping-pong with every byte verified, for Open MPI over libfabric
  * (mpirun --mca pml cm --mca mtl ofi). Rank 0 sends a pattern, rank 1 checks it and returns it
  * transformed, rank 0 checks the answer. Prints one line per size (bytes, iterations, usec per
- * round trip / 2) and exits non-zero at the first wrong byte. */
+ * round trip / 2) and exits non-zero at the first wrong byte.
+ *
+ *   mpi_pingpong [MAX_SIZE [ITERS [SLEEP_S]]]
+ *
+ * SLEEP_S: after the ping-pong every rank prints "rank R pid P sleeping S s" and sleeps that
+ * long outside MPI (connections open, no MPI call), then meets the others in a barrier: what
+ * a progress thread costs while the application does not call MPI. With MPI_PINGPONG_PID_DIR
+ * set, each rank also writes its pid to DIR/rankR.pid when it starts sleeping. */
 #define OMPI_SKIP_MPICXX 1 /* the C API only: Open MPI's C++ bindings do not build warning-free */
 #include <mpi.h>
 
@@ -10,6 +17,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <unistd.h>
 #include <vector>
 
 namespace
@@ -50,6 +59,7 @@ int main(int argc, char **argv)
 	}
 	const size_t max_size = argc > 1 ? strtoull(argv[1], nullptr, 0) : (1u << 20);
 	const int iters = argc > 2 ? atoi(argv[2]) : 20;
+	const int sleep_s = argc > 3 ? atoi(argv[3]) : 0;
 	std::vector<unsigned char> buf(max_size ? max_size : 1);
 	int ok = 1;
 	for (size_t len = 0; len <= max_size && ok; len = len ? len * 4 : 1) {
@@ -88,6 +98,22 @@ int main(int argc, char **argv)
 	}
 	if (rank == 0)
 		printf("mpi_pingpong: %s\n", ok ? "all data verified" : "DATA MISMATCH");
+	if (sleep_s > 0) {
+		printf("rank %d pid %d sleeping %d s\n", rank, static_cast<int>(getpid()), sleep_s);
+		fflush(stdout);
+		/* mpirun forwards that line late on a slow machine: a driver that times the sleep
+		 * reads MPI_PINGPONG_PID_DIR/rankR.pid instead */
+		if (const char *dir = getenv("MPI_PINGPONG_PID_DIR")) {
+			std::string path =
+			    std::string(dir) + "/rank" + std::to_string(rank) + ".pid";
+			if (FILE *f = fopen(path.c_str(), "w")) {
+				fprintf(f, "%d\n", static_cast<int>(getpid()));
+				fclose(f);
+			}
+		}
+		sleep(static_cast<unsigned>(sleep_s));
+		MPI_Barrier(MPI_COMM_WORLD);
+	}
 	MPI_Finalize();
 	return ok ? 0 : 1;
 }

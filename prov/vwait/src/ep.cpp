@@ -182,7 +182,7 @@ int ep::enable() noexcept
 	if (enabled_)
 		return FI_SUCCESS;
 	if (!tx_cq_ && !rx_cq_ && !send_cntr_ && !recv_cntr_ && !read_cntr_ && !write_cntr_ &&
-	    !rwrite_cntr_) {
+	    !rwrite_cntr_ && !rread_cntr_) {
 		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_enable: no CQ and no counter bound\n");
 		return -FI_ENOCQ;
 	}
@@ -221,15 +221,26 @@ int ep::bind_cntr(struct fid *bfid, uint64_t flags) noexcept
 	if ((flags & ~known) || !flags) {
 		FI_WARN(&prov, FI_LOG_EP_CTRL,
 		        "fi_ep_bind(cntr): flags 0x%llx: need FI_SEND, FI_RECV, FI_READ, FI_WRITE "
-		        "or FI_REMOTE_WRITE and nothing else\n",
+		        "FI_REMOTE_READ or FI_REMOTE_WRITE and nothing else\n",
 		        static_cast<unsigned long long>(flags));
 		return -FI_EINVAL;
 	}
+	/* fi_endpoint(3): counting remote reads requires an endpoint made with FI_RMA_EVENT.
+	 * Without it the binding is legal and the count simply never moves (applications bind
+	 * FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE as one receive counter); with it the
+	 * application expects counts that verbs cannot give: the target of a read is never told. */
 	if (flags & FI_REMOTE_READ) {
-		FI_WARN(&prov, FI_LOG_EP_CTRL,
-		        "fi_ep_bind(cntr): FI_REMOTE_READ is not supported (verbs never tells the "
-		        "target of an RDMA read)\n");
-		return -FI_ENOSYS;
+		const uint64_t caps = info_->caps | (info_->rx_attr ? info_->rx_attr->caps : 0);
+		if (caps & FI_RMA_EVENT) {
+			FI_WARN(
+			    &prov, FI_LOG_EP_CTRL,
+			    "fi_ep_bind(cntr): FI_REMOTE_READ on an FI_RMA_EVENT endpoint: verbs "
+			    "never tells the target of an RDMA read, so it cannot be counted\n");
+			return -FI_ENOSYS;
+		}
+		FI_INFO(&prov, FI_LOG_EP_CTRL,
+		        "fi_ep_bind(cntr): FI_REMOTE_READ without FI_RMA_EVENT: remote reads "
+		        "are not counted\n");
 	}
 	verbs_cntr *c = util::object_of<verbs_cntr>(bfid);
 	if (!c) {
@@ -245,8 +256,9 @@ int ep::bind_cntr(struct fid *bfid, uint64_t flags) noexcept
 		uint64_t flag;
 		util::held<verbs_cntr> *slot;
 	} const slots[] = {
-	    {FI_SEND, &send_cntr_},   {FI_RECV, &recv_cntr_},           {FI_READ, &read_cntr_},
-	    {FI_WRITE, &write_cntr_}, {FI_REMOTE_WRITE, &rwrite_cntr_},
+	    {FI_SEND, &send_cntr_},           {FI_RECV, &recv_cntr_},
+	    {FI_READ, &read_cntr_},           {FI_WRITE, &write_cntr_},
+	    {FI_REMOTE_WRITE, &rwrite_cntr_}, {FI_REMOTE_READ, &rread_cntr_},
 	};
 	for (const auto &s : slots) {
 		if ((flags & s.flag) && *s.slot) {
@@ -266,7 +278,7 @@ int ep::bind_cntr(struct fid *bfid, uint64_t flags) noexcept
 int ep::enable_cntrs(verbs_cq *&send_cq, verbs_cq *&recv_cq) noexcept
 {
 	const bool tx_counted = send_cntr_ || read_cntr_ || write_cntr_;
-	const bool rx_counted = recv_cntr_ || rwrite_cntr_;
+	const bool rx_counted = recv_cntr_ || rwrite_cntr_ || rread_cntr_;
 	if (!own_cq_ && ((tx_counted && !tx_cq_) || (rx_counted && !rx_cq_))) {
 		/* one entry per work request either queue can have outstanding */
 		size_t n = std::min(tx_->slots.size() + rx_->slots.size(),
