@@ -105,7 +105,7 @@ int waiter::impl::attach(waitable *w, listener *self) noexcept
 		try {
 			if (!w->self_notifying())
 				polled.push_back(w);
-			ready.add(w);
+			ready.add(w, true); /* fresh: armed once by the next wait or trywait */
 			w->add_listener(self);
 		} catch (...) {
 			ready.remove(w);
@@ -117,7 +117,7 @@ int waiter::impl::attach(waitable *w, listener *self) noexcept
 		return -FI_ENOMEM;
 	}
 	lock.unlock();
-	notify(w, false);
+	notify(nullptr, false); /* a blocked wait looks at the new member */
 	return 0;
 }
 

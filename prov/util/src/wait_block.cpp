@@ -10,6 +10,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/providers/fi_log.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <sched.h>
 
@@ -237,8 +238,15 @@ int waiter::impl::wait_until(clock::time_point deadline, phase_fn poll, phase_fn
 /* fi_wait's poll phase: a wake not yet consumed, or a member with something to report, seen
  * through peek() (no arming, no system call). A small set is looked at whole (a verbs CQ's
  * completion reaches the ready list only through a channel event, which needs arming and a
- * read); a large one only through its ready list and its polled members. The ready list is
- * left as it was: members found empty are armed in the prepare phase (any_ready). */
+ * read); a large one only through its ready list and its polled members, so that a pass costs
+ * what is active, not what exists:
+ *  - the members that joined since the last pass are armed here, once, through trywait() (so
+ *    that a set whose waits all find their work in this phase, and never reach the prepare
+ *    phase, which arms, does not look at its idle members on every pass);
+ *  - the ready list holds the members that reported something and were not armed since: the
+ *    most recent peek_keep of them stay there unarmed (a stream of completions on them is
+ *    found by peeking, with no arm and no system call); older ones are armed and leave the
+ *    list until their next event (one arm for each member that went idle). */
 bool waiter::impl::peek_ready() noexcept
 {
 	if (pending.exchange(false))
@@ -256,32 +264,54 @@ bool waiter::impl::peek_ready() noexcept
 	thread_local std::vector<waitable *> batch;
 	batch.clear();
 	try {
-		ready.take(batch);
+		/* the fresh ones count as older than any reported one */
+		const size_t nfresh = ready.take_with_fresh(batch);
+		return peek_batch(batch, nfresh);
 	} catch (const std::bad_alloc &) {
-		return false; /* the prepare phase looks at them */
+		for (waitable *w : batch)
+			ready.push(w); /* the prepare phase looks at them */
+		return false;
 	}
+}
+
+/* peek_ready's pass over batch (members_mu held shared): its first nfresh members, and all but
+ * the last peek_keep of the others, are trywait()ed (armed when empty); the rest peek()ed until
+ * one has something. Those not armed go back on the ready list. */
+bool waiter::impl::peek_batch(const std::vector<waitable *> &batch, size_t nfresh) noexcept
+{
+	const size_t n = batch.size();
+	const size_t old = std::max(nfresh, n > peek_keep ? n - peek_keep : 0);
 	bool found = false;
-	for (waitable *w : batch) {
-		if (!found)
+	for (size_t i = 0; i < n; ++i) {
+		waitable *w = batch[i];
+		if (i < old) {
+			/* armed when empty: its next event puts it back */
+			if (w->trywait() == 0)
+				continue;
+			found = true;
+		} else if (!found) {
 			found = w->peek();
+		}
 		ready.push(w);
 	}
 	return found;
 }
 
-/* The members that may hold something (the ready list, then the polled ones), trywait()ed
- * until one answers non-zero: that answer (-FI_EAGAIN: it has something), or 0 when every
- * one is empty and armed. trywait, not ready(): a member found empty is armed before the
- * caller blocks (a verbs CQ asks for its next completion event), so it may leave the ready
- * list: its next event puts it back. */
+/* The members that may hold something (the fresh ones, the ready list, then the polled ones),
+ * trywait()ed until one answers non-zero: that answer (-FI_EAGAIN: it has something), or 0
+ * when every one is empty and armed. trywait, not ready(): a member found empty is armed
+ * before the caller blocks (a verbs CQ asks for its next completion event), so it may leave
+ * the ready list: its next event puts it back. */
 int waiter::impl::trywait_members() noexcept
 {
 	thread_local std::vector<waitable *> batch;
 	std::shared_lock<std::shared_mutex> lock(members_mu);
 	batch.clear();
 	try {
-		ready.take(batch);
+		ready.take_with_fresh(batch);
 	} catch (const std::bad_alloc &) {
+		for (waitable *w : batch)
+			ready.push(w);
 		return -FI_EAGAIN; /* cannot tell: a spurious wakeup is allowed, a lost one is not
 		                    */
 	}

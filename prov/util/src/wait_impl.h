@@ -70,6 +70,7 @@ public:
 	/* fi_wait's two phases: peek_ready looks (no arming, no system call), any_ready
 	 * trywaits the members (arms them) */
 	bool peek_ready() noexcept;
+	bool peek_batch(const std::vector<waitable *> &batch, size_t nfresh) noexcept;
 	bool any_ready() noexcept;
 	int trywait_members() noexcept;
 	int trywait() noexcept;
@@ -77,6 +78,9 @@ public:
 
 	/* fi_wait's poll phase looks at every member of a set this small */
 	static constexpr size_t peek_all_max = 16;
+	/* in a larger set, at most this many members stay on the ready list unarmed (the ones
+	 * most recently reported: a stream of completions on each is read by peeking) */
+	static constexpr size_t peek_keep = 32;
 
 	const struct fi_provider *const prov;
 	const enum fi_wait_obj kind;
