@@ -1119,6 +1119,51 @@ void test_stress_pingpong(void **st)
 		assert_int_equal(x.acked.load(), static_cast<uint64_t>(rounds));
 }
 
+/* ------------------------------------------------------------------ descriptors */
+
+size_t fd_count()
+{
+	DIR *d = opendir("/proc/self/fd");
+	assert_non_null(d);
+	size_t n = 0;
+	while (struct dirent *e = readdir(d))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* What a private wait object holds, whatever the number of objects: FD an epoll descriptor
+ * and the application's eventfd, POLLFD that eventfd, MUTEX_COND and YIELD none (the thread
+ * that blocks has one eventfd of its own, for every wait object it blocks on). Closed, they
+ * leave nothing behind. */
+void test_descriptors(void **st)
+{
+	state &s = S(st);
+	struct {
+		enum fi_wait_obj kind;
+		size_t each;
+	} kinds[] = {
+	    {FI_WAIT_FD, 2}, {FI_WAIT_POLLFD, 1}, {FI_WAIT_MUTEX_COND, 0}, {FI_WAIT_YIELD, 0}};
+	/* this thread's own signal, opened by its first blocking wait */
+	assert_int_equal(s.a->open_wait(&test_prov, FI_WAIT_FD, nullptr), 0);
+	s.a->wait_object()->wait_until(vwait::util::deadline_after(1), [] { return false; });
+	for (auto &k : kinds) {
+		const size_t before = fd_count();
+		for (int i = 0; i < 100; ++i) {
+			s.many.push_back(std::make_unique<fake_object>(FI_CLASS_CQ));
+			assert_int_equal(s.many.back()->open_wait(&test_prov, k.kind, nullptr), 0);
+			s.many.back()->wait_object()->wait_until(vwait::util::deadline_after(0),
+			                                         [] { return false; });
+		}
+		const size_t after = fd_count();
+		print_message("wait_obj %d: %zu descriptors per object\n", static_cast<int>(k.kind),
+		              (after - before) / 100);
+		assert_int_equal(after - before, 100 * k.each);
+		s.many.clear();
+		assert_int_equal(fd_count(), before);
+	}
+}
+
 /* ------------------------------------------------------------------ large sets */
 
 /* A wait set of 4096 members whose waits all find their work in the poll phase (so none
@@ -1268,6 +1313,7 @@ int main(void)
 	    PER_OTHER_POLICY(test_source_wakes),
 	    PER_KIND(test_stress_pingpong),
 	    PER_OTHER_POLICY(test_stress_pingpong),
+	    cmocka_unit_test_setup_teardown(test_descriptors, setup, teardown),
 	    cmocka_unit_test_prestate_setup_teardown(test_many_members, setup, teardown, &k_fd),
 	    cmocka_unit_test_prestate_setup_teardown(test_many_members, setup, teardown, &b_pollfd),
 	};

@@ -73,11 +73,54 @@ const char *kind_name(int k) noexcept
 
 using detail::source;
 
+namespace
+{
+/* Signals of threads that ended, for the next threads that block (never freed: see
+ * thread_signal). */
+std::mutex spare_signals_mu; /* lock_order.h: taken alone */
+std::vector<signal *> spare_signals;
+
+struct thread_signal_holder {
+	signal *sig = nullptr;
+	~thread_signal_holder()
+	{
+		if (!sig)
+			return;
+		std::lock_guard<std::mutex> lock(spare_signals_mu);
+		try {
+			spare_signals.push_back(sig);
+		} catch (const std::bad_alloc &) {
+			/* kept open, unused */
+		}
+	}
+};
+thread_local thread_signal_holder my_signal;
+} // namespace
+
+signal *thread_signal() noexcept
+{
+	if (my_signal.sig)
+		return my_signal.sig;
+	{
+		std::lock_guard<std::mutex> lock(spare_signals_mu);
+		if (!spare_signals.empty()) {
+			my_signal.sig = spare_signals.back();
+			spare_signals.pop_back();
+			return my_signal.sig;
+		}
+	}
+	auto *s = new (std::nothrow) signal;
+	if (!s || s->open() != 0) {
+		delete s;
+		return nullptr;
+	}
+	my_signal.sig = s;
+	return s;
+}
+
 int waiter::impl::open() noexcept
 {
-	int ret = priv.open();
-	if (ret)
-		return ret;
+	int ret = 0;
 	if (kind == FI_WAIT_FD || kind == FI_WAIT_POLLFD) {
 		ret = pub.open();
 		if (ret)
@@ -133,10 +176,20 @@ int waiter::impl::detach(waitable *w, listener *self, bool unregister) noexcept
 	return 0;
 }
 
+/* The leader, when one is blocked: it set leader_sig before leader_blocked, and checks seq
+ * after both, so that a notify that bumped seq too late for it sees it blocked. */
+void waiter::impl::raise_leader() noexcept
+{
+	if (!leader_blocked.load())
+		return;
+	if (signal *s = leader_sig.load())
+		s->raise();
+}
+
 void waiter::impl::wake_blocker() noexcept
 {
 	/* The leader or the helper (MUTEX_COND) re-reads the sources. */
-	priv.raise();
+	raise_leader();
 	if (helper_on.load())
 		hsig.raise();
 }
@@ -284,8 +337,7 @@ void waiter::impl::notify(waitable *w, bool wake) noexcept
 	case FI_WAIT_FD:
 	case FI_WAIT_POLLFD:
 		pub.raise();
-		if (leader_blocked.load())
-			priv.raise();
+		raise_leader();
 		break;
 	case FI_WAIT_MUTEX_COND: {
 		/* The application may wait on this cond with its own predicate. */
@@ -293,8 +345,7 @@ void waiter::impl::notify(waitable *w, bool wake) noexcept
 			std::lock_guard<std::mutex> lock(mu);
 		}
 		cv.notify_all();
-		if (leader_blocked.load())
-			priv.raise();
+		raise_leader();
 		return;
 	}
 	default:

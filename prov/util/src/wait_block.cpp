@@ -56,8 +56,12 @@ thread_local polled_sources polled_by_me;
 
 bool waiter::impl::block_as_leader(uint64_t s, clock::time_point deadline) noexcept
 {
-	/* Only the leader resets priv, so no other thread can eat a raise meant for it. */
-	priv.reset();
+	/* Only its thread resets its signal, so no other thread can eat a raise meant for it. */
+	signal *mine = thread_signal();
+	if (mine) {
+		mine->reset();
+		leader_sig.store(mine);
+	}
 	leader_blocked.store(true);
 	bool woke = false;
 	uint64_t gen = 0;
@@ -65,17 +69,20 @@ bool waiter::impl::block_as_leader(uint64_t s, clock::time_point deadline) noexc
 		leader_fds.clear();
 		leader_tags.clear();
 		try {
-			leader_fds.push_back({priv.fd(), POLLIN, 0});
+			/* no signal of its own (no eventfd left): a short sleep, then look again */
+			leader_fds.push_back({mine ? mine->fd() : -1, POLLIN, 0});
 			leader_tags.push_back(nullptr);
 			if (nsources.load()) {
 				std::shared_lock<std::shared_mutex> lock(sources_mu);
 				source_fds.snapshot(leader_fds, leader_tags);
 				gen = sources_gen;
 			}
-			woke = poll_until(leader_fds.data(), leader_fds.size(), deadline) > 0;
+			const clock::time_point soon = clock::now() + std::chrono::milliseconds(1);
+			woke = poll_until(leader_fds.data(), leader_fds.size(),
+			                  mine || deadline < soon ? deadline : soon) > 0;
 		} catch (const std::bad_alloc &) {
 			/* cannot build the array: back off briefly rather than spin */
-			struct pollfd p = {priv.fd(), POLLIN, 0};
+			struct pollfd p = {mine ? mine->fd() : -1, POLLIN, 0};
 			::poll(&p, 1, 1);
 		}
 	}

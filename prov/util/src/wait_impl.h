@@ -27,6 +27,12 @@
 namespace vwait::util
 {
 
+/* The signal of the calling thread, that wakes it while it leads a blocking wait (nullptr when
+ * no eventfd can be opened). One per thread that ever blocks, reused by later threads when
+ * it ends, never closed: a notifier may still raise it after its thread moved on (a spurious
+ * wakeup, which every waiter allows). */
+signal *thread_signal() noexcept;
+
 /* The name of an enum fi_wait_obj value, for log lines. */
 const char *kind_name(int k) noexcept;
 
@@ -103,8 +109,10 @@ public:
 	std::atomic<uint64_t> seq{0};
 	std::atomic<bool> pending{false}; /* a wake() not yet consumed by fi_wait/fi_trywait */
 	signal pub;                       /* FD / POLLFD: the application's signal */
-	signal priv;                      /* the blocking thread's signal (leader or helper) */
-	epoll_set ep;                     /* FD: pub + sources */
+	/* the signal of the thread that blocks on the fds (the leader): its own, one per
+	 * thread that ever leads, not one per waiter (thread_signal()) */
+	std::atomic<signal *> leader_sig{nullptr};
+	epoll_set ep; /* FD: pub + sources */
 
 	/* blocking: one leader polls the fds, followers wait on cv for seq to move; for
 	 * MUTEX_COND, mu/cv are the object handed out by FI_GETWAIT. */
@@ -124,9 +132,10 @@ public:
 	std::atomic<bool> helper_wanted{false};
 	std::atomic<bool> counts_as_blocking{true}; /* waiter::set_counts_as_blocking */
 	std::atomic<bool> helper_stop{false};
-	signal hsig; /* the helper's own wakeup (priv belongs to the leader) */
+	signal hsig; /* the helper's own wakeup (the leader's is its thread's) */
 
 	void wake_blocker() noexcept;
+	void raise_leader() noexcept;
 	int start_helper() noexcept;
 	void stop_helper() noexcept;
 
