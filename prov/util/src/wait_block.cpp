@@ -77,9 +77,11 @@ bool waiter::impl::block_as_leader(uint64_t s, clock::time_point deadline) noexc
 				source_fds.snapshot(leader_fds, leader_tags);
 				gen = sources_gen;
 			}
-			const clock::time_point soon = clock::now() + std::chrono::milliseconds(1);
-			woke = poll_until(leader_fds.data(), leader_fds.size(),
-			                  mine || deadline < soon ? deadline : soon) > 0;
+			clock::time_point until = deadline;
+			if (!mine)
+				until =
+				    std::min(deadline, clock::now() + std::chrono::milliseconds(1));
+			woke = poll_until(leader_fds.data(), leader_fds.size(), until) > 0;
 		} catch (const std::bad_alloc &) {
 			/* cannot build the array: back off briefly rather than spin */
 			struct pollfd p = {mine ? mine->fd() : -1, POLLIN, 0};
