@@ -78,7 +78,9 @@ namespace
 /* Signals of threads that ended, for the next threads that block (never freed: see
  * thread_signal). */
 std::mutex spare_signals_mu; /* lock_order.h: taken alone */
-std::vector<signal *> spare_signals;
+/* never destroyed, so that the signals stay reachable (leak checkers) after static
+ * destructors ran */
+std::vector<signal *> &spare_signals = *new std::vector<signal *>;
 
 struct thread_signal_holder {
 	signal *sig = nullptr;
