@@ -175,6 +175,9 @@ int waiter::impl::detach(waitable *w, listener *self, bool unregister) noexcept
 		w->remove_listener(self);
 	ready.remove(w);
 	polled.erase(std::remove(polled.begin(), polled.end(), w), polled.end());
+	for (auto &slot : recent)
+		if (slot.load(std::memory_order_relaxed) == w)
+			slot.store(nullptr, std::memory_order_relaxed);
 	return 0;
 }
 

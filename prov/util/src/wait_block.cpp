@@ -255,7 +255,11 @@ int waiter::impl::wait_until(clock::time_point deadline, phase_fn poll, phase_fn
  *  - the ready list holds the members that reported something and were not armed since: the
  *    most recent peek_keep of them stay there unarmed (a stream of completions on them is
  *    found by peeking, with no arm and no system call); older ones are armed and leave the
- *    list until their next event (one arm for each member that went idle). */
+ *    list until their next event (one arm for each member that went idle);
+ *  - when none of those has something, the recent ones (the last peek_keep members found
+ *    with something) are peeked, armed or not, as a small set peeks every member: a few
+ *    active members are found by peeking, not through their channel's event and a
+ *    prepare phase that arms them. */
 bool waiter::impl::peek_ready() noexcept
 {
 	if (pending.exchange(false))
@@ -275,12 +279,27 @@ bool waiter::impl::peek_ready() noexcept
 	try {
 		/* the fresh ones count as older than any reported one */
 		const size_t nfresh = ready.take_with_fresh(batch);
-		return peek_batch(batch, nfresh);
+		if (peek_batch(batch, nfresh))
+			return true;
 	} catch (const std::bad_alloc &) {
 		for (waitable *w : batch)
 			ready.push(w); /* the prepare phase looks at them */
-		return false;
 	}
+	for (auto &slot : recent)
+		if (waitable *w = slot.load(std::memory_order_relaxed))
+			if (w->peek())
+				return true;
+	return false;
+}
+
+/* members_mu held shared: w had something; one of the recent ones from now on */
+void waiter::impl::remember(waitable *w) noexcept
+{
+	for (auto &slot : recent)
+		if (slot.load(std::memory_order_relaxed) == w)
+			return;
+	recent[recent_next.fetch_add(1, std::memory_order_relaxed) % recent.size()].store(
+	    w, std::memory_order_relaxed);
 }
 
 /* peek_ready's pass over batch (members_mu held shared): its first nfresh members, and all but
@@ -298,8 +317,10 @@ bool waiter::impl::peek_batch(const std::vector<waitable *> &batch, size_t nfres
 			if (w->trywait() == 0)
 				continue;
 			found = true;
-		} else if (!found) {
-			found = w->peek();
+			remember(w);
+		} else if (!found && w->peek()) {
+			found = true;
+			remember(w);
 		}
 		ready.push(w);
 	}

@@ -16,6 +16,7 @@
 
 #include <poll.h>
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <list>
@@ -97,6 +98,13 @@ public:
 	std::unordered_set<waitable *> members;
 	std::vector<waitable *> polled; /* members that are not self_notifying() */
 	ready_list ready;
+	/* the last peek_keep distinct members that fi_wait's poll phase found with something:
+	 * peeked on every pass of a large set whether armed or not, as a small set peeks all
+	 * its members, so that a few active members are found by peeking, not through their
+	 * channel's event (written under members_mu shared, cleared under it exclusive) */
+	std::array<std::atomic<waitable *>, peek_keep> recent{};
+	std::atomic<size_t> recent_next{0};
+	void remember(waitable *w) noexcept;
 
 	/* sources: shared while draining, exclusive to remove */
 	std::shared_mutex sources_mu; /* lock_order.h: level 32 */
