@@ -25,6 +25,7 @@
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <sys/resource.h>
 #include <thread>
 #include <vector>
 
@@ -801,6 +802,71 @@ void many_threads(void **st)
 	}
 }
 
+/* T = 1, 2, 4, 8 threads blocked in fi_cq_sread on one CQ, a work queue fed one completion at a
+ * time (the next once the previous was read): every completion read exactly once, none lost
+ * (the run ends), and the readers' voluntary context switches per completion (getrusage
+ * RUSAGE_THREAD): how many sleepers one completion wakes. */
+void sread_threads(void **st)
+{
+	state &s = st_of(st);
+	for (int threads : {1, 2, 4, 8}) {
+		struct fi_cq_attr a = attr_of(FI_WAIT_FD, FI_CQ_FORMAT_CONTEXT);
+		util::sw_cq *q = open_cq(s, a);
+		constexpr uintptr_t total = 2000;
+		std::vector<std::atomic<int>> seen(total);
+		std::atomic<uintptr_t> consumed{0};
+		std::atomic<long> bad{0}, switches{0};
+		std::atomic<bool> done{false};
+		for (int c = 0; c < threads; c++)
+			s.threads.emplace_back([&] {
+				struct rusage r0, r1;
+				getrusage(RUSAGE_THREAD, &r0);
+				struct fi_cq_entry out;
+				while (!done.load()) {
+					ssize_t n = fi_cq_sread(s.cq, &out, 1, nullptr, 100);
+					if (n == -FI_EAGAIN)
+						continue;
+					if (n != 1) {
+						bad++;
+						break;
+					}
+					auto id = reinterpret_cast<uintptr_t>(out.op_context);
+					if (id >= total || seen[id].fetch_add(1) != 0)
+						bad++;
+					consumed++;
+				}
+				getrusage(RUSAGE_THREAD, &r1);
+				switches += r1.ru_nvcsw - r0.ru_nvcsw;
+			});
+		auto t0 = steady::now();
+		for (uintptr_t i = 0; i < total && !bad.load(); i++) {
+			util::cq_entry e;
+			e.op_context = reinterpret_cast<void *>(i);
+			while (q->push(e) == -FI_EAGAIN)
+				sched_yield();
+			while (consumed.load() <= i && !bad.load() && ms_since(t0) < 20000)
+				sched_yield();
+		}
+		long ms = ms_since(t0);
+		done = true;
+		for (auto &t : s.threads)
+			t.join();
+		s.threads.clear();
+		print_message(
+		    "T=%d sread threads, one CQ: %lu completions in %ld ms, %.2f voluntary "
+		    "switches of the readers per completion\n",
+		    threads, static_cast<unsigned long>(total), ms,
+		    static_cast<double>(switches.load()) / total);
+		assert_int_equal(bad.load(), 0);
+		assert_int_equal(consumed.load(), total);
+		for (uintptr_t i = 0; i < total; i++)
+			if (seen[i].load() != 1)
+				fail_msg("id %lu seen %d times", static_cast<unsigned long>(i),
+				         seen[i].load());
+		close_cq(s);
+	}
+}
+
 /* ---------------------------------------------------------------- poll sets, trywait */
 
 void in_poll_set(void **st)
@@ -1190,6 +1256,7 @@ int main()
 	    cmocka_unit_test_setup_teardown(mixed_wait_set, setup, teardown),
 	    cmocka_unit_test_setup_teardown(mixed_poll_set, setup, teardown),
 	    cmocka_unit_test_setup_teardown(pingpong_latency, setup, teardown),
+	    cmocka_unit_test_setup_teardown(sread_threads, setup, teardown),
 	    cmocka_unit_test(fast_mutex_exclusion),
 	};
 	return cmocka_run_group_tests(tests, nullptr, nullptr);

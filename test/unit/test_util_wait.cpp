@@ -18,6 +18,7 @@
 #include <numeric>
 #include <poll.h>
 #include <pthread.h>
+#include <random>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -42,6 +43,7 @@ struct state {
 	enum fi_wait_obj kind = FI_WAIT_FD;
 	wait_policy policy;
 	std::unique_ptr<fake_object> a, b;
+	std::vector<std::unique_ptr<fake_object>> many; /* members of a large set */
 	struct fid_wait *set = nullptr;
 	fake_channel ch;
 	std::vector<std::thread> threads;
@@ -74,6 +76,7 @@ int teardown(void **st)
 	s->helper.stop();
 	s->a.reset();
 	s->b.reset();
+	s->many.clear();
 	if (s->set)
 		fi_close(&s->set->fid);
 	delete s;
@@ -1116,6 +1119,138 @@ void test_stress_pingpong(void **st)
 		assert_int_equal(x.acked.load(), static_cast<uint64_t>(rounds));
 }
 
+/* ------------------------------------------------------------------ descriptors */
+
+size_t fd_count()
+{
+	DIR *d = opendir("/proc/self/fd");
+	assert_non_null(d);
+	size_t n = 0;
+	while (struct dirent *e = readdir(d))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* What a private wait object holds, whatever the number of objects: FD an epoll descriptor
+ * and the application's eventfd, POLLFD that eventfd, MUTEX_COND and YIELD none (the thread
+ * that blocks has one eventfd of its own, for every wait object it blocks on). Closed, they
+ * leave nothing behind. */
+void test_descriptors(void **st)
+{
+	state &s = S(st);
+	struct {
+		enum fi_wait_obj kind;
+		size_t each;
+	} kinds[] = {
+	    {FI_WAIT_FD, 2}, {FI_WAIT_POLLFD, 1}, {FI_WAIT_MUTEX_COND, 0}, {FI_WAIT_YIELD, 0}};
+	/* this thread's own signal, opened by its first blocking wait */
+	assert_int_equal(s.a->open_wait(&test_prov, FI_WAIT_FD, nullptr), 0);
+	s.a->wait_object()->wait_until(vwait::util::deadline_after(1), [] { return false; });
+	for (auto &k : kinds) {
+		const size_t before = fd_count();
+		for (int i = 0; i < 100; ++i) {
+			s.many.push_back(std::make_unique<fake_object>(FI_CLASS_CQ));
+			assert_int_equal(s.many.back()->open_wait(&test_prov, k.kind, nullptr), 0);
+			s.many.back()->wait_object()->wait_until(vwait::util::deadline_after(0),
+			                                         [] { return false; });
+		}
+		const size_t after = fd_count();
+		print_message("wait_obj %d: %zu descriptors per object\n", static_cast<int>(k.kind),
+		              (after - before) / 100);
+		assert_int_equal(after - before, 100 * k.each);
+		s.many.clear();
+		assert_int_equal(fd_count(), before);
+	}
+}
+
+/* ------------------------------------------------------------------ large sets */
+
+/* A wait set of 4096 members whose waits all find their work in the poll phase (so none
+ * reaches the prepare phase, which arms): the members that joined are armed once, on the first
+ * pass, and after that a wait looks only at the few that reported something, not at every
+ * member. Every member still wakes the set (a blocked waiter too), and closing them in a random
+ * order leaves the set empty and closable. */
+void test_many_members(void **st)
+{
+	state &s = S(st);
+	open_set(s);
+	constexpr size_t n = 4096;
+	for (size_t i = 0; i < n; ++i) {
+		s.many.push_back(std::make_unique<fake_object>(FI_CLASS_CQ));
+		assert_int_equal(s.many.back()->open_wait(&test_prov, FI_WAIT_SET, s.set), 0);
+	}
+	waiter *w = nullptr;
+	assert_int_equal(vwait::util::get_waiter(&s.set->fid, &w), 0);
+	assert_int_equal(w->member_count(), n);
+	auto looks = [&s] {
+		long k = 0;
+		for (auto &o : s.many)
+			k += o->readies.exchange(0) + o->trywaits.exchange(0);
+		return k;
+	};
+	assert_int_equal(looks(), 0); /* joining costs no look */
+
+	/* the first wait arms everyone once */
+	s.many[5]->write();
+	assert_int_equal(fi_sets::wait(s.set, 0), 0);
+	assert_true(s.many[5]->read());
+	long first = looks();
+	assert_true(first >= static_cast<long>(n) && first <= static_cast<long>(n) + 64);
+
+	/* 1000 rounds, one member each, found in the poll phase */
+	constexpr int rounds = 1000;
+	for (int r = 0; r < rounds; ++r) {
+		fake_object *o = s.many[static_cast<size_t>(r) * 7 % n].get();
+		o->write();
+		assert_int_equal(fi_sets::wait(s.set, 1000), 0);
+		assert_true(o->read());
+	}
+	long later = looks();
+	print_message("wait set of %zu members: first wait %ld looks, then %d rounds %ld looks "
+	              "(a scan would be %ld)\n",
+	              n, first, rounds, later, static_cast<long>(n) * rounds);
+	/* each round: at most the recently reported ones (waiter::impl::peek_keep, 32) and an
+	 * arm of the one that went idle */
+	assert_true(later <= 40L * rounds);
+
+	/* every member wakes the set, found at once... */
+	for (auto &o : s.many) {
+		o->write();
+		assert_int_equal(fi_sets::wait(s.set, 0), 0);
+		assert_true(o->read());
+	}
+	/* ...and after everyone went idle, a blocked waiter, woken by any of them */
+	assert_int_equal(fi_sets::wait(s.set, 0), -FI_ETIMEDOUT);
+	for (size_t i : {size_t{0}, n / 3, n - 1}) {
+		fake_object *o = s.many[i].get();
+		std::thread t([o] {
+			std::this_thread::sleep_for(std::chrono::milliseconds(20));
+			o->write();
+		});
+		auto t0 = std::chrono::steady_clock::now();
+		int ret = fi_sets::wait(s.set, 5000);
+		t.join();
+		assert_int_equal(ret, 0);
+		assert_true(seconds_since(t0) < 2.0);
+		assert_true(o->read());
+	}
+
+	/* closed in a random order: the set ends empty and closes */
+	std::vector<size_t> order(n);
+	std::iota(order.begin(), order.end(), size_t{0});
+	std::shuffle(order.begin(), order.end(), std::mt19937(37));
+	for (size_t k = 0; k < n; ++k) {
+		s.many[order[k]].reset();
+		if (k % 1024 == 0)
+			assert_int_equal(w->member_count(), n - k - 1);
+	}
+	s.many.clear();
+	assert_int_equal(w->member_count(), 0);
+	assert_int_equal(fi_close(&s.set->fid), 0);
+	s.set = nullptr;
+}
+
 constexpr wait_policy adaptive{wait_policy_kind::adaptive, vwait::util::default_spin_us};
 constexpr wait_policy block{wait_policy_kind::block, vwait::util::default_spin_us};
 constexpr wait_policy fixed{wait_policy_kind::fixed, vwait::util::default_spin_us};
@@ -1178,6 +1313,9 @@ int main(void)
 	    PER_OTHER_POLICY(test_source_wakes),
 	    PER_KIND(test_stress_pingpong),
 	    PER_OTHER_POLICY(test_stress_pingpong),
+	    cmocka_unit_test_setup_teardown(test_descriptors, setup, teardown),
+	    cmocka_unit_test_prestate_setup_teardown(test_many_members, setup, teardown, &k_fd),
+	    cmocka_unit_test_prestate_setup_teardown(test_many_members, setup, teardown, &b_pollfd),
 	};
 	return cmocka_run_group_tests_name("util_wait", tests, nullptr, nullptr);
 }

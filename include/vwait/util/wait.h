@@ -157,7 +157,10 @@ public:
 	}
 	/* fi_wait: 0 once a member is ready or any wake()/notify() arrived since the previous
 	 * fi_wait / fi_trywait consumed one; -FI_ETIMEDOUT at the deadline; timeout_ms < 0 means
-	 * forever. */
+	 * forever. Its poll phase costs what is active, not what exists: in a set of more than
+	 * 16 members it looks only at the members that reported something and at the 32 that
+	 * most recently had something, and arms (once) the members that joined and those that
+	 * went idle (wait_block.cpp, peek_ready). */
 	int wait(int timeout_ms) noexcept;
 	/* fi_trywait on this wait object: resets its public signal, drains the readable sources,
 	 * then -FI_EAGAIN if a wake arrived since the last consumer or a member on the ready list

@@ -8,8 +8,6 @@
 #include <rdma/fi_errno.h>
 #include <rdma/providers/fi_log.h>
 
-#include <vector>
-
 namespace vwait::util
 {
 
@@ -78,25 +76,28 @@ int trywait(const struct fi_provider *prov, struct fid **fids, int count) noexce
 		return -FI_EINVAL;
 	}
 	note_blocking(); /* the caller sleeps on the objects' fds when this returns 0 */
-	std::vector<target> targets;
-	try {
-		targets.resize(static_cast<size_t>(count));
-	} catch (const std::bad_alloc &) {
-		return -FI_ENOMEM;
-	}
+	/* two passes over fids, so that a call allocates nothing: every fid checked first (one
+	 * wait object type), then each one tried */
+	target first;
 	for (int i = 0; i < count; ++i) {
-		int ret = resolve(prov, i, fids[i], targets[static_cast<size_t>(i)]);
+		target t;
+		int ret = resolve(prov, i, fids[i], t);
 		if (ret)
 			return ret;
-		if (targets[static_cast<size_t>(i)].kind != targets[0].kind) {
+		if (i == 0)
+			first = t;
+		if (t.kind != first.kind) {
 			FI_WARN(prov, FI_LOG_CORE,
 			        "fi_trywait: fids[%d] waits on wait object %d, fids[0] on %d: one "
 			        "type per call\n",
-			        i, targets[static_cast<size_t>(i)].kind, targets[0].kind);
+			        i, t.kind, first.kind);
 			return -FI_EINVAL;
 		}
 	}
-	for (const target &t : targets) {
+	for (int i = 0; i < count; ++i) {
+		target t;
+		if (int ret = resolve(prov, i, fids[i], t))
+			return ret;
 		int ret = t.set ? t.set->trywait() : t.obj->trywait();
 		if (ret)
 			return ret;

@@ -73,11 +73,56 @@ const char *kind_name(int k) noexcept
 
 using detail::source;
 
+namespace
+{
+/* Signals of threads that ended, for the next threads that block (never freed: see
+ * thread_signal). */
+std::mutex spare_signals_mu; /* lock_order.h: taken alone */
+/* never destroyed, so that the signals stay reachable (leak checkers) after static
+ * destructors ran */
+std::vector<signal *> &spare_signals = *new std::vector<signal *>;
+
+struct thread_signal_holder {
+	signal *sig = nullptr;
+	~thread_signal_holder()
+	{
+		if (!sig)
+			return;
+		std::lock_guard<std::mutex> lock(spare_signals_mu);
+		try {
+			spare_signals.push_back(sig);
+		} catch (const std::bad_alloc &) {
+			/* kept open, unused */
+		}
+	}
+};
+thread_local thread_signal_holder my_signal;
+} // namespace
+
+signal *thread_signal() noexcept
+{
+	if (my_signal.sig)
+		return my_signal.sig;
+	{
+		std::lock_guard<std::mutex> lock(spare_signals_mu);
+		if (!spare_signals.empty()) {
+			my_signal.sig = spare_signals.back();
+			spare_signals.pop_back();
+			return my_signal.sig;
+		}
+	}
+	auto *s = new (std::nothrow) signal;
+	if (!s || s->open() != 0) {
+		delete s;
+		return nullptr;
+	}
+	my_signal.sig = s;
+	return s;
+}
+
 int waiter::impl::open() noexcept
 {
-	int ret = priv.open();
-	if (ret)
-		return ret;
+	int ret = 0;
 	if (kind == FI_WAIT_FD || kind == FI_WAIT_POLLFD) {
 		ret = pub.open();
 		if (ret)
@@ -105,7 +150,7 @@ int waiter::impl::attach(waitable *w, listener *self) noexcept
 		try {
 			if (!w->self_notifying())
 				polled.push_back(w);
-			ready.add(w);
+			ready.add(w, true); /* fresh: armed once by the next wait or trywait */
 			w->add_listener(self);
 		} catch (...) {
 			ready.remove(w);
@@ -117,7 +162,7 @@ int waiter::impl::attach(waitable *w, listener *self) noexcept
 		return -FI_ENOMEM;
 	}
 	lock.unlock();
-	notify(w, false);
+	notify(nullptr, false); /* a blocked wait looks at the new member */
 	return 0;
 }
 
@@ -130,13 +175,26 @@ int waiter::impl::detach(waitable *w, listener *self, bool unregister) noexcept
 		w->remove_listener(self);
 	ready.remove(w);
 	polled.erase(std::remove(polled.begin(), polled.end(), w), polled.end());
+	for (auto &slot : recent)
+		if (slot.load(std::memory_order_relaxed) == w)
+			slot.store(nullptr, std::memory_order_relaxed);
 	return 0;
+}
+
+/* The leader, when one is blocked: it set leader_sig before leader_blocked, and checks seq
+ * after both, so that a notify that bumped seq too late for it sees it blocked. */
+void waiter::impl::raise_leader() noexcept
+{
+	if (!leader_blocked.load())
+		return;
+	if (signal *s = leader_sig.load())
+		s->raise();
 }
 
 void waiter::impl::wake_blocker() noexcept
 {
 	/* The leader or the helper (MUTEX_COND) re-reads the sources. */
-	priv.raise();
+	raise_leader();
 	if (helper_on.load())
 		hsig.raise();
 }
@@ -284,8 +342,7 @@ void waiter::impl::notify(waitable *w, bool wake) noexcept
 	case FI_WAIT_FD:
 	case FI_WAIT_POLLFD:
 		pub.raise();
-		if (leader_blocked.load())
-			priv.raise();
+		raise_leader();
 		break;
 	case FI_WAIT_MUTEX_COND: {
 		/* The application may wait on this cond with its own predicate. */
@@ -293,8 +350,7 @@ void waiter::impl::notify(waitable *w, bool wake) noexcept
 			std::lock_guard<std::mutex> lock(mu);
 		}
 		cv.notify_all();
-		if (leader_blocked.load())
-			priv.raise();
+		raise_leader();
 		return;
 	}
 	default:

@@ -10,6 +10,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/providers/fi_log.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <sched.h>
 
@@ -55,8 +56,12 @@ thread_local polled_sources polled_by_me;
 
 bool waiter::impl::block_as_leader(uint64_t s, clock::time_point deadline) noexcept
 {
-	/* Only the leader resets priv, so no other thread can eat a raise meant for it. */
-	priv.reset();
+	/* Only its thread resets its signal, so no other thread can eat a raise meant for it. */
+	signal *mine = thread_signal();
+	if (mine) {
+		mine->reset();
+		leader_sig.store(mine);
+	}
 	leader_blocked.store(true);
 	bool woke = false;
 	uint64_t gen = 0;
@@ -64,17 +69,22 @@ bool waiter::impl::block_as_leader(uint64_t s, clock::time_point deadline) noexc
 		leader_fds.clear();
 		leader_tags.clear();
 		try {
-			leader_fds.push_back({priv.fd(), POLLIN, 0});
+			/* no signal of its own (no eventfd left): a short sleep, then look again */
+			leader_fds.push_back({mine ? mine->fd() : -1, POLLIN, 0});
 			leader_tags.push_back(nullptr);
 			if (nsources.load()) {
 				std::shared_lock<std::shared_mutex> lock(sources_mu);
 				source_fds.snapshot(leader_fds, leader_tags);
 				gen = sources_gen;
 			}
-			woke = poll_until(leader_fds.data(), leader_fds.size(), deadline) > 0;
+			clock::time_point until = deadline;
+			if (!mine)
+				until =
+				    std::min(deadline, clock::now() + std::chrono::milliseconds(1));
+			woke = poll_until(leader_fds.data(), leader_fds.size(), until) > 0;
 		} catch (const std::bad_alloc &) {
 			/* cannot build the array: back off briefly rather than spin */
-			struct pollfd p = {priv.fd(), POLLIN, 0};
+			struct pollfd p = {mine ? mine->fd() : -1, POLLIN, 0};
 			::poll(&p, 1, 1);
 		}
 	}
@@ -237,8 +247,19 @@ int waiter::impl::wait_until(clock::time_point deadline, phase_fn poll, phase_fn
 /* fi_wait's poll phase: a wake not yet consumed, or a member with something to report, seen
  * through peek() (no arming, no system call). A small set is looked at whole (a verbs CQ's
  * completion reaches the ready list only through a channel event, which needs arming and a
- * read); a large one only through its ready list and its polled members. The ready list is
- * left as it was: members found empty are armed in the prepare phase (any_ready). */
+ * read); a large one only through its ready list and its polled members, so that a pass costs
+ * what is active, not what exists:
+ *  - the members that joined since the last pass are armed here, once, through trywait() (so
+ *    that a set whose waits all find their work in this phase, and never reach the prepare
+ *    phase, which arms, does not look at its idle members on every pass);
+ *  - the ready list holds the members that reported something and were not armed since: the
+ *    most recent peek_keep of them stay there unarmed (a stream of completions on them is
+ *    found by peeking, with no arm and no system call); older ones are armed and leave the
+ *    list until their next event (one arm for each member that went idle);
+ *  - when none of those has something, the recent ones (the last peek_keep members found
+ *    with something) are peeked, armed or not, as a small set peeks every member: a few
+ *    active members are found by peeking, not through their channel's event and a
+ *    prepare phase that arms them. */
 bool waiter::impl::peek_ready() noexcept
 {
 	if (pending.exchange(false))
@@ -256,32 +277,71 @@ bool waiter::impl::peek_ready() noexcept
 	thread_local std::vector<waitable *> batch;
 	batch.clear();
 	try {
-		ready.take(batch);
+		/* the fresh ones count as older than any reported one */
+		const size_t nfresh = ready.take_with_fresh(batch);
+		if (peek_batch(batch, nfresh))
+			return true;
 	} catch (const std::bad_alloc &) {
-		return false; /* the prepare phase looks at them */
+		for (waitable *w : batch)
+			ready.push(w); /* the prepare phase looks at them */
 	}
+	for (auto &slot : recent)
+		if (waitable *w = slot.load(std::memory_order_relaxed))
+			if (w->peek())
+				return true;
+	return false;
+}
+
+/* members_mu held shared: w had something; one of the recent ones from now on */
+void waiter::impl::remember(waitable *w) noexcept
+{
+	for (auto &slot : recent)
+		if (slot.load(std::memory_order_relaxed) == w)
+			return;
+	recent[recent_next.fetch_add(1, std::memory_order_relaxed) % recent.size()].store(
+	    w, std::memory_order_relaxed);
+}
+
+/* peek_ready's pass over batch (members_mu held shared): its first nfresh members, and all but
+ * the last peek_keep of the others, are trywait()ed (armed when empty); the rest peek()ed until
+ * one has something. Those not armed go back on the ready list. */
+bool waiter::impl::peek_batch(const std::vector<waitable *> &batch, size_t nfresh) noexcept
+{
+	const size_t n = batch.size();
+	const size_t old = std::max(nfresh, n > peek_keep ? n - peek_keep : 0);
 	bool found = false;
-	for (waitable *w : batch) {
-		if (!found)
-			found = w->peek();
+	for (size_t i = 0; i < n; ++i) {
+		waitable *w = batch[i];
+		if (i < old) {
+			/* armed when empty: its next event puts it back */
+			if (w->trywait() == 0)
+				continue;
+			found = true;
+			remember(w);
+		} else if (!found && w->peek()) {
+			found = true;
+			remember(w);
+		}
 		ready.push(w);
 	}
 	return found;
 }
 
-/* The members that may hold something (the ready list, then the polled ones), trywait()ed
- * until one answers non-zero: that answer (-FI_EAGAIN: it has something), or 0 when every
- * one is empty and armed. trywait, not ready(): a member found empty is armed before the
- * caller blocks (a verbs CQ asks for its next completion event), so it may leave the ready
- * list: its next event puts it back. */
+/* The members that may hold something (the fresh ones, the ready list, then the polled ones),
+ * trywait()ed until one answers non-zero: that answer (-FI_EAGAIN: it has something), or 0
+ * when every one is empty and armed. trywait, not ready(): a member found empty is armed
+ * before the caller blocks (a verbs CQ asks for its next completion event), so it may leave
+ * the ready list: its next event puts it back. */
 int waiter::impl::trywait_members() noexcept
 {
 	thread_local std::vector<waitable *> batch;
 	std::shared_lock<std::shared_mutex> lock(members_mu);
 	batch.clear();
 	try {
-		ready.take(batch);
+		ready.take_with_fresh(batch);
 	} catch (const std::bad_alloc &) {
+		for (waitable *w : batch)
+			ready.push(w);
 		return -FI_EAGAIN; /* cannot tell: a spurious wakeup is allowed, a lost one is not
 		                    */
 	}

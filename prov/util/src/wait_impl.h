@@ -16,6 +16,7 @@
 
 #include <poll.h>
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <list>
@@ -26,6 +27,12 @@
 
 namespace vwait::util
 {
+
+/* The signal of the calling thread, that wakes it while it leads a blocking wait (nullptr when
+ * no eventfd can be opened). One per thread that ever blocks, reused by later threads when
+ * it ends, never closed: a notifier may still raise it after its thread moved on (a spurious
+ * wakeup, which every waiter allows). */
+signal *thread_signal() noexcept;
 
 /* The name of an enum fi_wait_obj value, for log lines. */
 const char *kind_name(int k) noexcept;
@@ -70,6 +77,7 @@ public:
 	/* fi_wait's two phases: peek_ready looks (no arming, no system call), any_ready
 	 * trywaits the members (arms them) */
 	bool peek_ready() noexcept;
+	bool peek_batch(const std::vector<waitable *> &batch, size_t nfresh) noexcept;
 	bool any_ready() noexcept;
 	int trywait_members() noexcept;
 	int trywait() noexcept;
@@ -77,6 +85,9 @@ public:
 
 	/* fi_wait's poll phase looks at every member of a set this small */
 	static constexpr size_t peek_all_max = 16;
+	/* in a larger set, at most this many members stay on the ready list unarmed (the ones
+	 * most recently reported: a stream of completions on each is read by peeking) */
+	static constexpr size_t peek_keep = 32;
 
 	const struct fi_provider *const prov;
 	const enum fi_wait_obj kind;
@@ -87,6 +98,13 @@ public:
 	std::unordered_set<waitable *> members;
 	std::vector<waitable *> polled; /* members that are not self_notifying() */
 	ready_list ready;
+	/* the last peek_keep distinct members that fi_wait's poll phase found with something:
+	 * peeked on every pass of a large set whether armed or not, as a small set peeks all
+	 * its members, so that a few active members are found by peeking, not through their
+	 * channel's event (written under members_mu shared, cleared under it exclusive) */
+	std::array<std::atomic<waitable *>, peek_keep> recent{};
+	std::atomic<size_t> recent_next{0};
+	void remember(waitable *w) noexcept;
 
 	/* sources: shared while draining, exclusive to remove */
 	std::shared_mutex sources_mu; /* lock_order.h: level 32 */
@@ -99,8 +117,10 @@ public:
 	std::atomic<uint64_t> seq{0};
 	std::atomic<bool> pending{false}; /* a wake() not yet consumed by fi_wait/fi_trywait */
 	signal pub;                       /* FD / POLLFD: the application's signal */
-	signal priv;                      /* the blocking thread's signal (leader or helper) */
-	epoll_set ep;                     /* FD: pub + sources */
+	/* the signal of the thread that blocks on the fds (the leader): its own, one per
+	 * thread that ever leads, not one per waiter (thread_signal()) */
+	std::atomic<signal *> leader_sig{nullptr};
+	epoll_set ep; /* FD: pub + sources */
 
 	/* blocking: one leader polls the fds, followers wait on cv for seq to move; for
 	 * MUTEX_COND, mu/cv are the object handed out by FI_GETWAIT. */
@@ -120,9 +140,10 @@ public:
 	std::atomic<bool> helper_wanted{false};
 	std::atomic<bool> counts_as_blocking{true}; /* waiter::set_counts_as_blocking */
 	std::atomic<bool> helper_stop{false};
-	signal hsig; /* the helper's own wakeup (priv belongs to the leader) */
+	signal hsig; /* the helper's own wakeup (the leader's is its thread's) */
 
 	void wake_blocker() noexcept;
+	void raise_leader() noexcept;
 	int start_helper() noexcept;
 	void stop_helper() noexcept;
 

@@ -16,14 +16,15 @@ namespace vwait::util
 
 /* ------------------------------------------------------------------ ready_list */
 
-void ready_list::add(waitable *w)
+void ready_list::add(waitable *w, bool fresh)
 {
 	std::lock_guard<std::mutex> lock(mu_);
 	list_.reserve(queued_.size() + 1);
-	auto [it, inserted] = queued_.emplace(w, true);
+	fresh_.reserve(queued_.size() + 1);
+	auto [it, inserted] = queued_.emplace(w, fresh ? on_fresh : on_list);
 	if (!inserted)
 		return;
-	list_.push_back(w);
+	(fresh ? fresh_ : list_).push_back(w);
 	(void)it;
 }
 
@@ -33,8 +34,10 @@ void ready_list::remove(waitable *w) noexcept
 	auto it = queued_.find(w);
 	if (it == queued_.end())
 		return;
-	if (it->second)
+	if (it->second & on_list)
 		list_.erase(std::find(list_.begin(), list_.end(), w));
+	if (it->second & on_fresh)
+		fresh_.erase(std::find(fresh_.begin(), fresh_.end(), w));
 	queued_.erase(it);
 }
 
@@ -42,9 +45,9 @@ void ready_list::push(waitable *w) noexcept
 {
 	std::lock_guard<std::mutex> lock(mu_);
 	auto it = queued_.find(w);
-	if (it == queued_.end() || it->second)
+	if (it == queued_.end() || (it->second & on_list))
 		return;
-	it->second = true;
+	it->second |= on_list;
 	list_.push_back(w); /* capacity >= members: never reallocates */
 }
 
@@ -53,8 +56,24 @@ void ready_list::take(std::vector<waitable *> &out)
 	std::lock_guard<std::mutex> lock(mu_);
 	out.insert(out.end(), list_.begin(), list_.end());
 	for (waitable *w : list_)
-		queued_[w] = false;
+		queued_.find(w)->second &= static_cast<unsigned char>(~on_list);
 	list_.clear();
+}
+
+size_t ready_list::take_with_fresh(std::vector<waitable *> &out)
+{
+	std::lock_guard<std::mutex> lock(mu_);
+	const size_t nfresh = fresh_.size();
+	out.reserve(out.size() + nfresh + list_.size());
+	out.insert(out.end(), fresh_.begin(), fresh_.end());
+	for (waitable *w : fresh_)
+		queued_.find(w)->second &= static_cast<unsigned char>(~on_fresh);
+	fresh_.clear();
+	out.insert(out.end(), list_.begin(), list_.end());
+	for (waitable *w : list_)
+		queued_.find(w)->second &= static_cast<unsigned char>(~on_list);
+	list_.clear();
+	return nfresh;
 }
 
 bool ready_list::empty() const noexcept

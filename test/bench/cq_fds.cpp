@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
+/* cq_fds: what an idle CQ costs a process, through the public API, for any provider: opens up
+ * to N CQs of one wait object (fd, unspec, set: bound to one FI_WAIT_FD wait set, none) on one
+ * domain and prints the descriptors and the memory (RSS) they took, per CQ, and the first
+ * error when a limit (descriptors, device, memory) stops it before N. Then closes them in a
+ * random order and prints the descriptors left.
+ *
+ *   cq_fds -p vwait|verbs [-w fd|unspec|set|none] [-N count] [-s cq size]
+ *
+ * RESULT prov=.. wait=.. asked=N opened=M fds_per_cq=.. rss_kb_per_cq=.. first_error=..
+ * fds_left=.. (descriptors after closing everything, against those before the first CQ).
+ * Exit 0 when every CQ opened or a limit stopped it with a clear error, 1 on anything else. */
+#include "vwait/fi_deprecated.h"
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace
+{
+
+int count_fds()
+{
+	DIR *d = opendir("/proc/self/fd");
+	if (!d)
+		return -1;
+	int n = 0;
+	while (struct dirent *e = readdir(d))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n - 1; /* the directory's own */
+}
+
+long rss_kb()
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	if (!f)
+		return -1;
+	char line[256];
+	long kb = -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "VmRSS:", 6))
+			kb = atol(line + 6);
+	fclose(f);
+	return kb;
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	std::string prov = "vwait", wait = "fd";
+	int n = 1024;
+	size_t size = 16;
+	int c;
+	while ((c = getopt(argc, argv, "p:w:N:s:")) != -1) {
+		switch (c) {
+		case 'p':
+			prov = optarg;
+			break;
+		case 'w':
+			wait = optarg;
+			break;
+		case 'N':
+			n = atoi(optarg);
+			break;
+		case 's':
+			size = static_cast<size_t>(atol(optarg));
+			break;
+		default:
+			fprintf(stderr,
+			        "usage: %s [-p prov] [-w fd|unspec|set|none] [-N n] [-s size]\n",
+			        argv[0]);
+			return 2;
+		}
+	}
+	enum fi_wait_obj obj = FI_WAIT_FD;
+	if (wait == "unspec")
+		obj = FI_WAIT_UNSPEC;
+	else if (wait == "set")
+		obj = FI_WAIT_SET;
+	else if (wait == "none")
+		obj = FI_WAIT_NONE;
+	else if (wait != "fd")
+		return 2;
+
+	struct fi_info *hints = fi_allocinfo();
+	hints->ep_attr->type = FI_EP_MSG;
+	hints->caps = FI_MSG;
+	hints->mode = ~0ULL;
+	hints->domain_attr->mr_mode =
+	    FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+	hints->fabric_attr->prov_name = strdup(prov.c_str());
+	struct fi_info *info = nullptr;
+	int ret = fi_getinfo(FI_VERSION(1, 5), nullptr, nullptr, 0, hints, &info);
+	fi_freeinfo(hints);
+	if (ret) {
+		fprintf(stderr, "fi_getinfo(%s): %s\n", prov.c_str(), fi_strerror(-ret));
+		return 1;
+	}
+	struct fid_fabric *fabric = nullptr;
+	struct fid_domain *domain = nullptr;
+	struct fid_wait *set = nullptr;
+	if ((ret = fi_fabric(info->fabric_attr, &fabric, nullptr)) ||
+	    (ret = fi_domain(fabric, info, &domain, nullptr))) {
+		fprintf(stderr, "fi_fabric/fi_domain: %s\n", fi_strerror(-ret));
+		return 1;
+	}
+	if (obj == FI_WAIT_SET) {
+		struct fi_wait_attr wa = {};
+		wa.wait_obj = FI_WAIT_FD;
+		if ((ret = fi_sets::wait_open(fabric, &wa, &set))) {
+			printf("RESULT prov=%s wait=%s asked=%d opened=0 first_error=%s\n",
+			       prov.c_str(), wait.c_str(), n, fi_strerror(-ret));
+			return 0;
+		}
+	}
+	/* a descriptor kept spare, closed before counting: a run that ends at the descriptor
+	 * limit can still open /proc/self/fd */
+	int spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	const int fds0 = count_fds() - (spare >= 0 ? 1 : 0);
+	const long rss0 = rss_kb();
+	std::vector<struct fid_cq *> cqs;
+	int first_error = 0;
+	for (int i = 0; i < n; ++i) {
+		struct fi_cq_attr attr = {};
+		attr.size = size;
+		attr.format = FI_CQ_FORMAT_CONTEXT;
+		attr.wait_obj = obj;
+		attr.wait_set = set;
+		struct fid_cq *cq = nullptr;
+		ret = fi_cq_open(domain, &attr, &cq, nullptr);
+		if (ret) {
+			first_error = ret;
+			break;
+		}
+		cqs.push_back(cq);
+		if (obj == FI_WAIT_FD || obj == FI_WAIT_UNSPEC) {
+			/* what an application does with it: take its fd */
+			int fd = -1;
+			fi_control(&cq->fid, FI_GETWAIT, &fd);
+		}
+	}
+	if (spare >= 0)
+		close(spare);
+	const int fds1 = count_fds();
+	const long rss1 = rss_kb();
+	const size_t opened = cqs.size();
+	std::shuffle(cqs.begin(), cqs.end(), std::mt19937(37));
+	int close_errors = 0;
+	for (struct fid_cq *cq : cqs)
+		close_errors += fi_close(&cq->fid) != 0;
+	const int fds2 = count_fds();
+	double per = opened ? static_cast<double>(fds1 - fds0) / static_cast<double>(opened) : 0;
+	double kb = opened ? static_cast<double>(rss1 - rss0) / static_cast<double>(opened) : 0;
+	printf("RESULT prov=%s wait=%s asked=%d opened=%zu fds_per_cq=%.2f rss_kb_per_cq=%.1f "
+	       "first_error=%s fds_left=%d close_errors=%d\n",
+	       prov.c_str(), wait.c_str(), n, opened, per, kb,
+	       first_error ? fi_strerror(-first_error) : "none", fds2 - fds0, close_errors);
+	if (set)
+		fi_close(&set->fid);
+	fi_close(&domain->fid);
+	fi_close(&fabric->fid);
+	fi_freeinfo(info);
+	return close_errors || fds2 != fds0 ? 1 : 0;
+}

@@ -1,0 +1,617 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
+/* scale_util: what one wake costs the util layer when a set has many members, on the host, with
+ * no device: each member is a CQ-like object fed by a "completion channel" (an eventfd and a list
+ * of the members that fired, as ibv_get_cq_event names the CQ), armed by trywait like a verbs
+ * CQ, so that the wake path is the one a verbs CQ takes through the util layer.
+ *
+ *   waitset  N members bound to one FI_WAIT_FD wait set sharing one channel (as the verbs CQs
+ *            of one device bound to one wait set share one ibv_comp_channel); fi_wait, then
+ *            read the member that fired
+ *   pollset  N members (FI_WAIT_NONE) on one channel that the poll set drains; fi_poll until it
+ *            names a member, then read it
+ *   epoll    N members, each an FI_WAIT_FD object with a channel of its own, their FI_GETWAIT
+ *            fds in one application epoll: epoll_wait, read the member whose fd fired, then
+ *            fi_trywait on that member only (the others stay armed: they were not read)
+ *
+ * Each round fires one of the A active members (round robin) and runs the wait until the
+ * member's entry is read. The rounds run in one thread (fire, then wait: the wait finds the
+ * channel readable and does not sleep), so that every instruction of a wake is counted and the
+ * count is the same run to run:
+ *
+ *   valgrind --tool=callgrind --toggle-collect=scale_round test/bench/scale_util -m waitset -N 4096
+ *
+ * prints instructions per round (Ir of scale_round / rounds); the system calls of the rounds are
+ * the ones strace -f shows between the two close(-37) that bracket them. -t: the rounds are a
+ * ping-pong between two threads instead: the main thread fires a member 50 us after the waiter
+ * read the previous entry, the waiter (a thread of its own: its system calls are the lines of
+ * strace -f not of the main thread) reads, finds nothing and sleeps in fi_wait / epoll_wait
+ * (fi_poll spins); us_per_round includes the 50 us.
+ *
+ * -s (waitset): no fi_trywait on the set between rounds, so that every fi_wait finds its entry
+ * in its poll phase and none reaches the prepare phase (which arms): a waiter that spins
+ * through a busy ping-pong, where the members that were never armed must not be looked at
+ * on every pass.
+ *
+ * usage: scale_util [-m waitset|pollset|epoll] [-N members] [-A active] [-I rounds] [-t] [-s]
+ * Prints one RESULT line. Exit 0, 1 on error, 2 on usage. */
+#include "vwait/fi_deprecated.h"
+#include "vwait/util/fd.h"
+#include "vwait/util/poll.h"
+#include "vwait/util/trywait.h"
+#include "vwait/util/wait.h"
+#include "vwait/util/waitable.h"
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/providers/fi_prov.h>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace
+{
+
+using clk = std::chrono::steady_clock;
+namespace util = vwait::util;
+
+struct fi_provider scale_prov = {
+    .version = FI_VERSION(0, 1),
+    .fi_version = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION),
+    .context = {},
+    .name = "vwait-scale",
+    .getinfo = nullptr,
+    .fabric = nullptr,
+    .cleanup = nullptr,
+};
+
+class member;
+
+/* A completion channel: an eventfd, and the members whose events it holds. */
+class channel
+{
+public:
+	channel() : efd_(util::fd::eventfd_nonblock()) {}
+	int fd() const noexcept { return efd_.get(); }
+	void post(member *m)
+	{
+		{
+			std::lock_guard<std::mutex> lock(mu_);
+			fired_.push_back(m);
+		}
+		uint64_t one = 1;
+		if (::write(efd_.get(), &one, sizeof(one)) != sizeof(one))
+			abort();
+	}
+	static void drain(void *arg) noexcept;
+	util::event_source source() noexcept
+	{
+		util::event_source s;
+		s.fd = fd();
+		s.drain = drain;
+		s.arg = this;
+		return s;
+	}
+	void reserve(size_t n) { fired_.reserve(n); }
+
+private:
+	util::fd efd_;
+	std::mutex mu_;
+	std::vector<member *> fired_;
+	std::vector<member *> taken_;
+};
+
+/* A CQ-like member: "hardware" entries move to its queue on progress; trywait arms it, and an
+ * entry that arrives while it is armed posts an event on its channel. */
+class member final : public util::waitable
+{
+public:
+	member(channel *ch, bool evented) : ch_(ch), evented_(evented)
+	{
+		ops_.size = sizeof(ops_);
+		ops_.control = [](struct fid *f, int cmd, void *arg) noexcept {
+			return reinterpret_cast<holder *>(f)->self->answer_control(cmd, arg);
+		};
+		h_.fid.fclass = FI_CLASS_CQ;
+		h_.fid.context = this;
+		h_.fid.ops = &ops_;
+		h_.self = this;
+	}
+	~member() override { close_wait(); }
+	struct fid *fid() noexcept { return &h_.fid; }
+	channel *chan() noexcept { return ch_; }
+
+	/* the device side: a completion arrives */
+	void fire()
+	{
+		hw_.fetch_add(1);
+		if (armed_.exchange(false))
+			ch_->post(this);
+	}
+	/* fi_cq_read of one entry */
+	bool read() noexcept
+	{
+		progress();
+		long q = queued_.load();
+		while (q > 0 && !queued_.compare_exchange_weak(q, q - 1))
+			;
+		return q > 0;
+	}
+
+	bool ready() noexcept override
+	{
+		progress();
+		return queued_.load() > 0;
+	}
+	int trywait() noexcept override
+	{
+		if (queued_.load() > 0)
+			return -FI_EAGAIN;
+		armed_.store(true);
+		arms.fetch_add(1, std::memory_order_relaxed);
+		return ready() ? -FI_EAGAIN : 0;
+	}
+	void *poll_context() const noexcept override { return h_.fid.context; }
+	bool poll_ready(uint64_t &) noexcept override
+	{
+		if (ready())
+			return true;
+		return trywait() != 0;
+	}
+	bool events_from(util::event_source &out) const noexcept override
+	{
+		if (!evented_)
+			return false;
+		out = ch_->source();
+		return true;
+	}
+
+	static std::atomic<unsigned long> arms;
+
+private:
+	void progress() noexcept
+	{
+		if (hw_.load(std::memory_order_relaxed))
+			queued_.fetch_add(hw_.exchange(0));
+	}
+
+	struct holder {
+		struct fid fid;
+		member *self;
+	};
+	channel *ch_;
+	bool evented_;
+	std::atomic<long> hw_{0};
+	std::atomic<long> queued_{0};
+	std::atomic<bool> armed_{false};
+	holder h_ = {};
+	struct fi_ops ops_ = {};
+};
+
+std::atomic<unsigned long> member::arms{0};
+
+void channel::drain(void *arg) noexcept
+{
+	auto *c = static_cast<channel *>(arg);
+	uint64_t v;
+	if (::read(c->efd_.get(), &v, sizeof(v)) != sizeof(v))
+		return;
+	{
+		std::lock_guard<std::mutex> lock(c->mu_);
+		c->taken_.swap(c->fired_);
+	}
+	for (member *m : c->taken_)
+		m->notify();
+	c->taken_.clear();
+}
+
+enum class mode { waitset, pollset, epoll };
+
+struct options {
+	mode how = mode::waitset;
+	const char *name = "waitset";
+	int members = 16;
+	int active = 1;
+	int rounds = 1000;
+	bool threads = false;
+	bool spin = false; /* -s: waitset rounds without fi_trywait on the set */
+};
+
+class bench
+{
+public:
+	explicit bench(const options &o) : opt_(o) {}
+	~bench() { close(); }
+
+	int open()
+	{
+		const size_t n = static_cast<size_t>(opt_.members);
+		const bool shared = opt_.how != mode::epoll;
+		if (shared) {
+			chans_.push_back(std::make_unique<channel>());
+			chans_[0]->reserve(n);
+		}
+		if (opt_.how == mode::waitset) {
+			struct fi_wait_attr wa = {};
+			wa.wait_obj = FI_WAIT_FD;
+			util::wait_policy block;
+			block.kind = util::wait_policy_kind::block;
+			int ret = util::wait_open(&scale_prov, &wa, &set_, {}, block);
+			if (ret)
+				return ret;
+			if ((ret = util::get_waiter(&set_->fid, &waiter_)))
+				return ret;
+			ret = waiter_->add_source(chans_[0]->fd(), POLLIN, channel::drain,
+			                          chans_[0].get());
+			if (ret)
+				return ret;
+		} else if (opt_.how == mode::pollset) {
+			int ret = util::poll_open(&scale_prov, nullptr, &pset_);
+			if (ret)
+				return ret;
+		} else {
+			ep_ = util::fd(epoll_create1(EPOLL_CLOEXEC));
+			if (!ep_)
+				return -FI_EMFILE;
+		}
+		for (size_t i = 0; i < n; ++i) {
+			channel *ch = nullptr;
+			if (shared) {
+				ch = chans_[0].get();
+			} else {
+				chans_.push_back(std::make_unique<channel>());
+				ch = chans_.back().get();
+			}
+			members_.push_back(std::make_unique<member>(ch, opt_.how == mode::pollset));
+			member *m = members_.back().get();
+			int ret = 0;
+			switch (opt_.how) {
+			case mode::waitset:
+				ret = m->open_wait(&scale_prov, FI_WAIT_SET, set_);
+				break;
+			case mode::pollset:
+				ret = fi_sets::poll_add(pset_, m->fid(), 0);
+				break;
+			case mode::epoll: {
+				util::wait_policy block;
+				block.kind = util::wait_policy_kind::block;
+				m->set_wait_policy(block);
+				ret = m->open_wait(&scale_prov, FI_WAIT_FD, nullptr);
+				if (ret)
+					break;
+				ret = m->wait_object()->add_source(ch->fd(), POLLIN, channel::drain,
+				                                   ch);
+				if (ret)
+					break;
+				int wfd = -1;
+				ret = fi_control(m->fid(), FI_GETWAIT, &wfd);
+				if (ret)
+					break;
+				struct epoll_event ev = {};
+				ev.events = EPOLLIN;
+				ev.data.ptr = m;
+				if (epoll_ctl(ep_.get(), EPOLL_CTL_ADD, wfd, &ev))
+					ret = -errno;
+				break;
+			}
+			}
+			if (ret) {
+				fprintf(stderr, "member %zu: %s\n", i, fi_strerror(-ret));
+				return ret;
+			}
+		}
+		/* every member armed once: the set sleeps until one of them fires */
+		return settle();
+	}
+
+	/* The wait until member m's entry is read. wait_first: m has fired already (one thread
+	 * fires, then waits), so look only after the wait; a read first would find the entry in
+	 * the "hardware" queue and skip the wake this program measures. */
+	int wait_for(member *m, bool wait_first)
+	{
+		for (;;) {
+			if (!wait_first && m->read())
+				return rearm(m);
+			wait_first = false;
+			if (int ret = wait_once(m))
+				return ret;
+		}
+	}
+
+	/* Ready to sleep again. epoll: fi_trywait on the member just read, so that its fd may be
+	 * slept on again (the members not read stay armed). waitset: fi_trywait on the set (what
+	 * fi_wait's prepare phase does before it sleeps: arms the members that may hold
+	 * something), so that the next round's wake comes through the channel, not through a
+	 * poll that finds the entry; with -t the waiter sleeps in fi_wait, which does that
+	 * itself. pollset: nothing (fi_poll arms what it finds empty). */
+	int rearm(member *m)
+	{
+		struct fid *f = nullptr;
+		if (opt_.how == mode::epoll)
+			f = m->fid();
+		else if (opt_.how == mode::waitset && !opt_.threads && !opt_.spin)
+			f = &set_->fid;
+		else
+			return 0;
+		for (int i = 0; i < 100; ++i) {
+			if (util::trywait(&scale_prov, &f, 1) == 0)
+				return 0;
+			m->read();
+		}
+		return -FI_EOTHER;
+	}
+
+	int wait_once(member *m)
+	{
+		switch (opt_.how) {
+		case mode::waitset: {
+			int ret = fi_sets::wait(set_, 5000);
+			return ret == -FI_EAGAIN ? 0 : ret;
+		}
+		case mode::pollset: {
+			void *ctx[1];
+			int k = fi_sets::poll(pset_, ctx, 1);
+			if (k < 0)
+				return k;
+			if (k == 1 && ctx[0] != m) {
+				fprintf(stderr, "fi_poll named an idle member\n");
+				return -FI_EOTHER;
+			}
+			return 0;
+		}
+		case mode::epoll: {
+			struct epoll_event ev;
+			int k = epoll_wait(ep_.get(), &ev, 1, 5000);
+			if (k <= 0)
+				return k == 0 ? -FI_ETIMEDOUT : -errno;
+			if (ev.data.ptr != m) {
+				fprintf(stderr, "epoll named an idle member\n");
+				return -FI_EOTHER;
+			}
+			return 0;
+		}
+		}
+		return 0;
+	}
+
+	member *active(int round) noexcept
+	{
+		/* the active ones spread over the set */
+		size_t stride = members_.size() / static_cast<size_t>(opt_.active);
+		return members_[(static_cast<size_t>(round % opt_.active)) * stride].get();
+	}
+
+	int settle()
+	{
+		switch (opt_.how) {
+		case mode::waitset:
+			return fi_sets::wait(set_, 0) == -FI_ETIMEDOUT ? 0 : -FI_EOTHER;
+		case mode::pollset: {
+			void *ctx[1];
+			return fi_sets::poll(pset_, ctx, 1);
+		}
+		case mode::epoll: {
+			std::vector<struct fid *> all;
+			for (auto &m : members_)
+				all.push_back(m->fid());
+			return util::trywait(&scale_prov, all.data(), static_cast<int>(all.size()));
+		}
+		}
+		return 0;
+	}
+
+	void close()
+	{
+		for (auto &m : members_) {
+			if (pset_)
+				fi_sets::poll_del(pset_, m->fid(), 0);
+			m->close_wait();
+		}
+		members_.clear();
+		if (waiter_ && !chans_.empty())
+			waiter_->remove_source(chans_[0]->fd());
+		waiter_ = nullptr;
+		if (set_)
+			fi_close(&set_->fid);
+		set_ = nullptr;
+		if (pset_)
+			fi_close(&pset_->fid);
+		pset_ = nullptr;
+		chans_.clear();
+	}
+
+private:
+	options opt_;
+	std::vector<std::unique_ptr<channel>> chans_;
+	std::vector<std::unique_ptr<member>> members_;
+	struct fid_wait *set_ = nullptr;
+	util::waiter *waiter_ = nullptr;
+	struct fid_poll *pset_ = nullptr;
+	util::fd ep_;
+};
+
+} // namespace
+
+namespace
+{
+int one_round(bench *b, int round)
+{
+	member *m = b->active(round);
+	m->fire();
+	return b->wait_for(m, true);
+}
+} // namespace
+
+/* One wake of the measured rounds: member m fires, the set is waited on until m's entry is
+ * read. Out of line, so that callgrind can count it alone (--toggle-collect=scale_round); the
+ * warm-up rounds (the first wait arms every member: a cost of set-up) are not counted. */
+extern "C" __attribute__((noinline)) int scale_round(void *b, int round)
+{
+	return one_round(static_cast<bench *>(b), round);
+}
+
+namespace
+{
+
+double cpu_seconds()
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+	       static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+long rss_kb()
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	if (!f)
+		return -1;
+	char line[256];
+	long kb = -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "VmRSS:", 6))
+			kb = atol(line + 6);
+	fclose(f);
+	return kb;
+}
+
+int open_fds()
+{
+	int n = 0;
+	for (int fd = 0; fd < 65536; ++fd)
+		if (fcntl(fd, F_GETFD) != -1)
+			n++;
+	return n;
+}
+
+bool parse(int argc, char **argv, options &o)
+{
+	int c;
+	while ((c = getopt(argc, argv, "m:N:A:I:ts")) != -1) {
+		switch (c) {
+		case 'm':
+			o.name = optarg;
+			if (!strcmp(optarg, "waitset"))
+				o.how = mode::waitset;
+			else if (!strcmp(optarg, "pollset"))
+				o.how = mode::pollset;
+			else if (!strcmp(optarg, "epoll"))
+				o.how = mode::epoll;
+			else
+				return false;
+			break;
+		case 'N':
+			o.members = atoi(optarg);
+			break;
+		case 'A':
+			o.active = atoi(optarg);
+			break;
+		case 'I':
+			o.rounds = atoi(optarg);
+			break;
+		case 't':
+			o.threads = true;
+			break;
+		case 's':
+			o.spin = true;
+			break;
+		default:
+			return false;
+		}
+	}
+	return o.members >= 1 && o.active >= 1 && o.active <= o.members && o.rounds > 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	options o;
+	if (!parse(argc, argv, o)) {
+		fprintf(stderr,
+		        "usage: %s [-m waitset|pollset|epoll] [-N members] [-A active] "
+		        "[-I rounds] [-t] [-s]\n",
+		        argv[0]);
+		return 2;
+	}
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max; /* epoll: 2 descriptors per member */
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	bench b(o);
+	int ret = b.open();
+	if (ret) {
+		fprintf(stderr, "open: %s\n", fi_strerror(-ret));
+		return 1;
+	}
+	/* warm-up: every active member once */
+	for (int r = 0; r < o.active * 2; ++r)
+		if ((ret = one_round(&b, r))) {
+			fprintf(stderr, "warm-up round %d: %s\n", r, fi_strerror(-ret));
+			return 1;
+		}
+	/* a mark for strace: the system calls between the two close(-37) are the rounds' */
+	::close(-37);
+	const unsigned long arms0 = member::arms.load();
+	const double cpu0 = cpu_seconds();
+	const auto t0 = clk::now();
+	if (!o.threads) {
+		for (int r = 0; r < o.rounds; ++r)
+			if ((ret = scale_round(&b, r))) {
+				fprintf(stderr, "round %d: %s\n", r, fi_strerror(-ret));
+				return 1;
+			}
+	} else {
+		/* ping-pong: this thread fires and waits for the other to have read the entry */
+		std::atomic<int> done{-1};
+		std::atomic<int> err{0};
+		std::thread waiter([&] {
+			for (int r = 0; r < o.rounds; ++r) {
+				int e = b.wait_for(b.active(r), false);
+				if (e) {
+					err.store(e);
+					done.store(o.rounds);
+					return;
+				}
+				done.store(r);
+			}
+		});
+		for (int r = 0; r < o.rounds && !err.load(); ++r) {
+			/* let the waiter go to sleep first */
+			std::this_thread::sleep_for(std::chrono::microseconds(50));
+			b.active(r)->fire();
+			while (done.load() < r)
+				std::this_thread::yield();
+		}
+		waiter.join();
+		if (err.load()) {
+			fprintf(stderr, "rounds: %s\n", fi_strerror(-err.load()));
+			return 1;
+		}
+	}
+	const double us = std::chrono::duration<double, std::micro>(clk::now() - t0).count();
+	::close(-37);
+	const double cpu = (cpu_seconds() - cpu0) * 1e6;
+	printf("RESULT mode=%s%s members=%d active=%d rounds=%d us_per_round=%.2f "
+	       "cpu_us_per_round=%.2f arms_per_round=%.3f fds=%d rss_kb=%ld\n",
+	       o.name, o.spin ? "-s" : "", o.members, o.active, o.rounds, us / o.rounds,
+	       cpu / o.rounds, static_cast<double>(member::arms.load() - arms0) / o.rounds,
+	       open_fds(), rss_kb());
+	return 0;
+}
