@@ -95,7 +95,7 @@ def thread_where(tid):
 
 def engine_params(args):
     return {
-        "DataTransport": "RDMA",
+        "DataTransport": args.transport,
         "RendezvousReaderCount": "1",
         "OpenTimeoutSecs": str(args.open_timeout),
         "QueueLimit": "4",  # the writer blocks rather than drop steps
@@ -194,6 +194,8 @@ def reader(args):
     main = os.getpid()
     for tid in tids:
         name, call = where.get(tid, ("?", "?"))
+        if tid == main:
+            call = "-"  # it was running: reading /proc
         pct = ["%s %.2f%%" % (p, 100.0 * cpu[p].get(tid, 0) / 1e9 / wall[p] if wall[p] else 0.0)
                for p in PHASES]
         print("thread %d %s%s sleeps-in %s %s"
@@ -226,6 +228,7 @@ def main():
     ap.add_argument("--interval", type=float, default=0.1, help="writer: seconds between steps")
     ap.add_argument("--stream", default="vwait-sst")
     ap.add_argument("--open-timeout", type=int, default=60)
+    ap.add_argument("--transport", default="RDMA", help="SST's DataTransport (WAN: no libfabric)")
     args = ap.parse_args()
     if args.steps < 1 or args.mib < 1:
         ap.error("--steps and --mib must be at least 1")
