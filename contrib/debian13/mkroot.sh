@@ -38,6 +38,10 @@ PACKAGES=(
 	# fabtests: runfabtests.sh asks python3 for errno values; fi_av_test resolves a service
 	# name (getaddrinfo: /etc/services, which minbase lacks)
 	python3-minimal netbase
+	# ADIOS2's SST engine over libfabric (test/integration/adios2-sst.test): the Python
+	# bindings of the serial build (python3-adios2 picks the serial or MPI one; the serial
+	# one and numpy bring the least)
+	python3-adios2 python3-adios2-serial
 	# pkg
 	dpkg-dev debhelper fakeroot build-essential man-db groff-base
 	# vm guest side

@@ -2,7 +2,8 @@
 # contrib/debian13/vm-tests.sh D13_BUILDDIR [D12_BUILDDIR] - what the debian13 stage of
 # contrib/setup.sh test runs in ONE boot of the VM on the Debian 13 root (VM_ROOT):
 #   1. the integration tier of the tree built in that root (D13_BUILDDIR), Open MPI 5 over
-#      vwait;ofi_rxm included (mpi-pingpong.test), upstream verbs beside it; but the tests in
+#      vwait;ofi_rxm included (mpi-pingpong.test), and ADIOS2's SST engine (adios2-sst.test,
+#      which only this root can run: Debian 12 has no ADIOS2), upstream verbs beside them; but the tests in
 #      D13_LEAVE_OUT (default below: what Debian 12's tier covers alike and costs most: the
 #      race and valgrind runs, device removal, open/close cycles), so that the stage stays
 #      near 4 min in the TCG guest (the whole tier: ~6.5 min). D13_LEAVE_OUT= runs them all;

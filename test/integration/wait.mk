@@ -27,3 +27,6 @@ dist_check_SCRIPTS += test/integration/vwait-sread-idle.test
 check_PROGRAMS += test/integration/sread_idle
 test_integration_sread_idle_SOURCES = test/integration/sread_idle.cpp
 test_integration_sread_idle_LDADD = $(FABRIC_LIBS)
+# ADIOS2's SST engine (Debian's python3-adios2-serial) over vwait;ofi_rxm, verbs beside it
+dist_check_SCRIPTS += test/integration/adios2-sst.test
+EXTRA_DIST += test/integration/adios2_sst.py
