@@ -692,6 +692,51 @@ unset multiplot
 EOF
 	fi
 fi
+# policy.dat / policy.png: the policy table's latency and CPU medians by think time, and W
+stats policy >"$tmp/st"
+if [ -s "$tmp/st" ]; then
+	{
+		echo "# think_us lat_adaptive lat_block lat_spin lat_verbs cpu_adaptive cpu_block cpu_spin cpu_verbs W"
+		for t in ${policy_thinks//,/ }; do
+			line="$t"
+			for k in lat cpu; do
+				for s in adaptive block spin verbs; do
+					v=$(awk -F'|' -v r="$k $t" -v s="$s" '$1 == r && $2 == s { print $3 }' "$tmp/st")
+					line="$line ${v:--}"
+				done
+			done
+			v=$(awk -F'|' -v r="W $t" '$1 == r && $2 == "adaptive" { print $3 }' "$tmp/st")
+			echo "$line ${v:--}"
+		done
+	} >"$out/policy.dat"
+	if command -v gnuplot >/dev/null; then
+		xt=$(awk -v l="$policy_thinks" 'BEGIN { n = split(l, t, ","); for (i = 1; i <= n; i++) printf "%s\"%s\" %d", (i > 1 ? ", " : ""), t[i], i - 1 }')
+		gnuplot <<EOF 2>>"$log" || note "gnuplot failed"
+set terminal pngcairo size 1000,420 font ",10" noenhanced
+set output "$out/policy.png"
+set datafile missing "-"
+set multiplot layout 1,2 title "vwait adaptive policy: server in fi_cq_sread, spinning client, 64 B ($(date -u +%F), soft-RoCE VM)"
+set xlabel "client think time (us)"
+set logscale y
+set grid
+set key top left
+set xtics ($xt)
+set ylabel "one-way latency (us)"
+plot "$out/policy.dat" using 0:2 with linespoints title "vwait adaptive", \
+     "" using 0:3 with linespoints title "vwait block", \
+     "" using 0:4 with linespoints title "vwait spinning", \
+     "" using 0:5 with linespoints title "upstream verbs fi_cq_sread", \
+     "" using 0:(\$4 + \$10) with lines dashtype 2 title "spinning + W (measured wake-up cost)"
+set ylabel "server CPU per message (us)"
+plot "$out/policy.dat" using 0:6 with linespoints title "vwait adaptive", \
+     "" using 0:7 with linespoints title "vwait block", \
+     "" using 0:8 with linespoints title "vwait spinning", \
+     "" using 0:9 with linespoints title "upstream verbs fi_cq_sread", \
+     "" using 0:10 with linespoints title "W (us)"
+unset multiplot
+EOF
+	fi
+fi
 cat "$out/results.md"
-echo "(written: $out/results.md, $out/think.dat, $out/think.png, $out/log.txt)"
+echo "(written: $out/results.md, $out/think.dat, $out/think.png, $out/policy.dat, $out/policy.png, $out/log.txt)"
 rm -rf "$tmp"
