@@ -13,7 +13,9 @@
  * before each send, in phases of decreasing iteration counts (-I for think 0, fewer for long
  * thinks, -B microseconds of think per phase at most); server and client give the same -T,
  * -I, -B. The client prints each phase's one-way latency (think time excluded), the server the
- * CPU time (process, user + system) it spent per message, as PHASE lines. The two sides may
+ * CPU time (process, user + system) it spent per message, as PHASE lines, each with the
+ * wake-up cost vwait's adaptive policy had measured in that process by the phase's end
+ * (wake_us; 0: not yet, -1: not vwait). The two sides may
  * use different modes (a spinning client against a server blocked in fi_cq_sread).
  *
  * -m empty-read: no peer; fi_cq_read on an empty CQ, -I times (callgrind's instruction count
@@ -55,6 +57,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_ext_vwait.h>
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -860,6 +863,22 @@ private:
 		return 0;
 	}
 
+	/* The wake-up cost vwait's adaptive policy has measured in this process so far (us;
+	 * 0: not yet), through vwait's wait ops (fi_ext_vwait.h); -1 for another provider. */
+	int wake_us()
+	{
+		struct fi_vwait_wait_ops *ops = nullptr;
+		if (!fabric_ ||
+		    fi_open_ops(&fabric_->fid, FI_VWAIT_WAIT_OPS, 0,
+		                reinterpret_cast<void **>(&ops), nullptr) != 0 ||
+		    !ops)
+			return -1;
+		struct fi_vwait_wait_attr attr = {};
+		if (ops->query(&fabric_->fid, &attr) != 0 || attr.version < 3)
+			return -1;
+		return static_cast<int>(attr.wake_us);
+	}
+
 	/* A think-time run: warmup rounds, then per phase one unmeasured round at think 0 (the
 	 * server takes its CPU time there, so that the wait for a phase's first message counts
 	 * in that phase) and the phase's rounds, and a last round that closes the last phase. */
@@ -868,6 +887,7 @@ private:
 		const bool client = !opt_.server.empty();
 		const std::vector<phase> plan = plan_of(opt_.thinks, opt_.iters, opt_.budget_us);
 		std::vector<double> lat(plan.size()), cpu(plan.size() + 1);
+		std::vector<int> wake(plan.size(), -1);
 		int i = 0;
 		for (; i < opt_.warmup; i++)
 			FI_CALL(round(client, i));
@@ -887,19 +907,21 @@ private:
 				           .count();
 			}
 			lat[p] = sum / plan[p].iters / 2;
+			wake[p] = wake_us();
 		}
 		FI_CALL(drain(i));
 		for (size_t p = 0; p < plan.size(); p++) {
 			if (client)
 				printf("PHASE side=client prov=%s mode=%s think_us=%d iters=%d "
-				       "lat_us=%.2f\n",
+				       "lat_us=%.2f wake_us=%d\n",
 				       opt_.prov.c_str(), opt_.mode_name.c_str(), plan[p].think_us,
-				       plan[p].iters, lat[p]);
+				       plan[p].iters, lat[p], wake[p]);
 			else
 				printf("PHASE side=server prov=%s mode=%s think_us=%d iters=%d "
-				       "cpu_us_per_msg=%.2f\n",
+				       "cpu_us_per_msg=%.2f wake_us=%d\n",
 				       opt_.prov.c_str(), opt_.mode_name.c_str(), plan[p].think_us,
-				       plan[p].iters, (cpu[p + 1] - cpu[p]) / plan[p].iters);
+				       plan[p].iters, (cpu[p + 1] - cpu[p]) / plan[p].iters,
+				       wake[p]);
 		}
 		return 0;
 	}

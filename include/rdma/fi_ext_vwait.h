@@ -49,12 +49,13 @@ enum fi_vwait_kind {
 /* How vwait's blocking calls (fi_cq_sread, fi_cntr_wait, fi_eq_sread, fi_wait) wait
  * (fi_vwait_wait_attr.wait_policy; set with FI_VWAIT_WAIT_POLICY, fi_vwait(7)). */
 enum fi_vwait_wait_policy {
-	FI_VWAIT_POLICY_ADAPTIVE, /* spin up to spin_us while recent waits were that short */
+	FI_VWAIT_POLICY_ADAPTIVE, /* spin up to 2x the wake-up cost (<= spin_us) while waits are
+	                             short */
 	FI_VWAIT_POLICY_BLOCK,    /* never spin: arm and sleep at once */
 	FI_VWAIT_POLICY_FIXED,    /* spin spin_us, then arm and sleep */
 };
 
-#define FI_VWAIT_WAIT_ATTR_VERSION 2
+#define FI_VWAIT_WAIT_ATTR_VERSION 3
 
 struct fi_vwait_wait_attr {
 	uint32_t version; /* FI_VWAIT_WAIT_ATTR_VERSION */
@@ -68,7 +69,10 @@ struct fi_vwait_wait_attr {
 	 * budget in microseconds (FI_VWAIT_SPIN_US) */
 	uint32_t wait_policy;
 	uint32_t spin_us;
-	uint32_t reserved;
+	/* since version 3: the wake-up cost adaptive measured in this process so far (arm,
+	 * sleep, wake-up, drain; fi_vwait(7)), in microseconds, rounded up; 0: not measured yet
+	 * (no blocking call of this process has slept) */
+	uint32_t wake_us;
 };
 
 /* What fi_info->nic->prov_attr points at in infos vwait returns. */

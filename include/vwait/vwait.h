@@ -46,8 +46,10 @@ constexpr uint32_t min_api_version = FI_VERSION(1, 5);
 struct params {
 	std::string device;       /* only this verbs device; empty: all */
 	int cm_timeout_ms = 2000; /* rdma_resolve_addr / route; a DGRAM name query */
-	util::wait_policy wait;   /* FI_VWAIT_WAIT_POLICY, FI_VWAIT_SPIN_US */
-	int keepalive_ms = 0;     /* probe period of connected endpoints; 0: off (eq.cpp) */
+	/* FI_VWAIT_WAIT_POLICY, FI_VWAIT_SPIN_US (unset: default_adaptive_cap_us for adaptive,
+	 * default_spin_us for fixed) */
+	util::wait_policy wait{util::wait_policy_kind::adaptive, util::default_adaptive_cap_us};
+	int keepalive_ms = 0; /* probe period of connected endpoints; 0: off (eq.cpp) */
 	/* longest a disconnected endpoint's FI_SHUTDOWN waits for its unread completions; 0: it
 	 * never waits (eq.cpp) */
 	int shutdown_hold_ms = 1000;

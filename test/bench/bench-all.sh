@@ -31,6 +31,17 @@
 #            spins on fi_cq_read, beside upstream verbs waiting the same way: one-way latency
 #            and the server's CPU time per message (process CPU time, user + system)
 #   idle     test/integration/sread_idle: a waiter idle for 2 s, CPU time, per policy
+#   policy   the adaptive policy against its goals: the think-time sweep of the think section
+#            at BENCH_POLICY_THINKS (0,20,50,100,200,500,5000 us; BENCH_POLICY_ITERS rounds at
+#            think 0, default 5000, BENCH_POLICY_BUDGET_US of think per phase, default 1 s):
+#            adaptive, block, spinning server, upstream verbs; latency, server CPU per message
+#            and the wake-up cost W the adaptive server had measured by each phase's end; then
+#            each goal checked per think time (below W: latency <= 1.1x spin; every think:
+#            latency <= spin + 1.1 W and CPU <= 2x block)
+#   oversub  K = 1 and 3 ping-pong pairs at once, both sides in fi_cq_sread (FI_WAIT_UNSPEC),
+#            think 0 and 50 us (BENCH_OVERSUB_ITERS rounds at think 0, default 3000): vwait
+#            adaptive, vwait block, upstream verbs, and (K = 1) both sides spinning; latency
+#            the mean of the pairs' (make bench-policy runs just policy and oversub)
 #   netpipe  NetPIPE small-message latency over vwait;ofi_rxm and verbs;ofi_rxm, both with
 #            FI_UNIVERSE_SIZE=32
 #
@@ -81,7 +92,7 @@ repeats=${BENCH_REPEATS:-9}
 # (<= 1.00 against verbs, which costs the same): 15 runs there (2026-11-26, boots a-d with 9: each
 # boot missed one of these cells, by 1-29 %)
 pp_repeats=${BENCH_PP_REPEATS:-15}
-sections=${BENCH_SECTIONS:-cost spin turns waitturns sread think cntr waitset idle netpipe}
+sections=${BENCH_SECTIONS:-cost spin turns waitturns sread think cntr waitset idle policy oversub netpipe}
 turn_repeats=${BENCH_TURN_REPEATS:-8} # MSG has 4 arms: each takes each place in the order twice
 out=${BENCH_OUT:-$builddir/bench-results}
 thinks=${BENCH_THINKS:-0,50,500,5000}
@@ -394,6 +405,102 @@ section_idle() {
 	done
 }
 
+# ---------------------------------------------------------------- the adaptive policy
+policy_thinks=${BENCH_POLICY_THINKS:-0,20,50,100,200,500,5000}
+policy_iters=${BENCH_POLICY_ITERS:-5000}
+policy_budget=${BENCH_POLICY_BUDGET_US:-1000000}
+section_policy() {
+	local r who srv senv
+	for r in $(seq "$repeats"); do
+		for who in $(in_turn "$r" adaptive block spin verbs); do
+			srv="vwait sread-unspec" senv="FI_VWAIT_WAIT_POLICY=$who"
+			case $who in
+			spin) srv="vwait spin" senv= ;;
+			verbs) srv="verbs sread-unspec" senv= ;;
+			esac
+			fi_pair ${srv% *} ${srv#* } spin 64 "$policy_iters" "$senv" \
+				"-T $policy_thinks -B $policy_budget" || continue
+			awk -v s="$who" '/^PHASE side=client/ {
+				for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+				printf "policy|lat %s|%s|%s\n", v["think_us"], s, v["lat_us"] }' "$last.cli" >>"$rec"
+			awk -v s="$who" '/^PHASE side=server/ {
+				for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+				printf "policy|cpu %s|%s|%s\n", v["think_us"], s, v["cpu_us_per_msg"]
+				if (s == "adaptive" && v["wake_us"] > 0)
+					printf "policy|W %s|adaptive|%s\n", v["think_us"], v["wake_us"] }' \
+				"$last.srv" >>"$rec"
+		done
+	done
+}
+
+# kpairs K NAME PROV MODE ENV ITERS THINKS: K fi_vwait_bench pairs at once, both sides in MODE
+# under ENV; records oversub|K=K lat THINK|NAME|mean of the pairs' latencies
+kpairs() {
+	local k=$1 name=$2 prov=$3 mode=$4 senv=$5 iters=$6 thinks=$7 j p0 pids=() ok=1
+	p0=$((port + 1))
+	port=$((port + k))
+	for ((j = 0; j < k; j++)); do
+		timeout 300 env FI_PROVIDER=$prov $senv $bench -p $prov -m $mode -S 64 -I $iters \
+			-P $((p0 + j)) -T $thinks -B 1000000 >"$tmp/kp.$j.srv" 2>&1 &
+		pids+=($!)
+	done
+	sleep $((1 + k))
+	for ((j = 0; j < k; j++)); do
+		timeout 300 env FI_PROVIDER=$prov $senv $bench -p $prov -m $mode -S 64 -I $iters \
+			-P $((p0 + j)) -T $thinks -B 1000000 $RXE_ADDR >"$tmp/kp.$j.cli" 2>&1 &
+		pids+=($!)
+	done
+	for j in "${pids[@]}"; do wait "$j" || ok=0; done
+	for ((j = 0; j < k; j++)); do
+		{ echo "== oversub K=$k $name pair $j"; cat "$tmp/kp.$j.cli" "$tmp/kp.$j.srv"; } >>"$log"
+	done
+	[ $ok = 1 ] || { note "oversub K=$k $name: a side failed (log.txt)"; return 1; }
+	cat "$tmp"/kp.*.cli | awk -v k="$k" -v s="$name" '/^PHASE side=client/ {
+		for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+		sum[v["think_us"]] += v["lat_us"]; n[v["think_us"]]++ }
+		END { for (t in sum) printf "oversub|K=%d lat %s|%s|%.2f\n", k, t, s, sum[t] / n[t] }' >>"$rec"
+	rm -f "$tmp"/kp.*
+}
+
+section_oversub() {
+	local r who k iters=${BENCH_OVERSUB_ITERS:-3000}
+	for r in $(seq "$repeats"); do
+		for k in 1 3; do
+			for who in $(in_turn "$r" adaptive block verbs spin); do
+				case $who in
+				adaptive | block) kpairs $k $who vwait sread-unspec FI_VWAIT_WAIT_POLICY=$who "$iters" 0,50 ;;
+				verbs) kpairs $k verbs verbs sread-unspec "" "$iters" 0,50 ;;
+				spin) [ $k = 1 ] && kpairs $k spin vwait spin "" "$iters" 0,50 ;;
+				esac
+			done
+		done
+	done
+}
+
+# goals of the adaptive policy, per think time of the policy table (medians; W the adaptive
+# server's at the phase's end)
+policy_goals() {
+	stats policy >"$tmp/stp"
+	[ -s "$tmp/stp" ] || return 0
+	echo
+	echo "### The adaptive policy's goals (medians of the table above; W: the adaptive server's measured wake-up cost)"
+	echo
+	echo "| think (us) | W (us) | adaptive/spin (goal <= 1.1 when think < W) | adaptive - spin (us) (goal <= 1.1 W) | adaptive CPU / block CPU (goal <= 2) | met |"
+	echo "|---|---|---|---|---|---|"
+	awk -F'|' '{ v[$1, $2] = $3 }
+		END { n = split("'"${policy_thinks//,/ }"'", t, " ")
+		for (i = 1; i <= n; i++) { g = t[i]
+			la = v["lat " g, "adaptive"]; ls = v["lat " g, "spin"]
+			ca = v["cpu " g, "adaptive"]; cb = v["cpu " g, "block"]; w = v["W " g, "adaptive"]
+			if (la == "" || ls == "" || ca == "" || cb == "") continue
+			ok = 1; r1 = la / ls
+			if (w != "" && g + 0 < w + 0 && r1 > 1.1) ok = 0
+			if (w != "" && la - ls > 1.1 * w) ok = 0
+			if (cb > 0 && ca / cb > 2) ok = 0
+			printf "| %s | %s | %.2f | %.1f | %.2f | %s |\n", g, (w == "" ? "-" : w), r1, la - ls,
+				(cb > 0 ? ca / cb : 0), (w == "" ? "no W" : (ok ? "yes" : "NO")) } }' "$tmp/stp"
+}
+
 # ---------------------------------------------------------------- NetPIPE over rxm
 np_run() ( # PROVIDER OUT [VAR=VALUE...]
 	local prov=$1 o=$2 v pass=()
@@ -443,6 +550,8 @@ for s in $sections; do
 	cntr) section_think cntr cntr-wait-unspec cntr-spin cntr-wait-unspec ;;
 	waitset) section_think waitset waitset spin waitset ;;
 	idle) section_idle ;;
+	policy) section_policy ;;
+	oversub) section_oversub ;;
 	netpipe) section_netpipe ;;
 	*) note "unknown section $s" ;;
 	esac
@@ -531,6 +640,11 @@ table() {
 		adaptive block spin verbs -- adaptive/spin adaptive/block block/spin verbs/adaptive
 	notes waitset
 	table idle "A waiter idle for 2 s (fi_cq_sread, ms of thread CPU)" adaptive block
+	table policy "The adaptive policy: server in fi_cq_sread (spinning client, 64 B) by think time (us): latency (us), server CPU per message (us), and W, the wake-up cost the adaptive server measured (us)" \
+		adaptive block spin verbs -- adaptive/spin adaptive/block verbs/adaptive
+	policy_goals
+	table oversub "K ping-pong pairs at once on $(nproc) vCPUs, both sides in fi_cq_sread (spin: both spinning), 64 B, by think time (us): one-way latency (us), the mean of the pairs" \
+		adaptive block verbs spin -- adaptive/block adaptive/spin verbs/adaptive
 	table netpipe "NetPIPE (Open MPI, OFI MTL) one-way latency (us)" "vwait;ofi_rxm" "verbs;ofi_rxm" -- "vwait;ofi_rxm/verbs;ofi_rxm"
 	echo
 	echo "Total: $(($(date +%s) - t_start)) s."
@@ -578,6 +692,51 @@ unset multiplot
 EOF
 	fi
 fi
+# policy.dat / policy.png: the policy table's latency and CPU medians by think time, and W
+stats policy >"$tmp/st"
+if [ -s "$tmp/st" ]; then
+	{
+		echo "# think_us lat_adaptive lat_block lat_spin lat_verbs cpu_adaptive cpu_block cpu_spin cpu_verbs W"
+		for t in ${policy_thinks//,/ }; do
+			line="$t"
+			for k in lat cpu; do
+				for s in adaptive block spin verbs; do
+					v=$(awk -F'|' -v r="$k $t" -v s="$s" '$1 == r && $2 == s { print $3 }' "$tmp/st")
+					line="$line ${v:--}"
+				done
+			done
+			v=$(awk -F'|' -v r="W $t" '$1 == r && $2 == "adaptive" { print $3 }' "$tmp/st")
+			echo "$line ${v:--}"
+		done
+	} >"$out/policy.dat"
+	if command -v gnuplot >/dev/null; then
+		xt=$(awk -v l="$policy_thinks" 'BEGIN { n = split(l, t, ","); for (i = 1; i <= n; i++) printf "%s\"%s\" %d", (i > 1 ? ", " : ""), t[i], i - 1 }')
+		gnuplot <<EOF 2>>"$log" || note "gnuplot failed"
+set terminal pngcairo size 1000,420 font ",10" noenhanced
+set output "$out/policy.png"
+set datafile missing "-"
+set multiplot layout 1,2 title "vwait adaptive policy: server in fi_cq_sread, spinning client, 64 B ($(date -u +%F), soft-RoCE VM)"
+set xlabel "client think time (us)"
+set logscale y
+set grid
+set key top left
+set xtics ($xt)
+set ylabel "one-way latency (us)"
+plot "$out/policy.dat" using 0:2 with linespoints title "vwait adaptive", \
+     "" using 0:3 with linespoints title "vwait block", \
+     "" using 0:4 with linespoints title "vwait spinning", \
+     "" using 0:5 with linespoints title "upstream verbs fi_cq_sread", \
+     "" using 0:(\$4 + \$10) with lines dashtype 2 title "spinning + W (measured wake-up cost)"
+set ylabel "server CPU per message (us)"
+plot "$out/policy.dat" using 0:6 with linespoints title "vwait adaptive", \
+     "" using 0:7 with linespoints title "vwait block", \
+     "" using 0:8 with linespoints title "vwait spinning", \
+     "" using 0:9 with linespoints title "upstream verbs fi_cq_sread", \
+     "" using 0:10 with linespoints title "W (us)"
+unset multiplot
+EOF
+	fi
+fi
 cat "$out/results.md"
-echo "(written: $out/results.md, $out/think.dat, $out/think.png, $out/log.txt)"
+echo "(written: $out/results.md, $out/think.dat, $out/think.png, $out/policy.dat, $out/policy.png, $out/log.txt)"
 rm -rf "$tmp"

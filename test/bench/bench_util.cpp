@@ -9,7 +9,11 @@
  *   tcp            fi_cq_sread woken by fi_cq_signal; fi_trywait on a CQ; fi_poll over
  *                  1/64/1024 idle tcp CQs
  *
- * usage: bench_util [-n iterations] [-q]   (-q: skip the tcp part)
+ *   think          (-T repeats) the wait policy on a think-time sweep: adaptive, block and
+ *                  spinning, latency, server CPU per message and adaptive's measured W
+ *
+ * usage: bench_util [-n iterations] [-q] [-T repeats]   (-q: skip the tcp part; -T: only the
+ * think-time sweep)
  */
 #include "vwait/fi_deprecated.h"
 #include "vwait/util/fd.h"
@@ -396,22 +400,142 @@ void bench_tcp(int n)
 	}
 }
 
+/* The wait policy on the host: a client thread that spins on its answer and thinks `gap` us
+ * (busy) before each message, a server thread that waits in wait_until under a policy for the
+ * message. The message lands in the server's queue at once (a completion in a CQ that polling
+ * sees) and, when the server has armed (its prepare phase), also raises an eventfd source
+ * standing in for a completion channel, whose drain wakes the server. One-way latency (half the
+ * client's round trip, think excluded), the server thread's CPU per message, and the wake-up cost W
+ * adaptive measured. Policies: adaptive (the default inputs: real CPU-shortage signal), block, spin
+ * (fixed with a 10 ms budget: polls through every gap here). */
+struct think_result {
+	double lat_us, cpu_us, wake_us; /* wake_us: this waiter's own W (adaptive; else -1) */
+};
+
+think_result think_run(vwait::util::wait_policy policy, int gap_us, int n)
+{
+	object obj(nullptr);
+	obj.set_wait_policy(policy);
+	think_result r = {0, 0, 0};
+	if (obj.open_wait(&bench_prov, FI_WAIT_FD, nullptr))
+		return r;
+	waiter *w = obj.wait_object();
+	struct chan {
+		vwait::util::fd efd = vwait::util::fd::eventfd_nonblock();
+		object *target;
+	} ch;
+	ch.target = &obj;
+	auto drain = [](void *arg) noexcept {
+		auto *c = static_cast<chan *>(arg);
+		uint64_t v;
+		if (::read(c->efd.get(), &v, sizeof(v)) == sizeof(v))
+			c->target->notify();
+	};
+	if (w->add_source(ch.efd.get(), POLLIN, drain, &ch))
+		return r;
+	std::atomic<long> answered{0};
+	std::atomic<bool> armed{false};
+	double cpu_ns = 0;
+	std::thread server([&] {
+		struct timespec c0, c1;
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+		for (long i = 1; i <= n; ++i) {
+			w->wait_until(
+			    vwait::util::deadline_after(5000),
+			    [&] { return obj.entries.load() >= i; },
+			    [&] {
+				    armed.store(true);
+				    return obj.entries.load() >= i;
+			    });
+			answered.store(i);
+		}
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+		cpu_ns = (c1.tv_sec - c0.tv_sec) * 1e9 + (c1.tv_nsec - c0.tv_nsec);
+	});
+	double sum_ns = 0;
+	for (long i = 1; i <= n; ++i) {
+		const clk::time_point until = clk::now() + std::chrono::microseconds(gap_us);
+		while (clk::now() < until) {
+		}
+		const clk::time_point t0 = clk::now();
+		obj.entries.fetch_add(1);
+		if (armed.exchange(false)) {
+			uint64_t one = 1;
+			ssize_t wr = ::write(ch.efd.get(), &one, sizeof(one));
+			(void)wr;
+		}
+		while (answered.load() < i) {
+		}
+		sum_ns += ns_since(t0);
+	}
+	server.join();
+	w->remove_source(ch.efd.get());
+	r.lat_us = sum_ns / n / 1000;
+	r.cpu_us = cpu_ns / n / 1000;
+	r.wake_us = policy.kind == vwait::util::wait_policy_kind::adaptive
+	                ? w->learner().own_wake().cost_ns() / 1000.0
+	                : -1;
+	return r;
+}
+
+void bench_think(int repeats)
+{
+	using vwait::util::wait_policy_kind;
+	const int gaps[] = {0, 20, 50, 100, 200, 500, 5000};
+	const struct {
+		const char *name;
+		vwait::util::wait_policy p;
+	} pols[] = {
+	    {"adaptive", {wait_policy_kind::adaptive, vwait::util::default_adaptive_cap_us}},
+	    {"block", {wait_policy_kind::block, 0}},
+	    {"spin", {wait_policy_kind::fixed, 10000}}};
+	printf("\n== think-time sweep on the host (server in wait_until woken through an eventfd "
+	       "source; client spinning), median of %d runs\n",
+	       repeats);
+	printf("%6s  %-9s %10s %12s %9s\n", "gap us", "policy", "lat us", "cpu us/msg", "W us");
+	for (int gap : gaps) {
+		const int n = gap >= 5000 ? 100 : gap >= 500 ? 1000 : 4000;
+		for (const auto &pol : pols) {
+			std::vector<double> lat, cpu, wake;
+			for (int k = 0; k < repeats; k++) {
+				think_result t = think_run(pol.p, gap, n);
+				lat.push_back(t.lat_us);
+				cpu.push_back(t.cpu_us);
+				wake.push_back(t.wake_us);
+			}
+			auto med = [](std::vector<double> &v) {
+				std::sort(v.begin(), v.end());
+				return v[v.size() / 2];
+			};
+			printf("%6d  %-9s %10.2f %12.2f %9.1f\n", gap, pol.name, med(lat), med(cpu),
+			       med(wake));
+			fflush(stdout);
+		}
+	}
+}
+
 } // namespace
 
 int main(int argc, char **argv)
 {
 	int n = 20000;
 	bool tcp = true;
-	int opt;
-	while ((opt = getopt(argc, argv, "n:q")) != -1) {
+	int opt, think = 0;
+	while ((opt = getopt(argc, argv, "n:qT:")) != -1) {
 		if (opt == 'n')
 			n = atoi(optarg);
 		else if (opt == 'q')
 			tcp = false;
+		else if (opt == 'T')
+			think = atoi(optarg);
 		else {
-			fprintf(stderr, "usage: %s [-n iterations] [-q]\n", argv[0]);
+			fprintf(stderr, "usage: %s [-n iterations] [-q] [-T repeats]\n", argv[0]);
 			return 2;
 		}
+	}
+	if (think > 0) {
+		bench_think(think);
+		return 0;
 	}
 	if (n < 100)
 		n = 100;

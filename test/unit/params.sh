@@ -20,7 +20,7 @@ warns() {
 	[ "$n" = 1 ] && printf '%s' "$out" | grep -qF "$3" || fail=1
 }
 warns FI_VWAIT_WAIT_POLICY bogus "using adaptive"
-warns FI_VWAIT_SPIN_US -5 "using 50"
+warns FI_VWAIT_SPIN_US -5 "using 1000"
 warns FI_VWAIT_SPIN_US 99999 "using 10000"
 # the shutdown hold's (fi_vwait(7), Progress)
 held=$(fi_info -e 2>/dev/null | grep -c -E '^# FI_VWAIT_SHUTDOWN_HOLD_MS:')

@@ -56,8 +56,8 @@ void tostr_lists_wait_objects(void **)
 		assert_non_null(strstr(s.c_str(), "cq: FI_WAIT_NONE"));
 	/* the wait policy in force (the defaults: no fi_prov_ini read any parameter here) */
 	assert_int_equal(sup.wait_policy, FI_VWAIT_POLICY_ADAPTIVE);
-	assert_int_equal(sup.spin_us, 50);
-	assert_non_null(strstr(s.c_str(), "wait_policy: adaptive, spin up to 50 us\n"));
+	assert_int_equal(sup.spin_us, 1000);
+	assert_non_null(strstr(s.c_str(), "wait_policy: adaptive, spin up to 1000 us\n"));
 	assert_int_equal(fi_close(&nic->fid), 0);
 }
 

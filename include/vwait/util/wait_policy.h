@@ -5,24 +5,53 @@
  *
  *   block     never spin: poll once, arm, look again, sleep (upstream verbs' way);
  *   fixed     poll for spin_us, then arm and sleep;
- *   adaptive  (the default) poll for up to spin_us while recent waits mostly ended within
- *             spin_us, arm and sleep at once otherwise (spin_learner below).
+ *   adaptive  (the default) poll for up to twice the measured wake-up cost W (at most spin_us)
+ *             while recent waits mostly ended within that budget, arm and sleep at once
+ *             otherwise (spin_learner below).
+ *
+ * The wake-up cost W is what one sleep costs the waiter: arming and looking again (the
+ * prepare phase), the wake-up itself (from the moment the awaited thing is there to this
+ * thread running again) and the drain until the caller's poll finds the work. The first and
+ * last are timed on every sleep that an event ends. The wake-up latency cannot be timed on
+ * such a sleep (when the completion became visible is not observable), so it is timed on a
+ * sleep whose end is known: one sleep in calib_every (and the first ones) also waits on a
+ * timer (timerfd: no timer slack) due part-way into the sleep, at half the recent sleeps'
+ * length, so that the CPU idles about as deeply as in the sleeps it stands for; the lateness
+ * of that wake-up past the timer's expiry is the wake-up latency. Each part is the median of
+ * its last 8 samples (an outlier, a host preemption, moves no median); W is their sum, kept
+ * per waiter and, for waiters that have not slept yet and for reports, per process.
+ *
+ * Why twice W: a wait of length d costs d of CPU when spun through, and when slept through about
+ * W of latency plus about W of CPU (the system calls of arming and sleeping, the wake-up, the
+ * drain): spinning is the cheaper choice while d < 2W. It also spins through every think time
+ * shorter than W in a ping-pong, whose waits are the think time plus a round trip (< W when
+ * blocking costs anything). Capped by spin_us (FI_VWAIT_SPIN_US, default 1000 us for adaptive);
+ * before anything is measured the budget is min(spin_us, default_spin_us).
  *
  * util::spin_learner is the per-waiter state of adaptive: a score of recent waits (an
- * exponentially weighted share of waits that ended within spin_us; a new waiter starts
+ * exponentially weighted share of waits that ended within the budget; a new waiter starts
  * trusting spin). While the score says most waits end within the budget, every wait may spin
- * up to spin_us; otherwise it spins only on a probe, one wait in `gap`, the gap doubling after
+ * up to it; otherwise it spins only on a probe, one wait in `gap`, the gap doubling after
  * every wait that missed (up to max_probe_gap) and back to 1 after one that hit, so that a
  * return of short waits is noticed while long think times cost nearly nothing. Two peers
  * that both sleep see each other's wakeup in every wait and could keep each other asleep (a
  * probe of one finds the other asleep), so waits that start in the first millisecond of every
  * probe_period_ms of wall-clock time (CLOCK_REALTIME: the same on one host and, through NTP,
  * about the same on peers) probe too: peers probe together and find each other fast. A wait that
- * ends by its deadline counts as a long one only when it lasted at least spin_us (a loop of
+ * ends by its deadline counts as a long one only when it lasted at least the budget (a loop of
  * short timeouts teaches nothing), and a call that finds its work at its first look is no wait
- * at all (waiter::wait_until returns before it asks for a budget). The state is a few relaxed
- * atomics: several threads may wait on one waiter; their samples mix, which is what "recent waits
- * of this waiter" means. */
+ * at all (waiter::wait_until returns before it asks for a budget).
+ *
+ * A starved peer: spinning helps only while the awaited thread has a CPU. Two signals say it
+ * may not: (1) the spin's own clock reads (one every few polls) jump by more than a wake-up
+ * (more than W, at least min_preempt_gap): the spinner lost its CPU for longer than a sleep
+ * would have cost, so it arms at once, and the wait counts as a long one (a few in a row stop
+ * spinning, the probes re-learn); (2) policy_inputs::cpu_short, by default the system's count of
+ * runnable threads (/proc/loadavg, read at most once per cpu_check_ms per process) above the
+ * CPUs this process may use plus one: every wait then arms at once. Both are cheap: the
+ * first costs nothing (the spin reads the clock anyway), the second one read of a small
+ * /proc file per cpu_check_ms. The state is a few relaxed atomics: several threads may wait on
+ * one waiter; their samples mix, which is what "recent waits of this waiter" means. */
 #ifndef VWAIT_UTIL_WAIT_POLICY_H
 #define VWAIT_UTIL_WAIT_POLICY_H
 
@@ -37,23 +66,91 @@ using clock = std::chrono::steady_clock;
 
 enum class wait_policy_kind { adaptive, block, fixed };
 
-/* The default spin budget in microseconds: a spinning round trip takes ~30 us in the
- * emulated VM and a few us on a real NIC, while arming and sleeping costs two or more system
- * calls and a wakeup (tens of us). Linux documents 50 us for its own busy-poll budget
- * (net.core.busy_read). */
+/* The spin of fixed by default, and adaptive's budget until it has measured a wake-up: a
+ * spinning round trip takes ~30 us in the emulated VM and a few us on a real NIC, while
+ * arming and sleeping costs two or more system calls and a wakeup (tens of us). Linux documents
+ * 50 us for its own busy-poll budget (net.core.busy_read). */
 constexpr unsigned default_spin_us = 50;
+/* adaptive's default cap: the budget follows the measured wake-up cost (2W) up to this. */
+constexpr unsigned default_adaptive_cap_us = 1000;
 /* The largest FI_VWAIT_SPIN_US taken (10 ms); larger values are clamped with a warning. */
 constexpr unsigned max_spin_us = 10000;
+
+struct policy_inputs;
 
 struct wait_policy {
 	wait_policy_kind kind = wait_policy_kind::adaptive;
 	unsigned spin_us = default_spin_us;
+	/* what adaptive reads of the world (below); null: default_policy_inputs(). Tests give
+	 * fakes; the object must outlive the waiters given this policy. */
+	const policy_inputs *inputs = nullptr;
 };
 
 /* "adaptive", "block", "fixed". */
 const char *wait_policy_name(wait_policy_kind kind) noexcept;
 /* true and *out for one of the names above (case-insensitive); false otherwise. */
 bool parse_wait_policy(const char *name, wait_policy_kind *out) noexcept;
+
+/* The median of the last `size` samples (nanoseconds), kept in relaxed atomics: a writer
+ * recomputes it on every push. */
+class median_window
+{
+public:
+	static constexpr unsigned size = 8;
+	void push(uint64_t ns) noexcept;
+	/* 0 until the first sample */
+	uint64_t median() const noexcept { return med_.load(std::memory_order_relaxed); }
+	uint64_t count() const noexcept { return n_.load(std::memory_order_relaxed); }
+
+private:
+	std::atomic<uint32_t> v_[size] = {};
+	std::atomic<uint64_t> n_{0};
+	std::atomic<uint32_t> med_{0};
+};
+
+/* The wake-up cost W of sleeping, in its parts (see above): the sleep path's own cost (prepare
+ * plus the drain after an event woke the sleeper) and the wake-up latency (timed against a
+ * calibration timer). Per waiter, and one per process (process_wake_stats). */
+class wake_stats
+{
+public:
+	void add_path(uint64_t ns) noexcept { path_.push(ns); }
+	void add_wake(uint64_t ns) noexcept { wake_.push(ns); }
+	/* both parts measured */
+	bool known() const noexcept { return path_.count() > 0 && wake_.count() > 0; }
+	/* W in ns (0 while not known) */
+	uint64_t cost_ns() const noexcept { return known() ? path_.median() + wake_.median() : 0; }
+	uint64_t path_ns() const noexcept { return path_.median(); }
+	uint64_t wake_ns() const noexcept { return wake_.median(); }
+	uint64_t wake_samples() const noexcept { return wake_.count(); }
+	uint64_t path_samples() const noexcept { return path_.count(); }
+
+private:
+	median_window path_;
+	median_window wake_;
+};
+
+/* The process's: every adaptive learner adds its samples here too. */
+wake_stats &process_wake_stats() noexcept;
+
+/* What the learner reads of the world besides the waits it is told about: injectable, so that
+ * tests can run it on fake inputs (no globals but the process-wide defaults below). */
+struct policy_inputs {
+	/* the wall clock in milliseconds (aligns the probes of peers); called only while waits
+	 * are long */
+	uint64_t (*wall_ms)() noexcept;
+	/* true when CPUs are short: spinning would take the CPU the awaited thread needs */
+	bool (*cpu_short)() noexcept;
+	/* where samples go besides the learner's own, and where a learner that has not measured
+	 * yet reads W (may be null) */
+	wake_stats *process;
+};
+/* wall_ms_now, cpu_short_now, &process_wake_stats() */
+policy_inputs default_policy_inputs() noexcept;
+/* The system's runnable threads (/proc/loadavg) against the CPUs of this process plus one,
+ * looked at most once per cpu_check_ms (process-wide), else the last answer. */
+bool cpu_short_now() noexcept;
+constexpr uint64_t cpu_check_ms = 10;
 
 class spin_learner
 {
@@ -62,8 +159,18 @@ public:
 	static constexpr unsigned score_one = 256;
 	static constexpr unsigned max_probe_gap = 256;
 	static constexpr uint64_t probe_period_ms = 256;
+	/* one sleep in this many is timed against the calibration timer once the wake-up
+	 * latency has calib_warm samples; every other sleep before that */
+	static constexpr unsigned calib_every = 64;
+	static constexpr unsigned calib_warm = 8;
+	/* a gap in the spin's clock reads shorter than this is never taken for a preemption */
+	static constexpr unsigned min_preempt_gap_us = 50;
 
-	explicit spin_learner(wait_policy p) noexcept : policy_(p) {}
+	explicit spin_learner(wait_policy p) noexcept
+	    : spin_learner(p, p.inputs ? *p.inputs : default_policy_inputs())
+	{
+	}
+	spin_learner(wait_policy p, policy_inputs in) noexcept : policy_(p), in_(in) {}
 
 	const wait_policy &policy() const noexcept { return policy_; }
 
@@ -71,27 +178,62 @@ public:
 	 * wall_ms() gives the wall clock in milliseconds (it aligns the probes of peers); it is
 	 * called only while waits are long. */
 	using wall_clock_fn = uint64_t (*)() noexcept;
-	clock::duration budget(wall_clock_fn wall_ms = wall_ms_now) noexcept;
+	clock::duration budget() noexcept { return budget(in_.wall_ms); }
+	clock::duration budget(wall_clock_fn wall_ms) noexcept;
 	/* The wall clock in milliseconds, as budget() wants it. */
 	static uint64_t wall_ms_now() noexcept;
 	/* A wait ended after `waited`: found what it waited for (or was signalled) when found is
 	 * true, reached its deadline otherwise. */
 	void record(clock::duration waited, bool found) noexcept;
 
+	/* ---- the wake-up cost (adaptive only; the others ignore these) ---- */
+	/* A sleep that an event ended: prepare took `arm`, the sleep `slept`, and the caller's
+	 * poll found the work `drain` after the sleep returned. */
+	void record_sleep(clock::duration arm, clock::duration slept,
+	                  clock::duration drain) noexcept;
+	/* Whether the sleep that starts now should carry a calibration timer, and when it is due
+	 * (zero: no calibration). Counts the sleep. */
+	clock::duration calibration() noexcept;
+	/* A calibration timer due at its expiry woke the sleeper `late` after it. */
+	void record_wake(clock::duration late) noexcept;
+	/* True when a gap of `gap` between two clock reads of a spin means the spinner lost its
+	 * CPU for longer than a sleep would cost: the caller stops spinning, and the wait counts as
+	 * a long one. */
+	bool preempted(clock::duration gap) noexcept;
+	/* The wait whose spin preempted() stopped ended: it counts as a long one. */
+	void record_preempted() noexcept;
+
 	/* for tests and reports */
 	unsigned score() const noexcept { return score_.load(std::memory_order_relaxed); }
 	unsigned probe_gap() const noexcept { return gap_.load(std::memory_order_relaxed); }
 	/* the exponentially weighted mean of the waits that ended within the budget, in ns */
 	uint64_t mean_short_ns() const noexcept { return mean_ns_.load(std::memory_order_relaxed); }
+	/* W as this waiter uses it: its own once measured, else the process's, else 0 */
+	uint64_t wake_cost_ns() const noexcept;
+	const wake_stats &own_wake() const noexcept { return own_; }
+	/* the budget a spinning wait gets now (adaptive: 2W capped, or the first budget) */
+	clock::duration spin_budget() const noexcept;
+	uint64_t preemptions() const noexcept { return preempt_.load(std::memory_order_relaxed); }
 
 private:
 	clock::duration cap() const noexcept { return std::chrono::microseconds(policy_.spin_us); }
+	void learn(bool hit, clock::duration waited) noexcept;
+	bool adaptive() const noexcept
+	{
+		return policy_.kind == wait_policy_kind::adaptive && policy_.spin_us != 0;
+	}
 
 	const wait_policy policy_;
+	const policy_inputs in_;
 	std::atomic<unsigned> score_{score_one};
 	std::atomic<unsigned> gap_{1};
 	std::atomic<unsigned> until_probe_{0};
 	std::atomic<uint64_t> mean_ns_{0};
+	/* the wake-up cost */
+	wake_stats own_;
+	std::atomic<uint64_t> sleeps_{0};
+	std::atomic<uint64_t> sleep_ns_{0}; /* EWMA of the sleeps' length (the timer's place) */
+	std::atomic<uint64_t> preempt_{0};
 };
 
 } // namespace vwait::util

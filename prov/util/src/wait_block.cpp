@@ -10,6 +10,9 @@
 #include <rdma/fi_errno.h>
 #include <rdma/providers/fi_log.h>
 
+#include <sys/timerfd.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <sched.h>
@@ -52,9 +55,39 @@ struct polled_sources {
 	uint64_t gen = 0;
 };
 thread_local polled_sources polled_by_me;
+
+/* The adaptive policy's calibration timer (wait_policy.h): one timerfd per thread that
+ * leads a sleep, made at its first calibration, closed at thread exit. timerfd, not poll's
+ * timeout: a timerfd's expiry takes no timer slack, so its lateness is the wake-up alone. */
+thread_local fd calib_timer;
+thread_local bool calib_timer_failed = false;
+
+int calib_timer_fd() noexcept
+{
+	if (!calib_timer && !calib_timer_failed) {
+		calib_timer.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+		calib_timer_failed = !calib_timer;
+	}
+	return calib_timer.get();
+}
+
+/* arms the timer for `at` (clock is CLOCK_MONOTONIC's steady_clock): true when armed */
+bool arm_calib_timer(int t, clock::time_point at) noexcept
+{
+	uint64_t stale;
+	while (::read(t, &stale, sizeof(stale)) > 0) {
+	}
+	const auto ns =
+	    std::chrono::duration_cast<std::chrono::nanoseconds>(at.time_since_epoch()).count();
+	struct itimerspec its = {};
+	its.it_value.tv_sec = static_cast<time_t>(ns / 1000000000);
+	its.it_value.tv_nsec = static_cast<long>(ns % 1000000000);
+	return ::timerfd_settime(t, TFD_TIMER_ABSTIME, &its, nullptr) == 0;
+}
 } // namespace
 
-bool waiter::impl::block_as_leader(uint64_t s, clock::time_point deadline) noexcept
+bool waiter::impl::block_as_leader(uint64_t s, clock::time_point deadline,
+                                   sleep_note &note) noexcept
 {
 	/* Only its thread resets its signal, so no other thread can eat a raise meant for it. */
 	signal *mine = thread_signal();
@@ -77,11 +110,42 @@ bool waiter::impl::block_as_leader(uint64_t s, clock::time_point deadline) noexc
 				source_fds.snapshot(leader_fds, leader_tags);
 				gen = sources_gen;
 			}
+			/* the calibration timer, last (not a source: its tag is never drained) */
+			clock::time_point expiry{};
+			const int t = note.calib > clock::duration::zero() ? calib_timer_fd() : -1;
+			if (t >= 0) {
+				expiry = clock::now() + note.calib;
+				if (expiry < deadline && arm_calib_timer(t, expiry)) {
+					leader_fds.push_back({t, POLLIN, 0});
+					leader_tags.push_back(nullptr);
+				} else {
+					expiry = clock::time_point{};
+				}
+			}
+			/* without a signal of its own, the sleep is short */
 			clock::time_point until = deadline;
 			if (!mine)
 				until =
 				    std::min(deadline, clock::now() + std::chrono::milliseconds(1));
 			woke = poll_until(leader_fds.data(), leader_fds.size(), until) > 0;
+			note.woke_at = clock::now();
+			if (woke && expiry != clock::time_point{}) {
+				const struct pollfd tp = leader_fds.back();
+				leader_fds.pop_back();
+				leader_tags.pop_back();
+				bool other = false;
+				for (const struct pollfd &p : leader_fds)
+					other = other || p.revents != 0;
+				if (tp.revents && !other) {
+					note.timer_only = true;
+					note.late = note.woke_at - expiry;
+					woke = false;
+				}
+			} else if (expiry != clock::time_point{}) {
+				leader_fds.pop_back();
+				leader_tags.pop_back();
+			}
+			note.event = woke;
 		} catch (const std::bad_alloc &) {
 			/* cannot build the array: back off briefly rather than spin */
 			struct pollfd p = {mine ? mine->fd() : -1, POLLIN, 0};
@@ -121,7 +185,7 @@ void waiter::impl::drain_polled() noexcept
 }
 
 /* true when this thread polled the fds and a source was readable (drain_polled reads it) */
-bool waiter::impl::block(uint64_t s, clock::time_point deadline) noexcept
+bool waiter::impl::block(uint64_t s, clock::time_point deadline, sleep_note &note) noexcept
 {
 	if (kind == FI_WAIT_YIELD) {
 		sched_yield();
@@ -155,7 +219,7 @@ bool waiter::impl::block(uint64_t s, clock::time_point deadline) noexcept
 	}
 	leader = true;
 	lock.unlock();
-	bool readable = block_as_leader(s, deadline);
+	bool readable = block_as_leader(s, deadline, note);
 	lock.lock();
 	leader = false;
 	bool handoff = followers.load() > 0;
@@ -191,10 +255,27 @@ int waiter::impl::wait_until(clock::time_point deadline, phase_fn poll, phase_fn
 	const clock::time_point start = clock::now();
 	/* the poll phase lasts the policy's budget, never past the deadline */
 	const clock::duration budget = learner.budget();
-	const clock::time_point spin_end = deadline - start > budget ? start + budget : deadline;
+	clock::time_point spin_end = deadline - start > budget ? start + budget : deadline;
 	bool readable = false;
 	bool spinning = spin_end > start;
+	bool preempted = false;
 	unsigned polls = 0;
+	clock::time_point last_read = start;
+	/* the last sleep, for the wake-up cost: how long its prepare took, and whether an
+	 * event ended it (then the time until the poll below finds the work is its drain) */
+	sleep_note note;
+	clock::duration arm{};
+	clock::time_point slept_from{};
+	bool event_woke = false;
+	auto found = [&]() noexcept {
+		const clock::time_point now = clock::now();
+		if (event_woke)
+			learner.record_sleep(arm, note.woke_at - slept_from, now - note.woke_at);
+		if (preempted)
+			learner.record_preempted();
+		else
+			learner.record(now - start, true);
+	};
 	for (;;) {
 		/* FD / POLLFD: what the leader's poll() found readable is drained after the
 		 * poll phase had a look (a verbs CQ polls its hardware queue itself: the
@@ -203,7 +284,7 @@ int waiter::impl::wait_until(clock::time_point deadline, phase_fn poll, phase_fn
 		 * its helper thread: the helper drains. */
 		uint64_t s = seq.load();
 		if (poll(arg)) {
-			learner.record(clock::now() - start, true);
+			found();
 			return 0;
 		}
 		if (readable) {
@@ -219,8 +300,20 @@ int waiter::impl::wait_until(clock::time_point deadline, phase_fn poll, phase_fn
 		}
 		const clock::time_point now = clock::now();
 		if (now >= deadline) {
-			learner.record(now - start, false);
+			if (preempted)
+				learner.record_preempted();
+			else
+				learner.record(now - start, false);
 			return -FI_ETIMEDOUT;
+		}
+		if (spinning) {
+			/* a jump between two clock reads of the spin: this thread lost its CPU for
+			 * longer than a sleep costs, so the CPUs are short; stop spinning */
+			if (learner.preempted(now - last_read)) {
+				preempted = true;
+				spin_end = now;
+			}
+			last_read = now;
 		}
 		if (now < spin_end) {
 			cpu_relax();
@@ -236,11 +329,20 @@ int waiter::impl::wait_until(clock::time_point deadline, phase_fn poll, phase_fn
 			sched_yield();
 			continue;
 		}
+		const clock::time_point armed_from = now;
 		if (prepare(arg)) {
-			learner.record(clock::now() - start, true);
+			event_woke = false;
+			found();
 			return 0;
 		}
-		readable = block(s, deadline);
+		slept_from = clock::now();
+		arm = slept_from - armed_from;
+		note = sleep_note{};
+		note.calib = learner.calibration();
+		readable = block(s, deadline, note);
+		event_woke = note.event;
+		if (note.timer_only)
+			learner.record_wake(note.late);
 	}
 }
 

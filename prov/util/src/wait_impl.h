@@ -148,8 +148,17 @@ public:
 	void stop_helper() noexcept;
 
 private:
-	bool block(uint64_t s, clock::time_point deadline) noexcept;
-	bool block_as_leader(uint64_t s, clock::time_point deadline) noexcept;
+	/* one sleep of the blocking loop, as the wait policy sees it: a calibration timer due
+	 * `calib` into it (zero: none; set by the caller), and what the sleep was (set by block) */
+	struct sleep_note {
+		clock::duration calib{};
+		clock::time_point woke_at{}; /* when poll() returned */
+		bool event = false;          /* an fd other than the calibration timer ended it */
+		bool timer_only = false;     /* only the calibration timer ended it */
+		clock::duration late{};      /* then: how long after its expiry */
+	};
+	bool block(uint64_t s, clock::time_point deadline, sleep_note &note) noexcept;
+	bool block_as_leader(uint64_t s, clock::time_point deadline, sleep_note &note) noexcept;
 	void drain_polled() noexcept;
 	void helper_main() noexcept;
 };

@@ -2,8 +2,14 @@
 /* util::wait_policy and the adaptive policy's learner (see include/vwait/util/wait_policy.h). */
 #include "vwait/util/wait_policy.h"
 
+#include <fcntl.h>
+#include <sched.h>
 #include <strings.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <initializer_list>
 
 namespace vwait::util
@@ -36,11 +42,122 @@ bool parse_wait_policy(const char *name, wait_policy_kind *out) noexcept
 	return false;
 }
 
+namespace
+{
+uint64_t ns_of(clock::duration d) noexcept
+{
+	const auto n = std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+	return n > 0 ? static_cast<uint64_t>(n) : 0;
+}
+
+uint64_t steady_ms() noexcept
+{
+	return static_cast<uint64_t>(
+	    std::chrono::duration_cast<std::chrono::milliseconds>(clock::now().time_since_epoch())
+	        .count());
+}
+
+/* runnable threads of the system, from /proc/loadavg's fourth field ("running/total");
+ * -1 when it cannot be read */
+int runnable_now() noexcept
+{
+	int f = ::open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+	if (f < 0)
+		return -1;
+	char buf[128];
+	ssize_t n = ::read(f, buf, sizeof(buf) - 1);
+	::close(f);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	double l1, l5, l15;
+	int running, total;
+	if (sscanf(buf, "%lf %lf %lf %d/%d", &l1, &l5, &l15, &running, &total) != 5)
+		return -1;
+	return running;
+}
+
+int cpus_of_process() noexcept
+{
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+		int n = CPU_COUNT(&set);
+		if (n > 0)
+			return n;
+	}
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? static_cast<int>(n) : 1;
+}
+} // namespace
+
+void median_window::push(uint64_t ns) noexcept
+{
+	const uint32_t v = ns > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(ns);
+	const uint64_t k = n_.fetch_add(1, std::memory_order_relaxed);
+	v_[k % size].store(v, std::memory_order_relaxed);
+	const unsigned m = k + 1 < size ? static_cast<unsigned>(k + 1) : size;
+	uint32_t copy[size];
+	for (unsigned i = 0; i < m; i++)
+		copy[i] = v_[i].load(std::memory_order_relaxed);
+	std::nth_element(copy, copy + m / 2, copy + m);
+	med_.store(copy[m / 2], std::memory_order_relaxed);
+}
+
+wake_stats &process_wake_stats() noexcept
+{
+	static wake_stats stats;
+	return stats;
+}
+
+bool cpu_short_now() noexcept
+{
+	static std::atomic<uint64_t> checked_ms{0};
+	static std::atomic<bool> verdict{false};
+	static const int cpus = cpus_of_process();
+	const uint64_t now = steady_ms();
+	uint64_t last = checked_ms.load(std::memory_order_relaxed);
+	if (now - last < cpu_check_ms && last != 0)
+		return verdict.load(std::memory_order_relaxed);
+	/* one thread of the process looks; the others keep the last answer meanwhile */
+	if (!checked_ms.compare_exchange_strong(last, now, std::memory_order_relaxed))
+		return verdict.load(std::memory_order_relaxed);
+	const int r = runnable_now();
+	/* the count includes this thread; one more than the CPUs is the usual churn of a
+	 * ping-pong (its two sides and a kernel worker), not a shortage */
+	const bool s = r > cpus + 1;
+	verdict.store(s, std::memory_order_relaxed);
+	return s;
+}
+
+policy_inputs default_policy_inputs() noexcept
+{
+	return {spin_learner::wall_ms_now, cpu_short_now, &process_wake_stats()};
+}
+
 uint64_t spin_learner::wall_ms_now() noexcept
 {
 	return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
 	                                 std::chrono::system_clock::now().time_since_epoch())
 	                                 .count());
+}
+
+uint64_t spin_learner::wake_cost_ns() const noexcept
+{
+	if (own_.known())
+		return own_.cost_ns();
+	return in_.process ? in_.process->cost_ns() : 0;
+}
+
+clock::duration spin_learner::spin_budget() const noexcept
+{
+	if (policy_.kind != wait_policy_kind::adaptive)
+		return cap();
+	const uint64_t w = wake_cost_ns();
+	const clock::duration b =
+	    w ? std::chrono::duration_cast<clock::duration>(std::chrono::nanoseconds(2 * w))
+	      : std::chrono::microseconds(default_spin_us);
+	return std::min(b, std::chrono::duration_cast<clock::duration>(cap()));
 }
 
 clock::duration spin_learner::budget(wall_clock_fn wall_ms) noexcept
@@ -55,32 +172,39 @@ clock::duration spin_learner::budget(wall_clock_fn wall_ms) noexcept
 	case wait_policy_kind::adaptive:
 		break;
 	}
+	/* CPUs are short: a spin would take the CPU the awaited thread needs */
+	if (in_.cpu_short && in_.cpu_short())
+		return clock::duration::zero();
 	if (score_.load(std::memory_order_relaxed) >= score_one / 2)
-		return cap();
+		return spin_budget();
 	/* long waits lately: spin only on a probe, in the shared window or by the gap */
 	if (wall_ms() % probe_period_ms == 0)
-		return cap();
+		return spin_budget();
 	unsigned left = until_probe_.load(std::memory_order_relaxed);
 	while (left > 0) {
 		if (until_probe_.compare_exchange_weak(left, left - 1, std::memory_order_relaxed))
 			return clock::duration::zero();
 	}
 	until_probe_.store(gap_.load(std::memory_order_relaxed), std::memory_order_relaxed);
-	return cap();
+	return spin_budget();
 }
 
 void spin_learner::record(clock::duration waited, bool found) noexcept
 {
-	if (policy_.kind != wait_policy_kind::adaptive || policy_.spin_us == 0)
+	if (!adaptive())
 		return;
-	if (!found && waited < cap())
+	const clock::duration b = spin_budget();
+	if (!found && waited < b)
 		return; /* a short timeout says nothing about how long waits last */
-	const bool hit = found && waited <= cap();
+	learn(found && waited <= b, waited);
+}
+
+void spin_learner::learn(bool hit, clock::duration waited) noexcept
+{
 	const unsigned s = score_.load(std::memory_order_relaxed);
 	score_.store((3 * s + (hit ? score_one : 0)) / 4, std::memory_order_relaxed);
 	if (hit) {
-		const auto ns = static_cast<uint64_t>(
-		    std::chrono::duration_cast<std::chrono::nanoseconds>(waited).count());
+		const uint64_t ns = ns_of(waited);
 		const uint64_t m = mean_ns_.load(std::memory_order_relaxed);
 		mean_ns_.store(m == 0 ? ns : m - m / 8 + ns / 8, std::memory_order_relaxed);
 		gap_.store(1, std::memory_order_relaxed);
@@ -90,6 +214,60 @@ void spin_learner::record(clock::duration waited, bool found) noexcept
 	const unsigned g = gap_.load(std::memory_order_relaxed);
 	if (g < max_probe_gap)
 		gap_.store(g * 2, std::memory_order_relaxed);
+}
+
+void spin_learner::record_sleep(clock::duration arm, clock::duration slept,
+                                clock::duration drain) noexcept
+{
+	if (!adaptive())
+		return;
+	const uint64_t path = ns_of(arm) + ns_of(drain);
+	own_.add_path(path);
+	if (in_.process)
+		in_.process->add_path(path);
+	const uint64_t ns = ns_of(slept);
+	const uint64_t m = sleep_ns_.load(std::memory_order_relaxed);
+	sleep_ns_.store(m == 0 ? ns : m - m / 8 + ns / 8, std::memory_order_relaxed);
+}
+
+clock::duration spin_learner::calibration() noexcept
+{
+	if (!adaptive())
+		return clock::duration::zero();
+	const uint64_t k = sleeps_.fetch_add(1, std::memory_order_relaxed);
+	const unsigned every = own_.wake_samples() < calib_warm ? 2 : calib_every;
+	if (k % every != 0)
+		return clock::duration::zero();
+	/* half-way into a sleep as long as the recent ones, between 20 us and 2 ms */
+	const uint64_t half = sleep_ns_.load(std::memory_order_relaxed) / 2;
+	return std::chrono::nanoseconds(std::clamp<uint64_t>(half, 20000, 2000000));
+}
+
+void spin_learner::record_wake(clock::duration late) noexcept
+{
+	if (!adaptive())
+		return;
+	const uint64_t ns = ns_of(late);
+	own_.add_wake(ns);
+	if (in_.process)
+		in_.process->add_wake(ns);
+}
+
+bool spin_learner::preempted(clock::duration gap) noexcept
+{
+	if (!adaptive())
+		return false;
+	const uint64_t limit = std::max<uint64_t>(wake_cost_ns(), min_preempt_gap_us * 1000ULL);
+	if (ns_of(gap) <= limit)
+		return false;
+	preempt_.fetch_add(1, std::memory_order_relaxed);
+	return true;
+}
+
+void spin_learner::record_preempted() noexcept
+{
+	if (adaptive())
+		learn(false, clock::duration::zero());
 }
 
 } // namespace vwait::util

@@ -52,7 +52,7 @@ const struct fi_vwait_wait_attr support = {
     .unspec_is = FI_WAIT_FD,
     .wait_policy = FI_VWAIT_POLICY_ADAPTIVE, /* wait_support() fills in the parameters */
     .spin_us = 0,
-    .reserved = 0,
+    .wake_us = 0,
 };
 
 const char *const kind_names[FI_VWAIT_KIND_MAX] = {"cq", "cntr", "eq", "wait_set"};
@@ -279,6 +279,8 @@ struct fi_vwait_wait_attr wait_support() noexcept
 		break;
 	}
 	attr.spin_us = p.spin_us;
+	const uint64_t w = util::process_wake_stats().cost_ns();
+	attr.wake_us = static_cast<uint32_t>((w + 999) / 1000);
 	return attr;
 }
 
@@ -313,6 +315,22 @@ void wait_support_tostr(const struct fi_vwait_wait_attr &attr, char *buf, size_t
 		else
 			append(buf, len, "\t\t\twait_policy: %s, spin up to %" PRIu32 " us\n",
 			       policy, attr.spin_us);
+	}
+	if (attr.version >= 3 && attr.wait_policy == FI_VWAIT_POLICY_ADAPTIVE) {
+		/* the attr was filled at fi_getinfo; what the process measured since counts too */
+		uint32_t w = attr.wake_us;
+		if (!w)
+			w = static_cast<uint32_t>((util::process_wake_stats().cost_ns() + 999) /
+			                          1000);
+		if (w)
+			append(buf, len,
+			       "\t\t\twake_up_cost: %" PRIu32
+			       " us (adaptive spins up to twice that)\n",
+			       w);
+		else
+			append(buf, len,
+			       "\t\t\twake_up_cost: not measured yet (learnt from this process's "
+			       "first sleeps)\n");
 	}
 }
 
