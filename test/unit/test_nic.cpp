@@ -215,6 +215,10 @@ void nic_desc_from_port(void **)
 	assert_false(d.up);
 	assert_string_equal(d.network_type.c_str(), "Ethernet");
 
+	p.device = "siw0"; /* soft-iWARP: no bus device, no parent attribute */
+	p.iwarp = true;
+	assert_string_equal(vwait::port_nic_desc(p, root).driver.c_str(), "siw");
+	p.iwarp = false;
 	p.device = "nodev0"; /* nothing in sysfs: no driver, no crash */
 	assert_true(vwait::port_nic_desc(p, root).driver.empty());
 	assert_int_equal(system(("rm -rf " + root).c_str()), 0);

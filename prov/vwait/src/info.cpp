@@ -700,10 +700,10 @@ nic_desc port_nic_desc(const port_desc &port, const std::string &sysfs)
 		link[n] = '\0';
 		const char *slash = strrchr(link, '/');
 		nd.driver = slash ? slash + 1 : link;
+	} else if (port.iwarp && port.device.compare(0, 3, "siw") == 0) {
+		nd.driver = "siw"; /* siw's ib_device has no parent attribute, unlike rxe's */
 	} else if (access((base + "/parent").c_str(), F_OK) == 0) {
-		nd.driver = port.device.compare(0, 3, "rxe") == 0   ? "rdma_rxe"
-		            : port.device.compare(0, 3, "siw") == 0 ? "siw"
-		                                                    : "";
+		nd.driver = port.device.compare(0, 3, "rxe") == 0 ? "rdma_rxe" : "";
 	}
 	return nd;
 }
