@@ -404,6 +404,13 @@ void test_error()
 		close_world(w);
 		return;
 	}
+	if (w.info->ep_attr && w.info->ep_attr->protocol == FI_PROTO_IWARP) {
+		/* RDMAP writes are not acknowledged: a write to a bad rkey completes at the
+		 * initiator and the target's terminate breaks the connection later (seen on siw) */
+		printf("  skipped on iWARP: a write to a bad rkey completes without error there\n");
+		close_world(w);
+		return;
+	}
 	struct fid_cntr *write = open_cntr(w, FI_WAIT_FD);
 	side_cfg cc, sc;
 	cc.tx_cq = false; /* errors on a direction with no CQ: only the counter tells */
