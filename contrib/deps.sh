@@ -6,7 +6,7 @@
 #
 #   contrib/deps.sh [--check|--list] [GROUP...]
 #
-# GROUP is one or more of: build test vm pkg debian13 dev (default: all of them).
+# GROUP is one or more of: build test vm siw pkg debian13 dev (default: all of them).
 #   (none)    install what is missing; quiet and quick when nothing is
 #             (dpkg-query first, apt-get update only when something is missing)
 #   --check   install nothing; print the missing packages, exit 1 if any
@@ -38,6 +38,13 @@ deps_test=(
 deps_vm=(
 	qemu-system-x86 linux-image-amd64 busybox-static kmod cpio iproute2
 )
+# siw: the soft-iWARP test bed (VM_RDMA=siw, contrib/vm/build-siw.sh builds siw.ko, which
+# Debian's kernel lacks): the kernel's sources and the headers of the kernel the guest boots
+# (linux-headers-amd64 follows linux-image-amd64 of the vm group; build-siw.sh names the exact
+# package when another kernel is booted)
+deps_siw=(
+	linux-source-6.1 linux-headers-amd64
+)
 # pkg: make check-packaging (the packaging stage of setup.sh test): rpmbuild, dpkg-buildpackage
 # with debhelper (compat 13; it pulls dh-autoreconf) and the implicit build-essential, fakeroot,
 # and man / groff for the installed fi_vwait(7) and check-man.sh (also in Build-Depends)
@@ -53,7 +60,7 @@ deps_debian13=(
 deps_dev=(
 	clang-format
 )
-all_groups=(build test vm pkg debian13 dev)
+all_groups=(build test vm siw pkg debian13 dev)
 # ---------------------------------------------------------------------------
 
 die() {
@@ -71,7 +78,7 @@ for arg in "$@"; do
 		sed -n '2,14p' "$0"
 		exit 0
 		;;
-	build | test | vm | pkg | debian13 | dev) groups+=("$arg") ;;
+	build | test | vm | siw | pkg | debian13 | dev) groups+=("$arg") ;;
 	*) die "unknown argument '$arg' (groups: ${all_groups[*]})" ;;
 	esac
 done

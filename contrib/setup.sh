@@ -13,6 +13,7 @@
 #                           the RPM and .deb built from its tarball and the .deb
 #                           installed, checked and removed (root only), then the
 #                           integration tier in ONE VM boot (make check-integration),
+#                           its core on soft-iWARP in one more (VM_RDMA=siw),
 #                           then the two-node tier (make check-two-node: two guests on
 #                           a private link, booted once).
 #                           Prints the time of every stage and a summary; exits
@@ -177,6 +178,24 @@ stage_asan() {
 }
 stage_tsan() { sanitized_unit ci-tsan 'test_util_*' --enable-tsan; }
 stage_integration() { make -C "$builddir" -j"$jobs" check-integration; }
+# The integration tier's core on soft-iWARP (VM_RDMA=siw, one boot; contrib/vm/build-siw.sh
+# builds siw.ko, cached): fi_getinfo's iWARP answer, MSG send/receive and RMA, every wait
+# object, ofi_rxm over vwait, upstream verbs beside it (~105 s of tests, ~2 min with the boot,
+# on 2026-11-28).  The whole tier on siw: make check-integration-siw.  SETUP_SIW_TESTS
+# replaces the list.
+siw_tests="vwait-fi-info vwait-dgram-info vwait-dp-info vwait-dp-sendrecv vwait-dp-rma
+	vwait-wait-objects vwait-rxm-pingpong verbs-fi-pingpong"
+stage_siw() {
+	local why
+	if ! why=$("$top/contrib/vm/build-siw.sh" 2>&1 >/dev/null); then
+		echo "$why"
+		echo "SKIP: no siw.ko for the guest's kernel (contrib/deps.sh siw)"
+		return 77
+	fi
+	# shellcheck disable=SC2086 # a list of globs
+	VM_RDMA=siw make -C "$builddir" -j"$jobs" check-integration \
+		INTEGRATION_TESTS="$(echo ${SETUP_SIW_TESTS:-$siw_tests})"
+}
 # The two-node tier (make check-two-node): two guests on a private link, booted once.
 stage_two-node() { make -C "$builddir" -j"$jobs" check-two-node; }
 # libFuzzer targets (test/fuzz) in a clang build dir of their own, each run for
@@ -318,10 +337,10 @@ stage_debian13-fabtests() {
 # --enable-ubsan; make check) and a TSan stress tier.
 # fabtests comes before two-node: it builds the fabtests that two-node's fabtests-pairs runs
 # across the link (that test skips without them).
-test_stages=(deps autogen configure build unit asan tsan fuzz distcheck packaging integration fabtests
+test_stages=(deps autogen configure build unit asan tsan fuzz distcheck packaging integration siw fabtests
 	two-node debian13-root debian13-build debian13-vm debian13-deb debian13-fabtests)
 gate_stages=" deps autogen configure build "
-loud_stages=" unit integration two-node debian13-vm "
+loud_stages=" unit integration siw two-node debian13-vm "
 
 cmd_test() {
 	builddir=$top/_build/ci

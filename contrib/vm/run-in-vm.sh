@@ -45,6 +45,11 @@
 #   VM_LOCK        lock file serialising VMs on this host (default /tmp/vwait-vm.lock;
 #                  "none" disables it)
 #   VM_LOCK_WAIT   seconds to wait for that lock (default 1800), then exit 125
+#   VM_RDMA        rxe (default) | siw: the software RDMA device, soft-RoCE (rdma_rxe, device
+#                  rxe0) or soft-iWARP (siw, device siw0).  Debian's kernel has no siw: the
+#                  first siw run builds siw.ko with build-siw.sh (needs linux-source-6.1 and
+#                  linux-headers-<kernel>: contrib/deps.sh siw) and caches it in VM_CACHE.
+#                  Everything below named rxe0 / RXE_* is then siw0 (RXE_DEV=siw0).
 #   VM_RXE_NETDEV  netdev for rxe0: dummy (default) | lo | none
 #                  dummy: a dummy device "dummy0" holding VM_RXE_ADDR/32 (default
 #                  169.254.77.1, link-local, exists only inside the NIC-less guest;
@@ -78,8 +83,9 @@
 #                  same tmpfs overlay), e.g. the Debian 13 root of contrib/debian13/mkroot.sh.
 #                  The kernel and the initramfs modules stay the host's; DIR needs bash,
 #                  iproute2 (ip, rdma), the rdma-core user space and /usr/lib/modules/<ver>.
-#                  Inside the guest the command sees RXE_DEV=rxe0, RXE_NETDEV and
-#                  RXE_ADDR (the address to listen on / connect to).
+#                  Inside the guest the command sees RXE_DEV=rxe0 (siw0 with VM_RDMA=siw),
+#                  RXE_NETDEV and RXE_ADDR (the address to listen on / connect to), and
+#                  the same under generic names: RDMA_DEV, RDMA_TYPE (rxe|siw).
 #   VM_CACHE       cache dir for the initramfs (default ${XDG_CACHE_HOME:-$HOME/.cache}/vm-rxe)
 #   VM_VERBOSE=1   print the guest setup log, timings and the kernel log tail to stderr
 #   VM_KEEP=1      keep the per-run control dir (path printed to stderr)
@@ -120,8 +126,19 @@ CACHE=${VM_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/vm-rxe}
 mkdir -p "$CACHE" || die "cannot create $CACHE"
 # modules loaded by the initramfs (with their dependencies, in order)
 MODULES="virtio_pci 9pnet_virtio 9p overlay virtio_console virtio_net rdma_rxe rdma_ucm dummy"
-SELF_SUM=$( { echo "$MODULES"; sed -n '/^#==INIT-BEGIN/,/^#==INIT-END/p' "$0"; } | md5sum | cut -c1-8)
-INITRD=$CACHE/initrd-$KVER-$SELF_SUM.cpio.gz
+RDMA_TYPE=${VM_RDMA:-rxe}
+SIW_KO=
+case $RDMA_TYPE in
+  rxe) ;;
+  siw)  # built out of tree (Debian's kernel has none), loaded last, after its dependencies
+    SIW_KO=$(VM_KERNEL_VER=$KVER VM_CACHE=$CACHE "$(dirname "$0")/build-siw.sh") ||
+      die "VM_RDMA=siw: no siw.ko for kernel $KVER (build-siw.sh said why above)"
+    MODULES="$MODULES iw_cm $(modinfo -F depends "$SIW_KO" | tr , ' ')" ;;
+  *) die "VM_RDMA=$RDMA_TYPE: rxe or siw" ;;
+esac
+SELF_SUM=$( { echo "$MODULES"; [ -z "$SIW_KO" ] || md5sum < "$SIW_KO"
+  sed -n '/^#==INIT-BEGIN/,/^#==INIT-END/p' "$0"; } | md5sum | cut -c1-8)
+INITRD=$CACHE/initrd-$KVER-$SELF_SUM${SIW_KO:+-siw}.cpio.gz
 
 build_initrd() {
   local t; t=$(mktemp -d) || die "mktemp failed"
@@ -148,6 +165,9 @@ build_initrd() {
     esac || die "cannot copy module $path"
     echo "$(basename "$path") $args" >> "$t/mods/order"
   done <<< "$deps"
+  if [ -n "$SIW_KO" ]; then
+    cp "$SIW_KO" "$t/mods/siw.ko" && echo "siw.ko " >> "$t/mods/order" || die "cannot copy $SIW_KO"
+  fi
   # extract the init script embedded below
   sed -n '/^#==INIT-BEGIN/,/^#==INIT-END/p' "$0" | sed '1d;$d' > "$t/init"
   chmod 755 "$t/init"
@@ -155,7 +175,7 @@ build_initrd() {
     mv "$INITRD.tmp.$$" "$INITRD" || die "building initramfs failed"
   rm -rf "$t"
   # drop initramfs images of older versions of this script
-  find "$CACHE" -maxdepth 1 -name "initrd-$KVER-*.cpio.gz" ! -name "${INITRD##*/}" -mmin +60 -delete 2>/dev/null
+  find "$CACHE" -maxdepth 1 -name "initrd-$KVER-*${SIW_KO:+-siw}.cpio.gz" ! -name "${INITRD##*/}" -mmin +60 -delete 2>/dev/null
 }
 [ -s "$INITRD" ] && [ "$INITRD" -nt "$KERNEL" ] || build_initrd
 
@@ -199,6 +219,7 @@ cmd=("$@")
 {
   declare -p cmd
   printf 'WORKDIR=%q\n' "$WORKDIR"
+  printf 'vm_rdma_type=%q\n' "$RDMA_TYPE"
   printf 'RXE_NETDEV=%q\n' "${VM_RXE_NETDEV:-dummy}"
   printf 'RXE_ADDR=%q\n' "$RXE_ADDR"
   printf 'RXE_PREFIX=%q\n' "${VM_RXE_PREFIX:-24}"
@@ -230,6 +251,7 @@ OUT=${VMRXE_OUT:-}; ERR=${VMRXE_ERR:-}
 unset VMRXE_OUT VMRXE_ERR
 ulimit -l unlimited
 [ -n "$VM_HOSTNAME" ] && echo "$VM_HOSTNAME" > /proc/sys/kernel/hostname
+vm_dev=${vm_rdma_type}0   # rxe0 or siw0 (lower case: the host environment sourced below keeps them)
 setup_rxe() {
   set -x
   case $RXE_NETDEV in
@@ -237,10 +259,10 @@ setup_rxe() {
       ip link add dummy0 type dummy &&
       ip addr add "$RXE_ADDR/32" dev dummy0 &&
       ip link set dummy0 up &&
-      rdma link add rxe0 type rxe netdev dummy0 || return 1 ;;
+      rdma link add "$vm_dev" type "$vm_rdma_type" netdev dummy0 || return 1 ;;
     lo)
       RXE_ADDR=127.0.0.1
-      rdma link add rxe0 type rxe netdev lo || return 1 ;;
+      rdma link add "$vm_dev" type "$vm_rdma_type" netdev lo || return 1 ;;
     nic)  # the one virtio NIC (its kernel name: the netdev that has a device)
       local n nic=
       for n in /sys/class/net/*; do [ -e "$n/device" ] && nic=${n##*/} && break; done
@@ -248,30 +270,30 @@ setup_rxe() {
       RXE_NETDEV=$nic
       ip addr add "$RXE_ADDR/$RXE_PREFIX" dev "$nic" &&
       ip link set "$nic" up &&
-      rdma link add rxe0 type rxe netdev "$nic" || return 1 ;;
+      rdma link add "$vm_dev" type "$vm_rdma_type" netdev "$nic" || return 1 ;;
     none) return 0 ;;
     *) echo "unknown VM_RXE_NETDEV=$RXE_NETDEV"; return 1 ;;
   esac
   local i st=
   for i in $(seq 50); do   # wait until the port is ACTIVE (normally at once)
-    read -r st < /sys/class/infiniband/rxe0/ports/1/state 2>/dev/null
+    read -r st < "/sys/class/infiniband/$vm_dev/ports/1/state" 2>/dev/null
     case $st in *ACTIVE*) break ;; esac
     sleep 0.1
   done
   rdma link show; ip -br addr
-  case $st in *ACTIVE*) ;; *) echo "rxe0 port state: $st"; return 1 ;; esac
+  case $st in *ACTIVE*) ;; *) echo "$vm_dev port state: $st"; return 1 ;; esac
   [ -c /dev/infiniband/uverbs0 ] && [ -c /dev/infiniband/rdma_cm ]
 }
 setup_rxe; setup_rc=$?
 { set +x; } 2>/dev/null
 if [ "$setup_rc" != 0 ]; then
-  echo "vm-rxe: rxe setup failed" > "$C/setup_failed"
+  echo "vm-rxe: $vm_dev setup failed" > "$C/setup_failed"
   bye 125
 fi
 read -r up _ < /proc/uptime; echo "$up" > "$C/t_start"
 (
   source "$C/env.sh"
-  export RXE_DEV=rxe0 RXE_NETDEV RXE_ADDR
+  export RXE_DEV=$vm_dev RXE_NETDEV RXE_ADDR RDMA_DEV=$vm_dev RDMA_TYPE=$vm_rdma_type
   [ -n "$RXE_PEER_ADDR" ] && export RXE_PEER_ADDR
   cd "$WORKDIR" || { echo "run-in-vm: cannot cd to $WORKDIR in the guest (not under VM_SHARE=$SHARE and hidden by a guest tmpfs?)" >&2; exit 125; }
   exec "${cmd[@]}"

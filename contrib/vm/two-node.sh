@@ -31,7 +31,8 @@
 #                                       a remote shell for launchers, e.g. Open MPI's
 #                                       --mca plm_rsh_agent "two-node.sh rsh"
 #
-# On the nodes, commands see RXE_DEV=rxe0, RXE_ADDR (their own address), RXE_PEER_ADDR
+# On the nodes, commands see RXE_DEV=rxe0 (siw0 with VM_RDMA=siw: soft-iWARP on both nodes,
+# see run-in-vm.sh), RXE_ADDR (their own address), RXE_PEER_ADDR
 # (the other node's), TWO_NODE=a|b, and the usual run-in-vm.sh environment; host name
 # node-a / node-b.  Addresses: TWO_NODE_ADDR_A (169.254.78.1), TWO_NODE_ADDR_B (169.254.78.2).
 #

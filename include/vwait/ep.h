@@ -242,6 +242,9 @@ private:
 	struct ibv_qp *qp_ = nullptr; /* set by fi_enable, destroyed by the kind */
 	bool rx_selective_ = false;
 	uint64_t tx_flags_ = 0;
+	/* transmit flags this endpoint's device cannot honour: FI_REMOTE_CQ_DATA on iWARP (no
+	 * immediate data; its infos say cq_data_size 0) */
+	uint64_t no_tx_flags_ = 0;
 	uint64_t rx_flags_ = 0;
 	struct ibv_sge rx_spill_ = {};
 	uintptr_t rx_hidden_base_ = 0;
@@ -249,6 +252,8 @@ private:
 	uint32_t rx_hidden_lkey_ = 0;
 	size_t rx_iov_limit_ = 1;
 	size_t rma_iov_limit_ = 1;
+	/* a read's local buffers: fewer on devices whose reads scatter less (max_sge_rd: siw 1) */
+	size_t read_iov_limit_ = 1;
 	std::shared_ptr<wr_ring> tx_;
 	std::shared_ptr<wr_ring> rx_;
 	util::fast_mutex rx_mutex_; /* lock_order.h: level 52 */

@@ -34,6 +34,9 @@ struct port_desc {
 	struct ibv_device_attr dev_attr;
 	struct ibv_port_attr port_attr;
 	size_t max_inline;
+	/* an iWARP device (siw, cxgb4, irdma in iWARP mode): RC only (no UD), no immediate data,
+	 * connections through rdma_cm over TCP (FI_PROTO_IWARP) */
+	bool iwarp = false;
 };
 
 /* The active ports of the verbs devices vwait may use; throws std::bad_alloc. */

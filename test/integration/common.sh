@@ -23,6 +23,22 @@ need_rxe() {
 	[ -n "${RXE_ADDR:-}" ] || skip "RXE_ADDR is not set (run it in the VM: make check-integration)"
 }
 
+# is_iwarp [DEV]: true when the verbs device (default RXE_DEV) is iWARP (siw, cxgb4, irdma in
+# iWARP mode: node type RNIC), which has no UD, no immediate data and connects only through
+# rdma_cm
+is_iwarp() {
+	case $(cat "/sys/class/infiniband/${1:-${RXE_DEV:-}}/node_type" 2>/dev/null) in
+	*RNIC*) return 0 ;;
+	esac
+	return 1
+}
+
+# need_roce WHAT: need_rxe, and skip on an iWARP device, which cannot do WHAT
+need_roce() {
+	need_rxe
+	! is_iwarp || skip "$RXE_DEV is iWARP: ${1:-this test needs InfiniBand or RoCE}"
+}
+
 # need_cmd CMD...: fail (not skip: contrib/deps.sh installs them) when a tool is missing
 need_cmd() {
 	local c

@@ -308,21 +308,26 @@ void test_values()
 	/* without FI_RMA_EVENT the target's remote-read count never moves */
 	EXPECT(fi_cntr_read(rread) == 0, fi_cntr_read(rread));
 	printf("  %llu writes / reads counted, data read back\n", (unsigned long long)n);
-	/* writes with immediate data: the target's FI_REMOTE_WRITE counter, not FI_RECV */
+	/* writes with immediate data: the target's FI_REMOTE_WRITE counter, not FI_RECV; iWARP has
+	 * no immediate data (cq_data_size 0): plain writes count there */
+	const bool iwarp = w.info->ep_attr && w.info->ep_attr->protocol == FI_PROTO_IWARP;
 	constexpr uint64_t k = 10;
-	for (uint64_t i = 0; i < k; i++)
+	for (uint64_t i = 0; i < k && !iwarp; i++)
 		EXPECT_OK(fi_recv(s.ep, s.buf.data(), 64, s.desc(), 0, nullptr));
 	for (uint64_t i = 0; i < k; i++)
 		EXPECT_OK(retry([&] {
-			return fi_writedata(c.ep, c.buf.data(), 8, c.desc(), i, 0, raddr + 4096,
-			                    rkey, nullptr);
+			return iwarp ? fi_write(c.ep, c.buf.data(), 8, c.desc(), 0, raddr + 4096,
+			                        rkey, nullptr)
+			             : fi_writedata(c.ep, c.buf.data(), 8, c.desc(), i, 0,
+			                            raddr + 4096, rkey, nullptr);
 		}));
-	EXPECT(fi_cntr_wait(rwrite, k, timeout_ms) == 0, fi_cntr_read(rwrite));
-	EXPECT(settles_at(rwrite, k), fi_cntr_read(rwrite));
-	EXPECT(fi_cntr_read(recv) == n, fi_cntr_read(recv));
+	const uint64_t rk = iwarp ? 0 : k;
+	EXPECT(iwarp || fi_cntr_wait(rwrite, k, timeout_ms) == 0, fi_cntr_read(rwrite));
 	EXPECT(reaches(write, n + k), fi_cntr_read(write));
+	EXPECT(settles_at(rwrite, rk), fi_cntr_read(rwrite));
+	EXPECT(fi_cntr_read(recv) == n, fi_cntr_read(recv));
 	/* plain RDMA writes never reach the target's counter (verbs does not report them) */
-	EXPECT(fi_cntr_read(rwrite) == k, fi_cntr_read(rwrite));
+	EXPECT(fi_cntr_read(rwrite) == rk, fi_cntr_read(rwrite));
 	/* inject: no CQ entry ever, but counted */
 	for (uint64_t i = 0; i < k; i++)
 		EXPECT_OK(fi_recv(s.ep, s.buf.data(), 64, s.desc(), 0, nullptr));
@@ -414,6 +419,13 @@ void test_error()
 {
 	world w;
 	if (EXPECT_OK(open_world(w))) {
+		close_world(w);
+		return;
+	}
+	if (w.info->ep_attr && w.info->ep_attr->protocol == FI_PROTO_IWARP) {
+		/* RDMAP writes are not acknowledged: a write to a bad rkey completes at the
+		 * initiator and the target's terminate breaks the connection later (seen on siw) */
+		printf("  skipped on iWARP: a write to a bad rkey completes without error there\n");
 		close_world(w);
 		return;
 	}

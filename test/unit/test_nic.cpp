@@ -215,6 +215,10 @@ void nic_desc_from_port(void **)
 	assert_false(d.up);
 	assert_string_equal(d.network_type.c_str(), "Ethernet");
 
+	p.device = "siw0"; /* soft-iWARP: no bus device, no parent attribute */
+	p.iwarp = true;
+	assert_string_equal(vwait::port_nic_desc(p, root).driver.c_str(), "siw");
+	p.iwarp = false;
 	p.device = "nodev0"; /* nothing in sysfs: no driver, no crash */
 	assert_true(vwait::port_nic_desc(p, root).driver.empty());
 	assert_int_equal(system(("rm -rf " + root).c_str()), 0);
@@ -222,18 +226,76 @@ void nic_desc_from_port(void **)
 
 } // namespace
 
+/* fi_getinfo's answer for an iWARP port (made up: no device opened) beside a RoCE one: its
+ * protocol, no remote CQ data, the inject size its QPs take; hints iWARP cannot meet get none. */
+void iwarp_port_info(void **)
+{
+	vwait::port_desc p{};
+	p.device = "siw0";
+	p.fabric = "IB-0x0";
+	p.port_num = 1;
+	p.dev_attr.max_qp_wr = 32768;
+	p.dev_attr.max_sge = 6;
+	p.dev_attr.max_sge_rd = 1;
+	p.dev_attr.max_qp = 100;
+	p.dev_attr.max_cq = 100;
+	p.dev_attr.max_mr = 100;
+	p.port_attr.state = IBV_PORT_ACTIVE;
+	p.port_attr.link_layer = IBV_LINK_LAYER_ETHERNET;
+	p.port_attr.max_msg_sz = 1u << 30;
+	p.max_inline = 64;
+	p.iwarp = true;
+	const uint32_t v = FI_VERSION(1, 17);
+	struct fi_info *i = vwait::port_info(v, p, nullptr, nullptr, nullptr);
+	assert_non_null(i);
+	assert_int_equal(i->ep_attr->protocol, FI_PROTO_IWARP);
+	assert_int_equal(i->domain_attr->cq_data_size, 0);
+	assert_false(i->rx_attr->mode & FI_RX_CQ_DATA);
+	assert_int_equal(i->tx_attr->inject_size, 64);
+	fi_freeinfo(i);
+
+	struct fi_info *h = fi_allocinfo();
+	assert_non_null(h);
+	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+	h->domain_attr->cq_data_size = 4; /* immediate data: not on iWARP */
+	assert_null(vwait::port_info(v, p, h, nullptr, nullptr));
+	h->domain_attr->cq_data_size = 0;
+	h->ep_attr->protocol = FI_PROTO_RDMA_CM_IB_RC; /* another protocol */
+	assert_null(vwait::port_info(v, p, h, nullptr, nullptr));
+	h->ep_attr->protocol = FI_PROTO_IWARP;
+	h->tx_attr->inject_size = 128; /* more than its QPs take inline */
+	assert_null(vwait::port_info(v, p, h, nullptr, nullptr));
+	h->tx_attr->inject_size = 0;
+	i = vwait::port_info(v, p, h, nullptr, nullptr);
+	assert_non_null(i);
+	assert_int_equal(i->ep_attr->protocol, FI_PROTO_IWARP);
+	fi_freeinfo(i);
+
+	/* the same port as RoCE: the IB RC protocol over rdma_cm, 4 bytes of CQ data */
+	p.device = "rxe0";
+	p.iwarp = false;
+	p.max_inline = 1024;
+	h->ep_attr->protocol = FI_PROTO_IWARP;
+	assert_null(vwait::port_info(v, p, h, nullptr, nullptr));
+	h->ep_attr->protocol = FI_PROTO_UNSPEC;
+	h->domain_attr->cq_data_size = 4;
+	i = vwait::port_info(v, p, h, nullptr, nullptr);
+	assert_non_null(i);
+	assert_int_equal(i->ep_attr->protocol, FI_PROTO_RDMA_CM_IB_RC);
+	assert_int_equal(i->domain_attr->cq_data_size, 4);
+	assert_int_equal(i->tx_attr->inject_size, 256);
+	fi_freeinfo(i);
+	fi_freeinfo(h);
+}
+
 int main()
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(link_mtu_and_speed),
-	    cmocka_unit_test(nic_desc_from_port),
-	    cmocka_unit_test(tostr_lists_wait_objects),
-	    cmocka_unit_test(tostr_short_buffer),
-	    cmocka_unit_test(dupinfo_deep_copies),
-	    cmocka_unit_test(copy_without_prov_attr),
-	    cmocka_unit_test(bad_control),
-	    cmocka_unit_test(fi_tostr_shows_table),
-	    cmocka_unit_test(query_ops),
+	    cmocka_unit_test(link_mtu_and_speed),     cmocka_unit_test(nic_desc_from_port),
+	    cmocka_unit_test(iwarp_port_info),        cmocka_unit_test(tostr_lists_wait_objects),
+	    cmocka_unit_test(tostr_short_buffer),     cmocka_unit_test(dupinfo_deep_copies),
+	    cmocka_unit_test(copy_without_prov_attr), cmocka_unit_test(bad_control),
+	    cmocka_unit_test(fi_tostr_shows_table),   cmocka_unit_test(query_ops),
 	};
 	return cmocka_run_group_tests_name("nic", tests, nullptr, nullptr) == 0 ? 0 : 1;
 }

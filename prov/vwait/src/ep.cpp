@@ -30,6 +30,8 @@ constexpr size_t default_queue_size = 256;
 ep::ep(domain *dom, info_ptr info) : domain_(dom), info_(std::move(info))
 {
 	const struct ibv_device_attr &attr = domain_->device_attr();
+	if (domain_->context()->device->transport_type == IBV_TRANSPORT_IWARP)
+		no_tx_flags_ = FI_REMOTE_CQ_DATA;
 	auto clamp = [](size_t want, size_t dflt, int max) {
 		size_t v = want ? want : dflt;
 		return std::min(v, static_cast<size_t>(max));
@@ -41,6 +43,8 @@ ep::ep(domain *dom, info_ptr info) : domain_(dom), info_(std::move(info))
 	tx_iov_limit_ = clamp(tx ? tx->iov_limit : 0, 4, std::min(attr.max_sge, 16));
 	rx_iov_limit_ = clamp(rx ? rx->iov_limit : 0, 4, std::min(attr.max_sge, 16));
 	rma_iov_limit_ = tx_iov_limit_;
+	read_iov_limit_ =
+	    attr.max_sge_rd > 0 ? std::min<size_t>(tx_iov_limit_, attr.max_sge_rd) : tx_iov_limit_;
 	inject_size_ = tx ? tx->inject_size : 0;
 	tx_flags_ = tx ? tx->op_flags : 0;
 	rx_flags_ = rx ? rx->op_flags : 0;

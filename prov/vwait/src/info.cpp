@@ -123,8 +123,9 @@ std::vector<port_desc> active_ports()
 			snprintf(fabric, sizeof(fabric), "IB-0x%" PRIx64,
 			         static_cast<uint64_t>(be64toh(gid.global.subnet_prefix)));
 			size_t max_inline = probe_max_inline(ctx.get(), name);
+			bool iwarp = ctx->device->transport_type == IBV_TRANSPORT_IWARP;
 			ports.push_back(
-			    port_desc{name, fabric, p, dev_attr, port_attr, max_inline});
+			    port_desc{name, fabric, p, dev_attr, port_attr, max_inline, iwarp});
 		}
 	}
 	if (ports.empty())
@@ -355,6 +356,25 @@ int64_t pick_mr_mode(uint32_t version, const struct fi_info *hints, uint64_t *mo
 	return static_cast<int64_t>(required_mr_mode);
 }
 
+uint32_t msg_protocol(const port_desc &port)
+{
+	return port.iwarp ? FI_PROTO_IWARP : FI_PROTO_RDMA_CM_IB_RC;
+}
+
+/* The bytes of remote CQ data a send or write carries: verbs' 32-bit immediate data, which
+ * iWARP does not have (RFC 5040 has no such field; siw posts no *_WITH_IMM). */
+size_t cq_data_size(const port_desc &port)
+{
+	return port.iwarp ? 0 : sizeof(uint32_t);
+}
+
+/* The default inject size: the usual one, or less when the device's QPs take less inline
+ * data (siw: 80 bytes at most, an RC QP asking for more is refused). */
+size_t inject_default(const port_desc &port)
+{
+	return port.iwarp ? std::min(default_inject_size, port.max_inline) : default_inject_size;
+}
+
 /* Why hints cannot be met, or nullptr. */
 const char *unmet(const port_desc &port, const struct fi_info *hints, uint64_t caps)
 {
@@ -369,7 +389,7 @@ const char *unmet(const port_desc &port, const struct fi_info *hints, uint64_t c
 		int type = util::raw_enum(e->type); /* an application's value may be no enum */
 		if (type != FI_EP_UNSPEC && type != FI_EP_MSG)
 			return "ep_attr->type";
-		if (e->protocol != FI_PROTO_UNSPEC && e->protocol != FI_PROTO_RDMA_CM_IB_RC)
+		if (e->protocol != FI_PROTO_UNSPEC && e->protocol != msg_protocol(port))
 			return "ep_attr->protocol";
 		if (e->max_msg_size > port.port_attr.max_msg_sz)
 			return "ep_attr->max_msg_size";
@@ -431,8 +451,10 @@ const char *unmet(const port_desc &port, const struct fi_info *hints, uint64_t c
 			return "domain_attr->name";
 		if (hints->domain_attr->mr_key_size > sizeof(uint32_t))
 			return "domain_attr->mr_key_size";
-		if (hints->domain_attr->cq_data_size > sizeof(uint32_t))
-			return "domain_attr->cq_data_size";
+		if (hints->domain_attr->cq_data_size > cq_data_size(port))
+			return port.iwarp
+			           ? "domain_attr->cq_data_size (iWARP has no immediate data)"
+			           : "domain_attr->cq_data_size";
 	}
 	if (hints->fabric_attr) {
 		if (hints->fabric_attr->name && port.fabric != hints->fabric_attr->name)
@@ -467,7 +489,10 @@ info_ptr msg_info(uint32_t version, const port_desc &port, const struct fi_info 
 	}
 	/* a receive that takes remote CQ data consumes a posted buffer */
 	uint64_t rx_mode = 0;
-	if (!hints || ((hints->mode | (hints->rx_attr ? hints->rx_attr->mode : 0)) & FI_RX_CQ_DATA))
+	if (port.iwarp)
+		; /* no remote CQ data */
+	else if (!hints ||
+	         ((hints->mode | (hints->rx_attr ? hints->rx_attr->mode : 0)) & FI_RX_CQ_DATA))
 		rx_mode = FI_RX_CQ_DATA;
 
 	info_ptr info(fi_allocinfo());
@@ -494,7 +519,7 @@ info_ptr msg_info(uint32_t version, const port_desc &port, const struct fi_info 
 	info->tx_attr->msg_order = rc_msg_order;
 	info->tx_attr->comp_order = comp_order;
 	info->tx_attr->inject_size =
-	    std::max<size_t>(default_inject_size, htx ? htx->inject_size : 0);
+	    std::max<size_t>(inject_default(port), htx ? htx->inject_size : 0);
 	info->tx_attr->size = htx && htx->size ? htx->size : std::min(default_size, max_wr);
 	info->tx_attr->iov_limit =
 	    htx && htx->iov_limit ? htx->iov_limit : std::min(default_iov_limit, max_sge);
@@ -510,7 +535,7 @@ info_ptr msg_info(uint32_t version, const port_desc &port, const struct fi_info 
 	    hrx && hrx->iov_limit ? hrx->iov_limit : std::min(default_iov_limit, max_sge);
 
 	info->ep_attr->type = FI_EP_MSG;
-	info->ep_attr->protocol = FI_PROTO_RDMA_CM_IB_RC;
+	info->ep_attr->protocol = msg_protocol(port);
 	info->ep_attr->protocol_version = 1;
 	info->ep_attr->max_msg_size = port.port_attr.max_msg_sz;
 	info->ep_attr->max_order_raw_size = port.port_attr.max_msg_sz;
@@ -582,7 +607,7 @@ void port_attrs(uint32_t version, struct fi_info *info, const port_desc &port,
 	info->domain_attr->av_type = FI_AV_UNSPEC;
 	info->domain_attr->mr_mode = static_cast<int>(mr_mode);
 	info->domain_attr->mr_key_size = sizeof(uint32_t);
-	info->domain_attr->cq_data_size = sizeof(uint32_t);
+	info->domain_attr->cq_data_size = port.iwarp ? 0 : sizeof(uint32_t);
 	info->domain_attr->cq_cnt = static_cast<size_t>(port.dev_attr.max_cq);
 	info->domain_attr->ep_cnt = static_cast<size_t>(port.dev_attr.max_qp);
 	info->domain_attr->tx_ctx_cnt = static_cast<size_t>(port.dev_attr.max_qp);
@@ -675,10 +700,10 @@ nic_desc port_nic_desc(const port_desc &port, const std::string &sysfs)
 		link[n] = '\0';
 		const char *slash = strrchr(link, '/');
 		nd.driver = slash ? slash + 1 : link;
+	} else if (port.iwarp && port.device.compare(0, 3, "siw") == 0) {
+		nd.driver = "siw"; /* siw's ib_device has no parent attribute, unlike rxe's */
 	} else if (access((base + "/parent").c_str(), F_OK) == 0) {
-		nd.driver = port.device.compare(0, 3, "rxe") == 0   ? "rdma_rxe"
-		            : port.device.compare(0, 3, "siw") == 0 ? "siw"
-		                                                    : "";
+		nd.driver = port.device.compare(0, 3, "rxe") == 0 ? "rdma_rxe" : "";
 	}
 	return nd;
 }

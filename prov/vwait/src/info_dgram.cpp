@@ -286,6 +286,11 @@ int dgram_getinfo(uint32_t version, const char *node, const char *service, uint6
 		dgram_info_ptr head;
 		struct fi_info *last = nullptr;
 		for (const port_desc &port : info_ports()) {
+			if (port.iwarp) { /* iWARP is connected only: no UD QP */
+				FI_INFO(&prov, FI_LOG_CORE, "%s is iWARP: no DGRAM endpoint\n",
+				        port.device.c_str());
+				continue;
+			}
 			ud_name src;
 			if (!port_name(port, &src))
 				continue;

@@ -47,7 +47,7 @@ struct fi_ops mr_fi_ops = util::fi_ops_with(mr_close);
 constexpr uint64_t access_bits =
     FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 
-int access_to_ibv(uint64_t access)
+int access_to_ibv(uint64_t access, bool iwarp)
 {
 	if (access == 0)
 		access = access_bits;
@@ -55,6 +55,10 @@ int access_to_ibv(uint64_t access)
 	/* local writes: receives, the target buffer of a read, and remote writes */
 	if (access & (FI_RECV | FI_READ | FI_REMOTE_WRITE))
 		ibv |= IBV_ACCESS_LOCAL_WRITE;
+	/* iWARP carries a read's response as a tagged write into the reader's sink, which the
+	 * device checks as a remote write (RFC 5040; ibv_post_send(3): IBV_WR_RDMA_READ) */
+	if (iwarp && (access & FI_READ))
+		ibv |= IBV_ACCESS_REMOTE_WRITE;
 	if (access & FI_REMOTE_READ)
 		ibv |= IBV_ACCESS_REMOTE_READ;
 	if (access & FI_REMOTE_WRITE)
@@ -95,7 +99,9 @@ int reg(struct fid *fid, const void *buf, size_t len, uint64_t access, uint64_t 
 	auto *dom = domain_box::of(fid)->obj;
 	return guard([&] {
 		verbs::mr_ptr hw(
-		    ibv_reg_mr(dom->pd(), const_cast<void *>(buf), len, access_to_ibv(access)));
+		    ibv_reg_mr(dom->pd(), const_cast<void *>(buf), len,
+		               access_to_ibv(access, dom->context()->device->transport_type ==
+		                                         IBV_TRANSPORT_IWARP)));
 		if (!hw) {
 			int ret = verbs::errno_code();
 			FI_WARN(&prov, FI_LOG_MR, "ibv_reg_mr(%p, %zu): %s\n", buf, len,

@@ -39,7 +39,14 @@ inline void set_send_opcode(struct ibv_send_wr &wr, uint64_t flags, uint64_t dat
 ssize_t ep::post_send(const struct iovec *iov, void **desc, size_t count, uint64_t data,
                       void *context, uint64_t flags, bool silent) noexcept
 {
-	if (flags & ~tx_flag_bits) {
+	if (flags & (~tx_flag_bits | no_tx_flags_)) {
+		if (flags & no_tx_flags_) {
+			FI_WARN(
+			    &prov, FI_LOG_EP_DATA,
+			    "send: remote CQ data (FI_REMOTE_CQ_DATA) needs immediate data, which "
+			    "an iWARP device does not have (cq_data_size 0)\n");
+			return -FI_EOPNOTSUPP;
+		}
 		FI_WARN(&prov, FI_LOG_EP_DATA, "send: flags 0x%" PRIx64 " not supported\n", flags);
 		return -FI_EBADFLAGS;
 	}
@@ -115,7 +122,7 @@ ssize_t ep::inject(const void *buf, size_t len, uint64_t data, uint64_t flags) n
 {
 	/* what gather_tx finds for one buffer that fits inline, without its other cases */
 	if (__builtin_expect(!buf || len == 0 || len > inject_size_ || len > max_msg_size_ ||
-	                         len > UINT32_MAX || tx_iov_limit_ == 0,
+	                         len > UINT32_MAX || tx_iov_limit_ == 0 || (flags & no_tx_flags_),
 	                     0)) {
 		struct iovec iov = {const_cast<void *>(buf), len};
 		return post_send(&iov, nullptr, 1, data, nullptr, flags, true);

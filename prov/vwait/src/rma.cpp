@@ -42,9 +42,15 @@ ssize_t ep::post_rma(bool write, const struct iovec *iov, void **desc, size_t co
 		FI_WARN(&prov, FI_LOG_EP_DATA, "read: FI_REMOTE_CQ_DATA is for writes\n");
 		return -FI_EBADFLAGS;
 	}
+	if (flags & no_tx_flags_) {
+		FI_WARN(&prov, FI_LOG_EP_DATA,
+		        "write: remote CQ data (FI_REMOTE_CQ_DATA) needs immediate data, which an "
+		        "iWARP device does not have (cq_data_size 0)\n");
+		return -FI_EOPNOTSUPP;
+	}
 	struct ibv_sge sge[max_sge_per_wr];
-	const tx_sges g = gather_tx(silent ? "inject_write" : op, iov, desc, count, rma_iov_limit_,
-	                            write, silent, sge);
+	const tx_sges g = gather_tx(silent ? "inject_write" : op, iov, desc, count,
+	                            write ? rma_iov_limit_ : read_iov_limit_, write, silent, sge);
 	if (g.n < 0)
 		return g.n;
 	struct ibv_send_wr wr = {};
