@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <new>
 
 namespace vwait::util
 {
@@ -79,8 +80,10 @@ namespace
  * thread_signal). */
 std::mutex spare_signals_mu; /* lock_order.h: taken alone */
 /* never destroyed, so that the signals stay reachable (leak checkers) after static
- * destructors ran */
-std::vector<signal *> &spare_signals = *new std::vector<signal *>;
+ * destructors ran; built in static storage, not on the heap, so that nothing is left
+ * unreachable when libfabric unloads the plugin (dlclose at fi_fini) */
+alignas(std::vector<signal *>) unsigned char spare_signals_storage[sizeof(std::vector<signal *>)];
+std::vector<signal *> &spare_signals = *new (spare_signals_storage) std::vector<signal *>;
 
 struct thread_signal_holder {
 	signal *sig = nullptr;
