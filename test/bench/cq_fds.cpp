@@ -10,6 +10,7 @@
  * RESULT prov=.. wait=.. asked=N opened=M fds_per_cq=.. rss_kb_per_cq=.. first_error=..
  * fds_left=.. (descriptors after closing everything, against those before the first CQ).
  * Exit 0 when every CQ opened or a limit stopped it with a clear error, 1 on anything else. */
+#include "proc_self.h"
 #include "vwait/fi_deprecated.h"
 
 #include <rdma/fabric.h>
@@ -31,32 +32,6 @@
 
 namespace
 {
-
-int count_fds()
-{
-	DIR *d = opendir("/proc/self/fd");
-	if (!d)
-		return -1;
-	int n = 0;
-	while (struct dirent *e = readdir(d))
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n - 1; /* the directory's own */
-}
-
-long rss_kb()
-{
-	FILE *f = fopen("/proc/self/status", "r");
-	if (!f)
-		return -1;
-	char line[256];
-	long kb = -1;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, "VmRSS:", 6))
-			kb = atol(line + 6);
-	fclose(f);
-	return kb;
-}
 
 } // namespace
 
@@ -131,8 +106,8 @@ int main(int argc, char **argv)
 	/* a descriptor kept spare, closed before counting: a run that ends at the descriptor
 	 * limit can still open /proc/self/fd */
 	int spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	const int fds0 = count_fds() - (spare >= 0 ? 1 : 0);
-	const long rss0 = rss_kb();
+	const int fds0 = proc_open_fds() - (spare >= 0 ? 1 : 0);
+	const long rss0 = proc_rss_kb();
 	std::vector<struct fid_cq *> cqs;
 	int first_error = 0;
 	for (int i = 0; i < n; ++i) {
@@ -156,14 +131,14 @@ int main(int argc, char **argv)
 	}
 	if (spare >= 0)
 		close(spare);
-	const int fds1 = count_fds();
-	const long rss1 = rss_kb();
+	const int fds1 = proc_open_fds();
+	const long rss1 = proc_rss_kb();
 	const size_t opened = cqs.size();
 	std::shuffle(cqs.begin(), cqs.end(), std::mt19937(37));
 	int close_errors = 0;
 	for (struct fid_cq *cq : cqs)
 		close_errors += fi_close(&cq->fid) != 0;
-	const int fds2 = count_fds();
+	const int fds2 = proc_open_fds();
 	double per = opened ? static_cast<double>(fds1 - fds0) / static_cast<double>(opened) : 0;
 	double kb = opened ? static_cast<double>(rss1 - rss0) / static_cast<double>(opened) : 0;
 	printf("RESULT prov=%s wait=%s asked=%d opened=%zu fds_per_cq=%.2f rss_kb_per_cq=%.1f "

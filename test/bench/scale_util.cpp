@@ -34,6 +34,7 @@
  *
  * usage: scale_util [-m waitset|pollset|epoll] [-N members] [-A active] [-I rounds] [-t] [-s]
  * Prints one RESULT line. Exit 0, 1 on error, 2 on usage. */
+#include "proc_self.h"
 #include "vwait/fi_deprecated.h"
 #include "vwait/util/fd.h"
 #include "vwait/util/poll.h"
@@ -476,29 +477,6 @@ double cpu_seconds()
 	       static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
-long rss_kb()
-{
-	FILE *f = fopen("/proc/self/status", "r");
-	if (!f)
-		return -1;
-	char line[256];
-	long kb = -1;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, "VmRSS:", 6))
-			kb = atol(line + 6);
-	fclose(f);
-	return kb;
-}
-
-int open_fds()
-{
-	int n = 0;
-	for (int fd = 0; fd < 65536; ++fd)
-		if (fcntl(fd, F_GETFD) != -1)
-			n++;
-	return n;
-}
-
 bool parse(int argc, char **argv, options &o)
 {
 	int c;
@@ -612,6 +590,6 @@ int main(int argc, char **argv)
 	       "cpu_us_per_round=%.2f arms_per_round=%.3f fds=%d rss_kb=%ld\n",
 	       o.name, o.spin ? "-s" : "", o.members, o.active, o.rounds, us / o.rounds,
 	       cpu / o.rounds, static_cast<double>(member::arms.load() - arms0) / o.rounds,
-	       open_fds(), rss_kb());
+	       proc_open_fds(), proc_rss_kb());
 	return 0;
 }
