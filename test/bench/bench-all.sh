@@ -651,20 +651,24 @@ table() {
 } >"$out/results.md"
 
 # ---------------------------------------------------------------- plot
+# THINK, then the latency and CPU medians of adaptive, block, spin and verbs in $tmp/st at THINK
+medians_line() {
+	local t=$1 line=$1 k s v
+	for k in lat cpu; do
+		for s in adaptive block spin verbs; do
+			v=$(awk -F'|' -v r="$k $t" -v s="$s" '$1 == r && $2 == s { print $3 }' "$tmp/st")
+			line="$line ${v:--}"
+		done
+	done
+	echo "$line"
+}
 # think.dat: think, then latency and CPU medians per series (cq table), "-" for none
 stats cq >"$tmp/st"
 if [ -s "$tmp/st" ]; then
 	{
 		echo "# think_us lat_adaptive lat_block lat_spin lat_verbs cpu_adaptive cpu_block cpu_spin cpu_verbs"
 		for t in ${thinks//,/ }; do
-			line="$t"
-			for k in lat cpu; do
-				for s in adaptive block spin verbs; do
-					v=$(awk -F'|' -v r="$k $t" -v s="$s" '$1 == r && $2 == s { print $3 }' "$tmp/st")
-					line="$line ${v:--}"
-				done
-			done
-			echo "$line"
+			medians_line "$t"
 		done
 	} >"$out/think.dat"
 	if command -v gnuplot >/dev/null; then
@@ -698,13 +702,7 @@ if [ -s "$tmp/st" ]; then
 	{
 		echo "# think_us lat_adaptive lat_block lat_spin lat_verbs cpu_adaptive cpu_block cpu_spin cpu_verbs W"
 		for t in ${policy_thinks//,/ }; do
-			line="$t"
-			for k in lat cpu; do
-				for s in adaptive block spin verbs; do
-					v=$(awk -F'|' -v r="$k $t" -v s="$s" '$1 == r && $2 == s { print $3 }' "$tmp/st")
-					line="$line ${v:--}"
-				done
-			done
+			line=$(medians_line "$t")
 			v=$(awk -F'|' -v r="W $t" '$1 == r && $2 == "adaptive" { print $3 }' "$tmp/st")
 			echo "$line ${v:--}"
 		done
