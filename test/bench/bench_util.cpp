@@ -88,6 +88,19 @@ private:
 	struct fi_ops ops_ = {};
 };
 
+/* an eventfd standing in for a completion channel: its drain queues the event on target */
+struct chan {
+	vwait::util::fd efd = vwait::util::fd::eventfd_nonblock();
+	object *target;
+	static void drain(void *arg) noexcept
+	{
+		auto *c = static_cast<chan *>(arg);
+		uint64_t v;
+		if (::read(c->efd.get(), &v, sizeof(v)) == sizeof(v))
+			c->target->notify();
+	}
+};
+
 double ns_since(clk::time_point t0)
 {
 	return std::chrono::duration<double, std::nano>(clk::now() - t0).count();
@@ -180,19 +193,9 @@ void bench_wake(int n)
 		                  },
 		                  [&] { obj.notify(); }));
 
-		/* an eventfd standing in for a completion channel: its drain queues the event */
-		struct chan {
-			vwait::util::fd efd = vwait::util::fd::eventfd_nonblock();
-			object *target;
-		} ch;
+		chan ch;
 		ch.target = &obj;
-		auto drain = [](void *arg) noexcept {
-			auto *c = static_cast<chan *>(arg);
-			uint64_t v;
-			if (::read(c->efd.get(), &v, sizeof(v)) == sizeof(v))
-				c->target->notify();
-		};
-		if (w->add_source(ch.efd.get(), POLLIN, drain, &ch))
+		if (w->add_source(ch.efd.get(), POLLIN, chan::drain, &ch))
 			return;
 		snprintf(label, sizeof(label), "vwait %s: wait_until, woken by a channel fd event",
 		         k.name);
@@ -420,18 +423,9 @@ think_result think_run(vwait::util::wait_policy policy, int gap_us, int n)
 	if (obj.open_wait(&bench_prov, FI_WAIT_FD, nullptr))
 		return r;
 	waiter *w = obj.wait_object();
-	struct chan {
-		vwait::util::fd efd = vwait::util::fd::eventfd_nonblock();
-		object *target;
-	} ch;
+	chan ch;
 	ch.target = &obj;
-	auto drain = [](void *arg) noexcept {
-		auto *c = static_cast<chan *>(arg);
-		uint64_t v;
-		if (::read(c->efd.get(), &v, sizeof(v)) == sizeof(v))
-			c->target->notify();
-	};
-	if (w->add_source(ch.efd.get(), POLLIN, drain, &ch))
+	if (w->add_source(ch.efd.get(), POLLIN, chan::drain, &ch))
 		return r;
 	std::atomic<long> answered{0};
 	std::atomic<bool> armed{false};
