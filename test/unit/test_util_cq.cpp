@@ -739,6 +739,16 @@ void two_readers_one_entry(void **st)
 
 /* ---------------------------------------------------------------- threads */
 
+/* Every id was read exactly once, and no read was bad. */
+void assert_each_once(const std::vector<std::atomic<int>> &seen, long bad, uintptr_t consumed)
+{
+	assert_int_equal(bad, 0);
+	assert_int_equal(consumed, seen.size());
+	for (size_t i = 0; i < seen.size(); i++)
+		if (seen[i].load() != 1)
+			fail_msg("id %zu seen %d times", i, seen[i].load());
+}
+
 /* 4 producers push 10^5 completions through a 256-entry ring, 2 consumers read them with
  * sread: every id arrives exactly once. */
 void many_threads(void **st)
@@ -792,12 +802,7 @@ void many_threads(void **st)
 		    "wait_obj %d: %lu completions, 4 producers, 2 sread consumers: %ld ms "
 		    "(%.2f M/s)\n",
 		    w, static_cast<unsigned long>(total), ms, ms ? total / 1000.0 / ms : 0.0);
-		assert_int_equal(bad.load(), 0);
-		assert_int_equal(consumed.load(), total);
-		for (uintptr_t i = 0; i < total; i++)
-			if (seen[i].load() != 1)
-				fail_msg("id %lu seen %d times", static_cast<unsigned long>(i),
-				         seen[i].load());
+		assert_each_once(seen, bad.load(), consumed.load());
 		close_cq(s);
 	}
 }
@@ -857,12 +862,7 @@ void sread_threads(void **st)
 		    "switches of the readers per completion\n",
 		    threads, static_cast<unsigned long>(total), ms,
 		    static_cast<double>(switches.load()) / total);
-		assert_int_equal(bad.load(), 0);
-		assert_int_equal(consumed.load(), total);
-		for (uintptr_t i = 0; i < total; i++)
-			if (seen[i].load() != 1)
-				fail_msg("id %lu seen %d times", static_cast<unsigned long>(i),
-				         seen[i].load());
+		assert_each_once(seen, bad.load(), consumed.load());
 		close_cq(s);
 	}
 }

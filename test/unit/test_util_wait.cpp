@@ -663,16 +663,22 @@ void test_getwait_mutex_cond(void **st)
 	assert_int_equal(s.a->wait_object()->remove_source(s.ch.efd.get()), 0);
 }
 
-/* The threads of this process, as the kernel counts them. */
-size_t task_count()
+/* The entries of a /proc/self directory: its threads (task) or its descriptors (fd). */
+size_t proc_entries(const char *dir)
 {
-	DIR *d = opendir("/proc/self/task");
+	DIR *d = opendir(dir);
 	assert_non_null(d);
 	size_t n = 0;
 	while (struct dirent *e = readdir(d))
 		n += e->d_name[0] != '.';
 	closedir(d);
 	return n;
+}
+
+/* The threads of this process, as the kernel counts them. */
+size_t task_count()
+{
+	return proc_entries("/proc/self/task");
 }
 
 /* A thread that runs until its eventfd is written. */
@@ -1319,13 +1325,7 @@ void test_stress_pingpong(void **st)
 
 size_t fd_count()
 {
-	DIR *d = opendir("/proc/self/fd");
-	assert_non_null(d);
-	size_t n = 0;
-	while (struct dirent *e = readdir(d))
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n;
+	return proc_entries("/proc/self/fd");
 }
 
 /* What a private wait object holds, whatever the number of objects: FD an epoll descriptor
