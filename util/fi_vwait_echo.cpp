@@ -153,6 +153,7 @@ struct server {
 	source eq_src{source::eq}, timer_src{source::timer}, sig_src{source::signal};
 	std::vector<std::unique_ptr<conn>> conns;
 	std::vector<source *> unarmed; /* objects to give fi_trywait before sleeping */
+	std::vector<source *> batch;   /* read_unarmed's copy of it */
 	uint64_t served = 0, echoed = 0, ticks = 0, wakeups = 0;
 	bool stop = false;
 	int exit_code = 0;
@@ -163,6 +164,7 @@ struct server {
 	void mark(source *s);
 	void read_eq();
 	void read_cq(conn *c);
+	void read_unarmed();
 	void open_conn(struct fi_info *req);
 	void close_conn(conn *c);
 	int post_recv(conn *c, size_t slot);
@@ -400,10 +402,24 @@ void server::read_cq(conn *c)
 	}
 }
 
+/* Reads every source marked since it was last armed; read_eq may close connections, so
+ * only the sources still marked are read. */
+void server::read_unarmed()
+{
+	batch = unarmed;
+	for (source *s : batch) {
+		if (std::find(unarmed.begin(), unarmed.end(), s) == unarmed.end())
+			continue;
+		if (s->what == source::eq)
+			read_eq();
+		else
+			read_cq(s->c);
+	}
+}
+
 int server::run()
 {
 	std::vector<struct fid *> fids;
-	std::vector<source *> batch;
 	while (!stop) {
 		/* arm what was read since it was last armed; read again while fi_trywait refuses */
 		while (!unarmed.empty() && !stop) {
@@ -421,16 +437,7 @@ int server::run()
 				failed(ret, "fi_trywait");
 				return 1;
 			}
-			batch = unarmed;
-			for (source *s : batch) {
-				/* read_eq may close connections: only read sources still listed */
-				if (std::find(unarmed.begin(), unarmed.end(), s) == unarmed.end())
-					continue;
-				if (s->what == source::eq)
-					read_eq();
-				else
-					read_cq(s->c);
-			}
+			read_unarmed();
 		}
 		struct epoll_event ev[64];
 		int n = epoll_wait(epfd, ev, 64, -1);
@@ -471,15 +478,7 @@ int server::run()
 		}
 		if (stop)
 			break;
-		batch = unarmed;
-		for (source *s : batch) {
-			if (std::find(unarmed.begin(), unarmed.end(), s) == unarmed.end())
-				continue;
-			if (s->what == source::eq)
-				read_eq();
-			else
-				read_cq(s->c);
-		}
+		read_unarmed();
 	}
 	while (!conns.empty())
 		close_conn(conns.back().get());
