@@ -86,7 +86,7 @@
  *                                                 never starts or stops a helper_thread.
  *   -    inline_mutex (prov/vwait/src/info.cpp)   the per-device max_inline cache; taken with
  *                                                 no other lock held, takes none.
- *   -    spare_signals_mu (prov/util/src/wait.cpp) the eventfds of threads that ended
+ *   -    spare_signals.mu (prov/util/src/wait.cpp) the eventfds of threads that ended
  *                                                 (thread_signal); taken with no other lock
  *                                                 held, takes none.
  *

@@ -13,7 +13,6 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <new>
 
 namespace vwait::util
 {
@@ -76,14 +75,25 @@ using detail::source;
 
 namespace
 {
-/* Signals of threads that ended, for the next threads that block (never freed: see
- * thread_signal). */
-std::mutex spare_signals_mu; /* lock_order.h: taken alone */
-/* never destroyed, so that the signals stay reachable (leak checkers) after static
- * destructors ran; built in static storage, not on the heap, so that nothing is left
- * unreachable when libfabric unloads the plugin (dlclose at fi_fini) */
-alignas(std::vector<signal *>) unsigned char spare_signals_storage[sizeof(std::vector<signal *>)];
-std::vector<signal *> &spare_signals = *new (spare_signals_storage) std::vector<signal *>;
+/* Signals of threads that ended, for the next threads that block. Freed only when the
+ * plugin is unloaded or the process exits (static destruction): by then no waiter is left to
+ * raise them, and a leak checker finds nothing unreachable. A thread that ends after that
+ * frees its own signal. */
+struct spare_signal_pool {
+	std::mutex mu; /* lock_order.h: taken alone */
+	std::vector<signal *> sigs;
+	bool closed = false;
+	~spare_signal_pool()
+	{
+		std::lock_guard<std::mutex> lock(mu);
+		for (signal *s : sigs)
+			delete s;
+		sigs.clear();
+		sigs.shrink_to_fit();
+		closed = true;
+	}
+};
+spare_signal_pool spare_signals;
 
 struct thread_signal_holder {
 	signal *sig = nullptr;
@@ -91,9 +101,13 @@ struct thread_signal_holder {
 	{
 		if (!sig)
 			return;
-		std::lock_guard<std::mutex> lock(spare_signals_mu);
+		std::lock_guard<std::mutex> lock(spare_signals.mu);
+		if (spare_signals.closed) {
+			delete sig;
+			return;
+		}
 		try {
-			spare_signals.push_back(sig);
+			spare_signals.sigs.push_back(sig);
 		} catch (const std::bad_alloc &) {
 			/* kept open, unused */
 		}
@@ -107,10 +121,10 @@ signal *thread_signal() noexcept
 	if (my_signal.sig)
 		return my_signal.sig;
 	{
-		std::lock_guard<std::mutex> lock(spare_signals_mu);
-		if (!spare_signals.empty()) {
-			my_signal.sig = spare_signals.back();
-			spare_signals.pop_back();
+		std::lock_guard<std::mutex> lock(spare_signals.mu);
+		if (!spare_signals.sigs.empty()) {
+			my_signal.sig = spare_signals.sigs.back();
+			spare_signals.sigs.pop_back();
 			return my_signal.sig;
 		}
 	}

@@ -30,8 +30,8 @@ namespace vwait::util
 
 /* The signal of the calling thread, that wakes it while it leads a blocking wait (nullptr when
  * no eventfd can be opened). One per thread that ever blocks, reused by later threads when
- * it ends, never closed: a notifier may still raise it after its thread moved on (a spurious
- * wakeup, which every waiter allows). */
+ * it ends, closed only at unload or exit: a notifier may still raise it after its thread
+ * moved on (a spurious wakeup, which every waiter allows). */
 signal *thread_signal() noexcept;
 
 /* The name of an enum fi_wait_obj value, for log lines. */
