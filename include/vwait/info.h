@@ -73,6 +73,11 @@ int dgram_getinfo(uint32_t version, const char *node, const char *service, uint6
  * Throws std::bad_alloc. Exposed for test/fuzz: port may be made up, no device is opened. */
 struct fi_info *port_info(uint32_t version, const port_desc &port, const struct fi_info *hints,
                           const struct sockaddr *src, const struct sockaddr *dst);
+/* The same for a DGRAM endpoint of port, named src (and dst, if not NULL). */
+struct ud_name;
+struct fi_info *dgram_port_info(uint32_t version, const port_desc &port,
+                                const struct fi_info *hints, const ud_name &src,
+                                const ud_name *dst);
 
 } // namespace vwait
 

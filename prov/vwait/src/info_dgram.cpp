@@ -220,6 +220,13 @@ bool port_name(const port_desc &port, ud_name *out)
 
 } // namespace
 
+struct fi_info *dgram_port_info(uint32_t version, const port_desc &port,
+                                const struct fi_info *hints, const ud_name &src,
+                                const ud_name *dst)
+{
+	return dgram_info(version, port, hints, src, dst).release();
+}
+
 bool wants_dgram_only(const struct fi_info *hints) noexcept
 {
 	return hints && ((hints->ep_attr && util::raw_enum(hints->ep_attr->type) == FI_EP_DGRAM) ||
