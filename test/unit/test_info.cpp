@@ -119,7 +119,8 @@ std::vector<hint_case> hint_cases()
 	     }},
 	    {"order", [mr](struct fi_info *h) { mr(h), h->tx_attr->msg_order = FI_ORDER_SAS; }},
 	    {"rma-iov", [mr](struct fi_info *h) { mr(h), h->tx_attr->rma_iov_limit = 2; }},
-	    {"shared-ctx", [mr](struct fi_info *h) { mr(h), h->ep_attr->tx_ctx_cnt = FI_SHARED_CONTEXT; }},
+	    {"shared-ctx",
+	     [mr](struct fi_info *h) { mr(h), h->ep_attr->tx_ctx_cnt = FI_SHARED_CONTEXT; }},
 	    {"domain",
 	     [mr](struct fi_info *h) {
 		     mr(h), h->domain_attr->threading = FI_THREAD_DOMAIN;
@@ -136,8 +137,10 @@ std::vector<hint_case> hint_cases()
 		     h->fabric_attr->name = strdup("IB-0xfe80000000000000");
 		     h->fabric_attr->prov_name = strdup("vwait");
 	     }},
-	    {"protocol-rc", [mr](struct fi_info *h) { mr(h), h->ep_attr->protocol = FI_PROTO_RDMA_CM_IB_RC; }},
-	    {"protocol-ud", [mr](struct fi_info *h) { mr(h), h->ep_attr->protocol = FI_PROTO_IB_UD; }},
+	    {"protocol-rc",
+	     [mr](struct fi_info *h) { mr(h), h->ep_attr->protocol = FI_PROTO_RDMA_CM_IB_RC; }},
+	    {"protocol-ud",
+	     [mr](struct fi_info *h) { mr(h), h->ep_attr->protocol = FI_PROTO_IB_UD; }},
 	    {"mr-basic",
 	     [](struct fi_info *h) {
 		     h->domain_attr->mr_mode = fi_v1::mr_basic;
@@ -205,11 +208,12 @@ std::vector<std::pair<std::string, std::string>> all_cases()
 				         FI_MAJOR(version), FI_MINOR(version), hc.name);
 				const auto *s = reinterpret_cast<const struct sockaddr *>(&src);
 				const auto *d = reinterpret_cast<const struct sockaddr *>(&dst);
-				out.emplace_back(std::string("msg-") + name,
-				                 text_of(vwait::port_info(version, port, hints, s,
-				                                          nullptr)));
-				out.emplace_back(std::string("msg-dst-") + name,
-				                 text_of(vwait::port_info(version, port, hints, s, d)));
+				out.emplace_back(
+				    std::string("msg-") + name,
+				    text_of(vwait::port_info(version, port, hints, s, nullptr)));
+				out.emplace_back(
+				    std::string("msg-dst-") + name,
+				    text_of(vwait::port_info(version, port, hints, s, d)));
 				if (!port.iwarp) {
 					out.emplace_back(std::string("dgram-") + name,
 					                 text_of(vwait::dgram_port_info(
