@@ -84,7 +84,7 @@
  *                                                 and stop_all (the provider's cleanup, at
  *                                                 fi_fini) under 97 and it: a thread's body
  *                                                 never starts or stops a helper_thread.
- *   -    inline_mutex (prov/vwait/src/info.cpp)   the per-device max_inline cache; taken with
+ *   -    inline_mutex (prov/vwait/src/info_probe.cpp) the per-device max_inline cache; taken with
  *                                                 no other lock held, takes none.
  *   -    spare_signals.mu (prov/util/src/wait.cpp) the eventfds of threads that ended
  *                                                 (thread_signal); taken with no other lock
