@@ -75,6 +75,17 @@ void note_blocking() noexcept;
 /* One phase of a blocking call (see waiter::wait_until): true ends the wait. */
 using phase_fn = bool (*)(void *arg) noexcept;
 
+/* What the sleeps of a waiter's blocking calls came to, since it was made (relaxed counters,
+ * for tests and benchmarks: waiter::counts()). A wakeup is a thread returning from a sleep
+ * (poll on its fds or its own signal, or the FI_WAIT_MUTEX_COND cond) before its deadline. */
+struct wake_counts {
+	uint64_t sleeps = 0;   /* a thread went to sleep */
+	uint64_t wakeups = 0;  /* a sleep ended before its deadline (whatever ended it) */
+	uint64_t empty = 0;    /* wakeups after which the caller's poll found nothing */
+	uint64_t handoffs = 0; /* wakeups that only made a sleeper the new leader */
+	uint64_t calib = 0;    /* wakeups by the wait policy's calibration timer alone */
+	uint64_t timeouts = 0; /* sleeps that ended at their deadline */
+};
 class waiter final : public listener
 {
 public:
@@ -173,6 +184,9 @@ public:
 	 * FI_GETWAITOBJ -> (enum fi_wait_obj *) kind(). Other commands: -FI_ENOSYS. NULL arg:
 	 * -FI_EINVAL. */
 	int control(int command, void *arg) noexcept;
+
+	/* What its blocking calls' sleeps came to so far (see wake_counts). */
+	wake_counts counts() const noexcept;
 
 	class impl;
 

@@ -555,4 +555,17 @@ int waiter::control(int command, void *arg) noexcept
 	return p_->control(command, arg);
 }
 
+wake_counts waiter::counts() const noexcept
+{
+	const auto &c = p_->stats;
+	wake_counts out;
+	out.sleeps = c.sleeps.load(std::memory_order_relaxed);
+	out.wakeups = c.wakeups.load(std::memory_order_relaxed);
+	out.empty = c.empty.load(std::memory_order_relaxed);
+	out.handoffs = c.handoffs.load(std::memory_order_relaxed);
+	out.calib = c.calib.load(std::memory_order_relaxed);
+	out.timeouts = c.timeouts.load(std::memory_order_relaxed);
+	return out;
+}
+
 } // namespace vwait::util

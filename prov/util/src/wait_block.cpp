@@ -127,8 +127,10 @@ bool waiter::impl::block_as_leader(uint64_t s, clock::time_point deadline,
 			if (!mine)
 				until =
 				    std::min(deadline, clock::now() + std::chrono::milliseconds(1));
+			bump(stats.sleeps);
 			woke = poll_until(leader_fds.data(), leader_fds.size(), until) > 0;
 			note.woke_at = clock::now();
+			bump(woke ? stats.wakeups : stats.timeouts);
 			if (woke && expiry != clock::time_point{}) {
 				const struct pollfd tp = leader_fds.back();
 				leader_fds.pop_back();
@@ -137,6 +139,7 @@ bool waiter::impl::block_as_leader(uint64_t s, clock::time_point deadline,
 				for (const struct pollfd &p : leader_fds)
 					other = other || p.revents != 0;
 				if (tp.revents && !other) {
+					bump(stats.calib);
 					note.timer_only = true;
 					note.late = note.woke_at - expiry;
 					woke = false;
@@ -196,10 +199,12 @@ bool waiter::impl::block(uint64_t s, clock::time_point deadline, sleep_note &not
 		/* The helper thread turns fd events into notify(). */
 		followers.fetch_add(1);
 		while (seq.load() == s && clock::now() < deadline) {
+			bump(stats.sleeps);
 			if (deadline == clock::time_point::max())
 				cv.wait(lock);
 			else
 				cv.wait_until(lock, deadline);
+			bump(clock::now() < deadline ? stats.wakeups : stats.timeouts);
 		}
 		followers.fetch_sub(1);
 		return false;
@@ -208,10 +213,12 @@ bool waiter::impl::block(uint64_t s, clock::time_point deadline, sleep_note &not
 		followers.fetch_add(1);
 		bool moved = seq.load() != s;
 		if (!moved) {
+			bump(stats.sleeps);
 			if (deadline == clock::time_point::max())
 				cv.wait(lock);
 			else
 				cv.wait_until(lock, deadline);
+			bump(clock::now() < deadline ? stats.wakeups : stats.timeouts);
 		}
 		followers.fetch_sub(1);
 		if (moved || seq.load() != s || clock::now() >= deadline)
@@ -267,6 +274,7 @@ int waiter::impl::wait_until(clock::time_point deadline, phase_fn poll, phase_fn
 	clock::duration arm{};
 	clock::time_point slept_from{};
 	bool event_woke = false;
+	bool slept = false;
 	auto found = [&]() noexcept {
 		const clock::time_point now = clock::now();
 		if (event_woke)
@@ -286,6 +294,12 @@ int waiter::impl::wait_until(clock::time_point deadline, phase_fn poll, phase_fn
 		if (poll(arg)) {
 			found();
 			return 0;
+		}
+		if (slept) {
+			/* the sleep ended (before the deadline) and there is nothing to do */
+			slept = false;
+			if (clock::now() < deadline)
+				bump(stats.empty);
 		}
 		if (readable) {
 			readable = false;
@@ -340,6 +354,7 @@ int waiter::impl::wait_until(clock::time_point deadline, phase_fn poll, phase_fn
 		note = sleep_note{};
 		note.calib = learner.calibration();
 		readable = block(s, deadline, note);
+		slept = true;
 		event_woke = note.event;
 		if (note.timer_only)
 			learner.record_wake(note.late);

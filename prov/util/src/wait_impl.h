@@ -142,6 +142,16 @@ public:
 	std::atomic<bool> helper_stop{false};
 	signal hsig; /* the helper's own wakeup (the leader's is its thread's) */
 
+	/* waiter::counts() */
+	struct {
+		std::atomic<uint64_t> sleeps{0}, wakeups{0}, empty{0}, handoffs{0}, calib{0},
+		    timeouts{0};
+	} stats;
+	static void bump(std::atomic<uint64_t> &c) noexcept
+	{
+		c.fetch_add(1, std::memory_order_relaxed);
+	}
+
 	void wake_blocker() noexcept;
 	void raise_leader() noexcept;
 	int start_helper() noexcept;
