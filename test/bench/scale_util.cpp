@@ -33,10 +33,11 @@
  * on every pass.
  *
  *   threads      T threads in fi_cq_sread on one CQ, a work queue fed one completion at a time
- *   threads-set  T threads each in fi_cq_sread on its own CQ of one wait set (run_threads)
+ *   threads-set  T threads each in fi_cq_sread on its own CQ of one wait set (run_threads);
+ *                -P block: with the block wait policy (every wait sleeps; default adaptive)
  *
  * usage: scale_util [-m waitset|pollset|epoll|threads|threads-set] [-N members] [-A active]
- *                   [-I rounds] [-t] [-s] [-T threads]
+ *                   [-I rounds] [-t] [-s] [-T threads] [-P block|adaptive]
  * Prints one RESULT line. Exit 0, 1 on error, 2 on usage. */
 #include "proc_self.h"
 #include "vwait/fi_deprecated.h"
@@ -239,7 +240,8 @@ struct options {
 	bool spin = false; /* -s: waitset rounds without fi_trywait on the set */
 	/* -m threads / threads-set: the work-queue run (run_threads) instead of rounds */
 	enum class queue { none, one_cq, own_cqs } work = queue::none;
-	int consumers = 8; /* -T */
+	int consumers = 8;  /* -T */
+	bool block = false; /* -P block: the waits never spin (default: adaptive) */
 };
 
 class bench
@@ -489,7 +491,7 @@ double cpu_seconds()
 bool parse(int argc, char **argv, options &o)
 {
 	int c;
-	while ((c = getopt(argc, argv, "m:N:A:I:tsT:")) != -1) {
+	while ((c = getopt(argc, argv, "m:N:A:I:tsT:P:")) != -1) {
 		switch (c) {
 		case 'm':
 			o.name = optarg;
@@ -524,6 +526,12 @@ bool parse(int argc, char **argv, options &o)
 		case 'T':
 			o.consumers = atoi(optarg);
 			break;
+		case 'P':
+			if (!strcmp(optarg, "block"))
+				o.block = true;
+			else if (strcmp(optarg, "adaptive"))
+				return false;
+			break;
 		default:
 			return false;
 		}
@@ -549,10 +557,13 @@ int run_threads(const options &o)
 	std::vector<struct fid_cq *> cqs;
 	std::vector<util::sw_cq *> qs;
 	int ret = 0;
+	util::wait_policy policy;
+	if (o.block)
+		policy.kind = util::wait_policy_kind::block;
 	if (own) {
 		struct fi_wait_attr wa = {};
 		wa.wait_obj = FI_WAIT_FD;
-		ret = util::wait_open(&scale_prov, &wa, &set);
+		ret = util::wait_open(&scale_prov, &wa, &set, {}, policy);
 		if (!ret)
 			ret = util::get_waiter(&set->fid, &w);
 	}
@@ -562,7 +573,13 @@ int run_threads(const options &o)
 		a.wait_obj = own ? FI_WAIT_SET : FI_WAIT_FD;
 		a.wait_set = set;
 		struct fid_cq *cq = nullptr;
-		ret = util::cq_open(&scale_prov, &a, &cq, nullptr);
+		try {
+			auto q = std::make_unique<util::sw_cq>(&scale_prov, a, FI_VERSION(1, 17));
+			q->set_wait_policy(policy); /* a wait-set member follows its set's */
+			ret = util::cq_install(std::move(q), &cq, nullptr);
+		} catch (const std::bad_alloc &) {
+			ret = -FI_ENOMEM;
+		}
 		if (ret)
 			break;
 		cqs.push_back(cq);
@@ -629,9 +646,9 @@ int run_threads(const options &o)
 		        static_cast<unsigned long>(total));
 		return 1;
 	}
-	printf("RESULT mode=%s threads=%d completions=%lu per_s=%.0f wakeups=%.3f empty=%.3f "
+	printf("RESULT mode=%s%s threads=%d completions=%lu per_s=%.0f wakeups=%.3f empty=%.3f "
 	       "handoffs=%.3f calib=%.3f sleeps=%.3f nvcsw=%.3f\n",
-	       o.name, t, static_cast<unsigned long>(total), total / secs,
+	       o.name, o.block ? "-block" : "", t, static_cast<unsigned long>(total), total / secs,
 	       per(c1.wakeups - c0.wakeups), per(c1.empty - c0.empty),
 	       per(c1.handoffs - c0.handoffs), per(c1.calib - c0.calib), per(c1.sleeps - c0.sleeps),
 	       per(static_cast<uint64_t>(switches.load())));
@@ -646,7 +663,7 @@ int main(int argc, char **argv)
 	if (!parse(argc, argv, o)) {
 		fprintf(stderr,
 		        "usage: %s [-m waitset|pollset|epoll|threads|threads-set] [-N members] "
-		        "[-A active] [-I rounds] [-t] [-s] [-T threads]\n",
+		        "[-A active] [-I rounds] [-t] [-s] [-T threads] [-P block|adaptive]\n",
 		        argv[0]);
 		return 2;
 	}
