@@ -14,6 +14,8 @@
  *    Every completion must be read exactly once and no wait may run out while completions
  *    are due and none is read (a lost wakeup). Rounds (completions): VWAIT_RACE_ROUNDS,
  *    default 10^6, 5 * 10^4 under a sanitizer (the TSan stage stays fast).
+ *  - Threads on a channel: 8 threads in fi_cq_sread on one CQ fed through its channel, one
+ *    completion at a time: each read once, at most about 2 wakeups per completion.
  */
 #include "test_util_common.h"
 
@@ -516,6 +518,64 @@ void test_race(void **st)
 	assert_int_equal(fi_close(&cq->fid), 0);
 }
 
+/* ------------------------------------------------------------------ threads on a channel */
+
+/* T = 8 threads in fi_cq_sread on one CQ whose completions come through its channel (as a
+ * verbs CQ's do), fed one at a time: every completion read once, and at most about 2 wakeups
+ * per completion (the leader, which the channel wakes and which reads it, and the one sleeper
+ * that takes the channel over when the leader returns), not one per sleeper. */
+void test_channel_threads(void **st)
+{
+	struct fid_cq *cq = nullptr;
+	hw_cq *q = open_hw_cq(variant_of(st), &cq);
+	constexpr int threads = 8;
+	constexpr uint64_t total = 1000;
+	std::vector<std::atomic<int>> seen(total);
+	std::atomic<uint64_t> consumed{0};
+	std::atomic<long> bad{0};
+	std::atomic<bool> done{false};
+	std::vector<std::thread> ts;
+	for (int c = 0; c < threads; c++)
+		ts.emplace_back([&] {
+			struct fi_cq_entry e;
+			while (!done.load()) {
+				ssize_t n = fi_cq_sread(cq, &e, 1, nullptr, 1000);
+				if (n == -FI_EAGAIN)
+					continue;
+				auto id = reinterpret_cast<uintptr_t>(e.op_context);
+				if (n != 1 || id >= total || seen[id].fetch_add(1) != 0)
+					bad++;
+				consumed++;
+			}
+		});
+	std::this_thread::sleep_for(std::chrono::milliseconds(20));
+	const util::wake_counts c0 = q->wait_object()->counts();
+	auto t0 = std::chrono::steady_clock::now();
+	for (uint64_t i = 0; i < total && !bad.load(); i++) {
+		q->complete(i);
+		while (consumed.load() <= i && !bad.load() && seconds_since(t0) < 20)
+			std::this_thread::yield();
+	}
+	const util::wake_counts c1 = q->wait_object()->counts();
+	done = true;
+	fi_cq_signal(cq);
+	for (auto &t : ts)
+		t.join();
+	const double per = static_cast<double>(c1.wakeups - c0.wakeups) / total;
+	print_message("%d sread threads, completions through the channel: %llu read in %.3f s, "
+	              "%.3f wakeups per completion (%.3f hand-offs, %.3f empty), %llu events\n",
+	              threads, static_cast<unsigned long long>(consumed.load()), seconds_since(t0),
+	              per, static_cast<double>(c1.handoffs - c0.handoffs) / total,
+	              static_cast<double>(c1.empty - c0.empty) / total,
+	              static_cast<unsigned long long>(q->events_.load()));
+	assert_int_equal(bad.load(), 0);
+	assert_int_equal(consumed.load(), total);
+	for (auto &s : seen)
+		assert_int_equal(s.load(), 1);
+	assert_true(per <= 2.2);
+	assert_int_equal(fi_close(&cq->fid), 0);
+}
+
 constexpr util::wait_policy adaptive{util::wait_policy_kind::adaptive, util::default_spin_us};
 constexpr util::wait_policy block{util::wait_policy_kind::block, util::default_spin_us};
 constexpr util::wait_policy fixed{util::wait_policy_kind::fixed, util::default_spin_us};
@@ -552,6 +612,8 @@ int main(void)
 	    cmocka_unit_test_prestate(test_race, &b_mc),
 	    cmocka_unit_test_prestate(test_race, &f_fd),
 	    cmocka_unit_test_prestate(test_race, &f_mc),
+	    cmocka_unit_test_prestate(test_channel_threads, &k_fd),
+	    cmocka_unit_test_prestate(test_channel_threads, &b_fd),
 	};
 	return cmocka_run_group_tests_name("util_fault", tests, nullptr, nullptr);
 }

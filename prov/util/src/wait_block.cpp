@@ -413,6 +413,10 @@ int waiter::impl::wait_until(clock::time_point deadline, phase_fn poll, phase_fn
 		 * its helper thread: the helper drains. */
 		uint64_t s = seq.load();
 		if (poll(arg)) {
+			/* read before its event was: drain the event now, or the thread that
+			 * leads next would wake at once for it */
+			if (readable && nsleeping.load() > 0)
+				drain_polled();
 			found();
 			return 0;
 		}
