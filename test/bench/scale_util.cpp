@@ -39,6 +39,7 @@
  * usage: scale_util [-m waitset|pollset|epoll|threads|threads-set] [-N members] [-A active]
  *                   [-I rounds] [-t] [-s] [-T threads] [-P block|adaptive]
  * Prints one RESULT line. Exit 0, 1 on error, 2 on usage. */
+#include "../unit/work_queue.h"
 #include "proc_self.h"
 #include "vwait/fi_deprecated.h"
 #include "vwait/util/cq.h"
@@ -591,67 +592,24 @@ int run_threads(const options &o)
 		fprintf(stderr, "open: %s\n", fi_strerror(-ret));
 		return 1;
 	}
-	std::vector<std::atomic<unsigned char>> seen(total);
-	std::atomic<uintptr_t> consumed{0};
-	std::atomic<long> bad{0}, switches{0};
-	std::atomic<bool> done{false};
-	std::vector<std::thread> threads;
-	for (int c = 0; c < t; c++) {
-		struct fid_cq *cq = cqs[own ? c : 0];
-		threads.emplace_back([&, cq] {
-			struct rusage r0, r1;
-			getrusage(RUSAGE_THREAD, &r0);
-			struct fi_cq_entry out;
-			while (!done.load()) {
-				ssize_t n = fi_cq_sread(cq, &out, 1, nullptr, 1000);
-				if (n == -FI_EAGAIN)
-					continue;
-				auto id = reinterpret_cast<uintptr_t>(out.op_context);
-				if (n != 1 || id >= total || seen[id].fetch_add(1) != 0)
-					bad++;
-				consumed++;
-			}
-			getrusage(RUSAGE_THREAD, &r1);
-			switches += r1.ru_nvcsw - r0.ru_nvcsw;
-		});
-	}
-	std::this_thread::sleep_for(std::chrono::milliseconds(20));
-	const util::wake_counts c0 = w->counts();
-	::close(-37);
-	const auto t0 = clk::now();
-	for (uintptr_t i = 0; i < total && !bad.load(); i++) {
-		util::cq_entry e;
-		e.op_context = reinterpret_cast<void *>(i);
-		while (qs[i % qs.size()]->push(e) == -FI_EAGAIN)
-			std::this_thread::yield();
-		while (consumed.load() <= i && !bad.load())
-			std::this_thread::yield();
-	}
-	const double secs = std::chrono::duration<double>(clk::now() - t0).count();
-	::close(-37);
-	const util::wake_counts c1 = w->counts();
-	done = true;
-	for (struct fid_cq *cq : cqs)
-		fi_cq_signal(cq);
-	for (auto &th : threads)
-		th.join();
+	/* a mark for strace: the system calls between the two close(-37) are the run's */
+	const vwait_test::queue_run r =
+	    vwait_test::work_queue(cqs, qs, w, t, total, [] { ::close(-37); });
 	for (struct fid_cq *cq : cqs)
 		fi_close(&cq->fid);
 	if (set)
 		fi_close(&set->fid);
 	const auto per = [&](uint64_t n) { return static_cast<double>(n) / total; };
-	if (bad.load() || consumed.load() != total) {
-		fprintf(stderr, "%ld bad, %lu of %lu read\n", bad.load(),
-		        static_cast<unsigned long>(consumed.load()),
-		        static_cast<unsigned long>(total));
+	if (r.bad || r.consumed != total) {
+		fprintf(stderr, "%ld bad, %lu of %lu read\n", r.bad,
+		        static_cast<unsigned long>(r.consumed), static_cast<unsigned long>(total));
 		return 1;
 	}
 	printf("RESULT mode=%s%s threads=%d completions=%lu per_s=%.0f wakeups=%.3f empty=%.3f "
 	       "handoffs=%.3f calib=%.3f sleeps=%.3f nvcsw=%.3f\n",
-	       o.name, o.block ? "-block" : "", t, static_cast<unsigned long>(total), total / secs,
-	       per(c1.wakeups - c0.wakeups), per(c1.empty - c0.empty),
-	       per(c1.handoffs - c0.handoffs), per(c1.calib - c0.calib), per(c1.sleeps - c0.sleeps),
-	       per(static_cast<uint64_t>(switches.load())));
+	       o.name, o.block ? "-block" : "", t, static_cast<unsigned long>(total),
+	       total / r.secs, per(r.c.wakeups), per(r.c.empty), per(r.c.handoffs), per(r.c.calib),
+	       per(r.c.sleeps), per(static_cast<uint64_t>(r.switches)));
 	return 0;
 }
 

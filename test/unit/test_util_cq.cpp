@@ -16,6 +16,7 @@
 
 #include "test_util_common.h"
 #include "vwait_cmocka.h"
+#include "work_queue.h"
 
 #include <poll.h>
 #include <sched.h>
@@ -819,17 +820,8 @@ void many_threads(void **st)
  * most one sleeper, a consumer that takes a completion meant for another (while spinning)
  * costs that one an empty wakeup but saves its own. The consumers' voluntary context switches
  * (getrusage RUSAGE_THREAD) are printed beside it. */
-struct queue_run {
-	util::wake_counts c; /* over the N completions */
-	long ms = 0;
-	long switches = 0;
-	long bad = 0;
-	uintptr_t consumed = 0;
-};
-
-queue_run work_queue(state &s, int threads, bool own_cqs, uintptr_t total)
+vwait_test::queue_run run_queue(state &s, int threads, bool own_cqs, uintptr_t total)
 {
-	queue_run r;
 	std::vector<util::sw_cq *> qs;
 	util::waiter *w = nullptr;
 	if (own_cqs) {
@@ -851,64 +843,12 @@ queue_run work_queue(state &s, int threads, bool own_cqs, uintptr_t total)
 		s.cq = nullptr;
 		w = qs[0]->wait_object();
 	}
-	std::vector<std::atomic<int>> seen(total);
-	std::atomic<uintptr_t> consumed{0};
-	std::atomic<long> bad{0}, switches{0};
-	std::atomic<bool> done{false};
-	for (int c = 0; c < threads; c++) {
-		struct fid_cq *cq = s.cqs[own_cqs ? c : 0];
-		s.threads.emplace_back([&, cq] {
-			struct rusage r0, r1;
-			getrusage(RUSAGE_THREAD, &r0);
-			struct fi_cq_entry out;
-			while (!done.load()) {
-				/* finite, so that a failure never leaves a thread blocked */
-				ssize_t n = fi_cq_sread(cq, &out, 1, nullptr, 1000);
-				if (n == -FI_EAGAIN)
-					continue;
-				if (n != 1) {
-					bad++;
-					break;
-				}
-				auto id = reinterpret_cast<uintptr_t>(out.op_context);
-				if (id >= total || seen[id].fetch_add(1) != 0)
-					bad++;
-				consumed++;
-			}
-			getrusage(RUSAGE_THREAD, &r1);
-			switches += r1.ru_nvcsw - r0.ru_nvcsw;
-		});
-	}
-	/* every consumer asleep (or about to be) before the first completion */
-	std::this_thread::sleep_for(std::chrono::milliseconds(20));
-	const util::wake_counts c0 = w->counts();
-	auto t0 = steady::now();
-	for (uintptr_t i = 0; i < total && !bad.load(); i++) {
-		util::cq_entry e;
-		e.op_context = reinterpret_cast<void *>(i);
-		while (qs[i % qs.size()]->push(e) == -FI_EAGAIN)
-			sched_yield();
-		while (consumed.load() <= i && !bad.load() && ms_since(t0) < 20000)
-			sched_yield();
-	}
-	r.ms = ms_since(t0);
-	const util::wake_counts c1 = w->counts();
-	done = true;
-	for (struct fid_cq *cq : s.cqs)
-		fi_cq_signal(cq);
-	for (auto &t : s.threads)
-		t.join();
-	s.threads.clear();
-	r.c.sleeps = c1.sleeps - c0.sleeps;
-	r.c.wakeups = c1.wakeups - c0.wakeups;
-	r.c.empty = c1.empty - c0.empty;
-	r.c.handoffs = c1.handoffs - c0.handoffs;
-	r.c.calib = c1.calib - c0.calib;
-	r.c.timeouts = c1.timeouts - c0.timeouts;
-	r.switches = switches.load();
-	r.bad = bad.load();
-	r.consumed = consumed.load();
-	assert_each_once(seen, r.bad, r.consumed);
+	vwait_test::queue_run r = vwait_test::work_queue(s.cqs, qs, w, threads, total);
+	assert_int_equal(r.bad, 0);
+	assert_int_equal(r.consumed, total);
+	for (size_t i = 0; i < r.seen.size(); i++)
+		if (r.seen[i] != 1)
+			fail_msg("id %zu seen %d times", i, r.seen[i]);
 	for (struct fid_cq *cq : s.cqs)
 		assert_int_equal(fi_close(&cq->fid), 0);
 	s.cqs.clear();
@@ -925,13 +865,14 @@ void sread_threads(void **st)
 	constexpr uintptr_t total = 2000;
 	for (bool own : {false, true})
 		for (int threads : {1, 2, 4, 8}) {
-			queue_run r = work_queue(s, threads, own, total);
+			vwait_test::queue_run r = run_queue(s, threads, own, total);
 			const double per = static_cast<double>(r.c.wakeups) / total;
 			print_message("T=%d sread threads, %s: %lu completions in %ld ms; per "
 			              "completion: %.3f wakeups (%.3f empty, %.3f hand-offs, %.3f "
 			              "calibration), %.2f sleeps, %.2f voluntary switches\n",
 			              threads, own ? "own CQs of one wait set" : "one CQ",
-			              static_cast<unsigned long>(total), r.ms, per,
+			              static_cast<unsigned long>(total),
+			              static_cast<long>(r.secs * 1000), per,
 			              static_cast<double>(r.c.empty) / total,
 			              static_cast<double>(r.c.handoffs) / total,
 			              static_cast<double>(r.c.calib) / total,

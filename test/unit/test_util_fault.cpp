@@ -18,6 +18,7 @@
  *    completion at a time: each read once, at most about 2 wakeups per completion.
  */
 #include "test_util_common.h"
+#include "work_queue.h"
 
 #include "vwait/fi_deprecated.h"
 #include "vwait/util/cntr.h"
@@ -528,50 +529,20 @@ void test_channel_threads(void **st)
 {
 	struct fid_cq *cq = nullptr;
 	hw_cq *q = open_hw_cq(variant_of(st), &cq);
-	constexpr int threads = 8;
 	constexpr uint64_t total = 1000;
-	std::vector<std::atomic<int>> seen(total);
-	std::atomic<uint64_t> consumed{0};
-	std::atomic<long> bad{0};
-	std::atomic<bool> done{false};
-	std::vector<std::thread> ts;
-	for (int c = 0; c < threads; c++)
-		ts.emplace_back([&] {
-			struct fi_cq_entry e;
-			while (!done.load()) {
-				ssize_t n = fi_cq_sread(cq, &e, 1, nullptr, 1000);
-				if (n == -FI_EAGAIN)
-					continue;
-				auto id = reinterpret_cast<uintptr_t>(e.op_context);
-				if (n != 1 || id >= total || seen[id].fetch_add(1) != 0)
-					bad++;
-				consumed++;
-			}
-		});
-	std::this_thread::sleep_for(std::chrono::milliseconds(20));
-	const util::wake_counts c0 = q->wait_object()->counts();
-	auto t0 = std::chrono::steady_clock::now();
-	for (uint64_t i = 0; i < total && !bad.load(); i++) {
-		q->complete(i);
-		while (consumed.load() <= i && !bad.load() && seconds_since(t0) < 20)
-			std::this_thread::yield();
-	}
-	const util::wake_counts c1 = q->wait_object()->counts();
-	done = true;
-	fi_cq_signal(cq);
-	for (auto &t : ts)
-		t.join();
-	const double per = static_cast<double>(c1.wakeups - c0.wakeups) / total;
-	print_message("%d sread threads, completions through the channel: %llu read in %.3f s, "
+	const vwait_test::queue_run r = vwait_test::work_queue(
+	    {cq}, {}, q->wait_object(), 8, total, {}, [q](uintptr_t i) { q->complete(i); });
+	const double per = static_cast<double>(r.c.wakeups) / total;
+	print_message("8 sread threads, completions through the channel: %llu read in %.3f s, "
 	              "%.3f wakeups per completion (%.3f hand-offs, %.3f empty), %llu events\n",
-	              threads, static_cast<unsigned long long>(consumed.load()), seconds_since(t0),
-	              per, static_cast<double>(c1.handoffs - c0.handoffs) / total,
-	              static_cast<double>(c1.empty - c0.empty) / total,
+	              static_cast<unsigned long long>(r.consumed), r.secs, per,
+	              static_cast<double>(r.c.handoffs) / total,
+	              static_cast<double>(r.c.empty) / total,
 	              static_cast<unsigned long long>(q->events_.load()));
-	assert_int_equal(bad.load(), 0);
-	assert_int_equal(consumed.load(), total);
-	for (auto &s : seen)
-		assert_int_equal(s.load(), 1);
+	assert_int_equal(r.bad, 0);
+	assert_int_equal(r.consumed, total);
+	for (int seen : r.seen)
+		assert_int_equal(seen, 1);
 	assert_true(per <= 2.2);
 	assert_int_equal(fi_close(&cq->fid), 0);
 }
