@@ -361,6 +361,12 @@ inline void cpu_relax() noexcept
 int waiter::impl::wait_until(clock::time_point deadline, phase_fn poll, phase_fn prepare, void *arg,
                              waitable *target) noexcept
 {
+	/* Work already there: the call does not wait, and teaches the policy nothing. Counted
+	 * as a short wait, such a call (a send completion found at once, between two long waits
+	 * for the peer) would keep an adaptive waiter spinning through every long wait. It is
+	 * no blocking call either (no leadership, nothing to pass on): the fast path stays. */
+	if (poll(arg))
+		return 0;
 	call c{this, target};
 	struct in_call {
 		call &c;
@@ -375,11 +381,6 @@ int waiter::impl::wait_until(clock::time_point deadline, phase_fn poll, phase_fn
 			c.self->leave(c);
 		}
 	} scope(c);
-	/* Work already there: the call does not wait, and teaches the policy nothing. Counted
-	 * as a short wait, such a call (a send completion found at once, between two long waits
-	 * for the peer) would keep an adaptive waiter spinning through every long wait. */
-	if (poll(arg))
-		return 0;
 	const clock::time_point start = clock::now();
 	/* the poll phase lasts the policy's budget, never past the deadline */
 	const clock::duration budget = learner.budget();
