@@ -73,7 +73,7 @@
  *  90    waitable::listeners_mu_ (util/waitable.h) a waitable's waiters and poll sets; under
  *                                                 it their notify(): 94, 96 (wake), signals.
  *  94    ready_list::mu_ (util/ready_list.h)      queued members; leaf.
- *  96    waiter::impl::mu (wait_impl.h)           the leader / followers of a blocking wait,
+ *  96    waiter::impl::mu (wait_impl.h)           the sleepers and leader of a blocking wait,
  *                                                 and for MUTEX_COND the mutex handed out by
  *                                                 FI_GETWAIT; leaf (held across cv waits).
  *  97    helper_thread's registry                 the provider's threads (util/helper_thread.h);

@@ -10,9 +10,18 @@
 #   pollset     fi_poll until it names the member
 #   epoll       N FI_WAIT_FD objects in an application epoll, fi_trywait on the one read
 # SCALE_NS (default "16 256 1024 4096 16384"), SCALE_ACTIVE ("1 16"), SCALE_ROUNDS (200).
+# Then the threads table: the work-queue pattern (scale_util -m threads / threads-set), T
+# consumers in fi_cq_sread on one CQ or each on its own CQ of one wait set, one producer writing
+# one completion at a time: completions per second (the median of 3 runs: timed, so noisy on a
+# shared host), and per completion the waiter's wakeups (counted: waiter::counts()), the empty
+# ones among them, the consumers' voluntary context switches and the process's system calls
+# (strace -f; the producer's sched_yield while it waits left out); with the default wait policy
+# (adaptive: a consumer may find the next completion while it spins, and not sleep) and with
+# -P block (every wait sleeps: the wake path alone). SCALE_THREADS ("1 2 4 8"), SCALE_COMPLETIONS (2000); SCALE_NS="" skips the
+# members tables.
 set -u
 bin=${1:?usage: scale-util.sh BUILDDIR}/test/bench/scale_util
-ns=${SCALE_NS:-16 256 1024 4096 16384}
+ns=${SCALE_NS-16 256 1024 4096 16384}
 actives=${SCALE_ACTIVE:-1 16}
 rounds=${SCALE_ROUNDS:-200}
 tmp=$(mktemp)
@@ -42,5 +51,32 @@ for spec in "waitset -s" waitset pollset epoll; do
 				-v arms="$arms" -v fds="$fds" -v rss="$rss" \
 				'BEGIN{printf "| %s | %d | %d | %.0f | %.2f | %s | %s | %s |\n", s, a, n, ir/r, sc/r, arms, fds, rss}'
 		done
+	done
+done
+
+echo
+echo "| threads mode | T | completions/s | wakeups | empty | voluntary switches | system calls |"
+echo "|---|---:|---:|---:|---:|---:|---:|"
+completions=${SCALE_COMPLETIONS:-2000}
+for spec in threads threads-set "threads -P block" "threads-set -P block"; do
+	mode=${spec%% *} extra=${spec#"$mode"}
+	for t in ${SCALE_THREADS-1 2 4 8}; do
+		args="-m $mode$extra -T $t -I $completions"
+		runs=()
+		for _ in 1 2 3; do
+			runs+=("$("$bin" $args 2>&1)") || true
+		done
+		res=$(printf '%s\n' "${runs[@]}" | grep '^RESULT' | sort -t= -k5 -n | sed -n 2p)
+		[ -n "$res" ] || {
+			echo "| $spec | $t | (failed: $(printf '%s\n' "${runs[@]}" | tail -1)) | | | | |"
+			continue
+		}
+		strace -f -o "$tmp" "$bin" $args >/dev/null 2>&1
+		# the producer's sched_yield while it waits for the read is left out
+		sc=$(awk '/close\(-37\)/{on=!on; next} on && !/sched_yield/{c++} END{print c+0}' "$tmp")
+		get() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$res"; }
+		awk -v m="$spec" -v t="$t" -v ps="$(get per_s)" -v w="$(get wakeups)" \
+			-v e="$(get empty)" -v v="$(get nvcsw)" -v sc="$sc" -v n="$completions" \
+			'BEGIN{printf "| %s | %d | %.0f | %.3f | %.3f | %.3f | %.2f |\n", m, t, ps, w, e, v, sc/n}'
 	done
 done

@@ -32,11 +32,19 @@
  * through a busy ping-pong, where the members that were never armed must not be looked at
  * on every pass.
  *
- * usage: scale_util [-m waitset|pollset|epoll] [-N members] [-A active] [-I rounds] [-t] [-s]
+ *   threads      T threads in fi_cq_sread on one CQ, a work queue fed one completion at a time
+ *   threads-set  T threads each in fi_cq_sread on its own CQ of one wait set (run_threads);
+ *                -P block: with the block wait policy (every wait sleeps; default adaptive)
+ *
+ * usage: scale_util [-m waitset|pollset|epoll|threads|threads-set] [-N members] [-A active]
+ *                   [-I rounds] [-t] [-s] [-T threads] [-P block|adaptive]
  * Prints one RESULT line. Exit 0, 1 on error, 2 on usage. */
+#include "../unit/work_queue.h"
 #include "proc_self.h"
 #include "vwait/fi_deprecated.h"
+#include "vwait/util/cq.h"
 #include "vwait/util/fd.h"
+#include "vwait/util/object.h"
 #include "vwait/util/poll.h"
 #include "vwait/util/trywait.h"
 #include "vwait/util/wait.h"
@@ -231,6 +239,10 @@ struct options {
 	int rounds = 1000;
 	bool threads = false;
 	bool spin = false; /* -s: waitset rounds without fi_trywait on the set */
+	/* -m threads / threads-set: the work-queue run (run_threads) instead of rounds */
+	enum class queue { none, one_cq, own_cqs } work = queue::none;
+	int consumers = 8;  /* -T */
+	bool block = false; /* -P block: the waits never spin (default: adaptive) */
 };
 
 class bench
@@ -480,7 +492,7 @@ double cpu_seconds()
 bool parse(int argc, char **argv, options &o)
 {
 	int c;
-	while ((c = getopt(argc, argv, "m:N:A:I:ts")) != -1) {
+	while ((c = getopt(argc, argv, "m:N:A:I:tsT:P:")) != -1) {
 		switch (c) {
 		case 'm':
 			o.name = optarg;
@@ -490,6 +502,10 @@ bool parse(int argc, char **argv, options &o)
 				o.how = mode::pollset;
 			else if (!strcmp(optarg, "epoll"))
 				o.how = mode::epoll;
+			else if (!strcmp(optarg, "threads"))
+				o.work = options::queue::one_cq;
+			else if (!strcmp(optarg, "threads-set"))
+				o.work = options::queue::own_cqs;
 			else
 				return false;
 			break;
@@ -508,11 +524,93 @@ bool parse(int argc, char **argv, options &o)
 		case 's':
 			o.spin = true;
 			break;
+		case 'T':
+			o.consumers = atoi(optarg);
+			break;
+		case 'P':
+			if (!strcmp(optarg, "block"))
+				o.block = true;
+			else if (strcmp(optarg, "adaptive"))
+				return false;
+			break;
 		default:
 			return false;
 		}
 	}
-	return o.members >= 1 && o.active >= 1 && o.active <= o.members && o.rounds > 0;
+	return o.members >= 1 && o.active >= 1 && o.active <= o.members && o.rounds > 0 &&
+	       o.consumers >= 1;
+}
+
+/* -m threads / threads-set: the work-queue pattern. T consumer threads in fi_cq_sread, on one
+ * FI_WAIT_FD CQ (threads) or each on its own CQ of one FI_WAIT_FD wait set (threads-set); this
+ * thread writes the completions one at a time (the next once the previous was read, so the
+ * consumers sleep between them; in threads-set completion i goes to CQ i % T). Prints the
+ * completions per second, and per completion the waiter's wakeups (waiter::counts(): sleeps
+ * that ended before their deadline, empty ones and the calibration timer's included) and the
+ * consumers' voluntary context switches. */
+int run_threads(const options &o)
+{
+	const bool own = o.work == options::queue::own_cqs;
+	const int t = o.consumers;
+	const auto total = static_cast<uintptr_t>(o.rounds);
+	struct fid_wait *set = nullptr;
+	util::waiter *w = nullptr;
+	std::vector<struct fid_cq *> cqs;
+	std::vector<util::sw_cq *> qs;
+	int ret = 0;
+	util::wait_policy policy;
+	if (o.block)
+		policy.kind = util::wait_policy_kind::block;
+	if (own) {
+		struct fi_wait_attr wa = {};
+		wa.wait_obj = FI_WAIT_FD;
+		ret = util::wait_open(&scale_prov, &wa, &set, {}, policy);
+		if (!ret)
+			ret = util::get_waiter(&set->fid, &w);
+	}
+	for (int c = 0; !ret && c < (own ? t : 1); c++) {
+		struct fi_cq_attr a = {};
+		a.format = FI_CQ_FORMAT_CONTEXT;
+		a.wait_obj = own ? FI_WAIT_SET : FI_WAIT_FD;
+		a.wait_set = set;
+		struct fid_cq *cq = nullptr;
+		try {
+			auto q = std::make_unique<util::sw_cq>(&scale_prov, a, FI_VERSION(1, 17));
+			q->set_wait_policy(policy); /* a wait-set member follows its set's */
+			ret = util::cq_install(std::move(q), &cq, nullptr);
+		} catch (const std::bad_alloc &) {
+			ret = -FI_ENOMEM;
+		}
+		if (ret)
+			break;
+		cqs.push_back(cq);
+		qs.push_back(util::object_of<util::sw_cq>(&cq->fid));
+		if (!own)
+			w = qs.back()->wait_object();
+	}
+	if (ret) {
+		fprintf(stderr, "open: %s\n", fi_strerror(-ret));
+		return 1;
+	}
+	/* a mark for strace: the system calls between the two close(-37) are the run's */
+	const vwait_test::queue_run r =
+	    vwait_test::work_queue(cqs, qs, w, t, total, [] { ::close(-37); });
+	for (struct fid_cq *cq : cqs)
+		fi_close(&cq->fid);
+	if (set)
+		fi_close(&set->fid);
+	const auto per = [&](uint64_t n) { return static_cast<double>(n) / total; };
+	if (r.bad || r.consumed != total) {
+		fprintf(stderr, "%ld bad, %lu of %lu read\n", r.bad,
+		        static_cast<unsigned long>(r.consumed), static_cast<unsigned long>(total));
+		return 1;
+	}
+	printf("RESULT mode=%s%s threads=%d completions=%lu per_s=%.0f wakeups=%.3f empty=%.3f "
+	       "handoffs=%.3f calib=%.3f sleeps=%.3f nvcsw=%.3f\n",
+	       o.name, o.block ? "-block" : "", t, static_cast<unsigned long>(total),
+	       total / r.secs, per(r.c.wakeups), per(r.c.empty), per(r.c.handoffs), per(r.c.calib),
+	       per(r.c.sleeps), per(static_cast<uint64_t>(r.switches)));
+	return 0;
 }
 
 } // namespace
@@ -522,11 +620,13 @@ int main(int argc, char **argv)
 	options o;
 	if (!parse(argc, argv, o)) {
 		fprintf(stderr,
-		        "usage: %s [-m waitset|pollset|epoll] [-N members] [-A active] "
-		        "[-I rounds] [-t] [-s]\n",
+		        "usage: %s [-m waitset|pollset|epoll|threads|threads-set] [-N members] "
+		        "[-A active] [-I rounds] [-t] [-s] [-T threads] [-P block|adaptive]\n",
 		        argv[0]);
 		return 2;
 	}
+	if (o.work != options::queue::none)
+		return run_threads(o);
 	struct rlimit rl;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
 		rl.rlim_cur = rl.rlim_max; /* epoll: 2 descriptors per member */

@@ -263,6 +263,7 @@ struct state {
 	struct fid_eq *eq = nullptr;
 	struct fid_wait *set = nullptr;
 	struct fid_poll *pollset = nullptr;
+	std::vector<struct fid_cq *> cqs; /* more CQs (members of set), closed before it */
 	std::vector<std::thread> threads;
 };
 
@@ -280,6 +281,8 @@ inline int teardown(void **st)
 	for (auto &t : s->threads)
 		if (t.joinable())
 			t.join();
+	for (struct fid_cq *cq : s->cqs)
+		fi_close(&cq->fid);
 	for (struct fid *f :
 	     {s->pollset ? &s->pollset->fid : nullptr, s->cq ? &s->cq->fid : nullptr,
 	      s->cq2 ? &s->cq2->fid : nullptr, s->cntr ? &s->cntr->fid : nullptr,

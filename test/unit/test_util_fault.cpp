@@ -14,8 +14,11 @@
  *    Every completion must be read exactly once and no wait may run out while completions
  *    are due and none is read (a lost wakeup). Rounds (completions): VWAIT_RACE_ROUNDS,
  *    default 10^6, 5 * 10^4 under a sanitizer (the TSan stage stays fast).
+ *  - Threads on a channel: 8 threads in fi_cq_sread on one CQ fed through its channel, one
+ *    completion at a time: each read once, at most about 2 wakeups per completion.
  */
 #include "test_util_common.h"
+#include "work_queue.h"
 
 #include "vwait/fi_deprecated.h"
 #include "vwait/util/cntr.h"
@@ -516,6 +519,34 @@ void test_race(void **st)
 	assert_int_equal(fi_close(&cq->fid), 0);
 }
 
+/* ------------------------------------------------------------------ threads on a channel */
+
+/* T = 8 threads in fi_cq_sread on one CQ whose completions come through its channel (as a
+ * verbs CQ's do), fed one at a time: every completion read once, and at most about 2 wakeups
+ * per completion (the leader, which the channel wakes and which reads it, and the one sleeper
+ * that takes the channel over when the leader returns), not one per sleeper. */
+void test_channel_threads(void **st)
+{
+	struct fid_cq *cq = nullptr;
+	hw_cq *q = open_hw_cq(variant_of(st), &cq);
+	constexpr uint64_t total = 1000;
+	const vwait_test::queue_run r = vwait_test::work_queue(
+	    {cq}, {}, q->wait_object(), 8, total, {}, [q](uintptr_t i) { q->complete(i); });
+	const double per = static_cast<double>(r.c.wakeups) / total;
+	print_message("8 sread threads, completions through the channel: %llu read in %.3f s, "
+	              "%.3f wakeups per completion (%.3f hand-offs, %.3f empty), %llu events\n",
+	              static_cast<unsigned long long>(r.consumed), r.secs, per,
+	              static_cast<double>(r.c.handoffs) / total,
+	              static_cast<double>(r.c.empty) / total,
+	              static_cast<unsigned long long>(q->events_.load()));
+	assert_int_equal(r.bad, 0);
+	assert_int_equal(r.consumed, total);
+	for (int seen : r.seen)
+		assert_int_equal(seen, 1);
+	assert_true(per <= 2.2);
+	assert_int_equal(fi_close(&cq->fid), 0);
+}
+
 constexpr util::wait_policy adaptive{util::wait_policy_kind::adaptive, util::default_spin_us};
 constexpr util::wait_policy block{util::wait_policy_kind::block, util::default_spin_us};
 constexpr util::wait_policy fixed{util::wait_policy_kind::fixed, util::default_spin_us};
@@ -552,6 +583,8 @@ int main(void)
 	    cmocka_unit_test_prestate(test_race, &b_mc),
 	    cmocka_unit_test_prestate(test_race, &f_fd),
 	    cmocka_unit_test_prestate(test_race, &f_mc),
+	    cmocka_unit_test_prestate(test_channel_threads, &k_fd),
+	    cmocka_unit_test_prestate(test_channel_threads, &b_fd),
 	};
 	return cmocka_run_group_tests_name("util_fault", tests, nullptr, nullptr);
 }

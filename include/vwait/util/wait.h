@@ -32,8 +32,11 @@
  * No lost wakeups: every notify bumps a sequence number before it signals; a blocking thread
  * samples the sequence, drains, checks its predicate, and blocks only while the sequence is
  * unchanged. Only one thread at a time blocks on the fds (the "leader", or the helper thread);
- * the others wait on a condition variable for the sequence to move, so no thread ever resets
- * a signal another thread is about to block on.
+ * the others sleep on their own thread's signal, raised only by whoever takes them off the
+ * list of sleepers, so no thread ever resets a signal another thread is about to block on.
+ * One wakeup per event: a notify of a member wakes one thread waiting for that member (an
+ * sread on that CQ; the leader only when no other waits for it), not every sleeper, and the
+ * leadership passes to exactly one sleeper when its holder returns (wait_impl.h).
  *
  * Thread safety: every public function may be called from any thread. drain callbacks must be
  * thread safe, non-blocking, and must not add/remove sources of the same waiter.
@@ -75,6 +78,17 @@ void note_blocking() noexcept;
 /* One phase of a blocking call (see waiter::wait_until): true ends the wait. */
 using phase_fn = bool (*)(void *arg) noexcept;
 
+/* What the sleeps of a waiter's blocking calls came to, since it was made (relaxed counters,
+ * for tests and benchmarks: waiter::counts()). A wakeup is a thread returning from a sleep
+ * (poll on its fds or its own signal, or the FI_WAIT_MUTEX_COND cond) before its deadline. */
+struct wake_counts {
+	uint64_t sleeps = 0;   /* a thread went to sleep */
+	uint64_t wakeups = 0;  /* a sleep ended before its deadline (whatever ended it) */
+	uint64_t empty = 0;    /* wakeups after which the caller's poll found nothing */
+	uint64_t handoffs = 0; /* wakeups that only made a sleeper the new leader */
+	uint64_t calib = 0;    /* wakeups by the wait policy's calibration timer alone */
+	uint64_t timeouts = 0; /* sleeps that ended at their deadline */
+};
 class waiter final : public listener
 {
 public:
@@ -136,8 +150,12 @@ public:
 	 * was readable; poll() } until one of them says true, or -FI_ETIMEDOUT at the
 	 * deadline. Spurious wakeups neither shorten nor lengthen the deadline. Both are called
 	 * with no waiter lock held, possibly from several threads at once. */
+	/* target: the member the call waits for (an sread on that CQ), nullptr for anything: a
+	 * notify of a member wakes one sleeper waiting for it, and every sleeper waiting for
+	 * anything (see wait_impl.h). */
 	template <typename Poll, typename Prepare>
-	int wait_until(clock::time_point deadline, Poll &&poll, Prepare &&prepare) noexcept
+	int wait_until(clock::time_point deadline, Poll &&poll, Prepare &&prepare,
+	               waitable *target = nullptr) noexcept
 	{
 		struct phases {
 			std::remove_reference_t<Poll> *poll;
@@ -147,7 +165,7 @@ public:
 		    deadline,
 		    [](void *p) noexcept -> bool { return (*static_cast<phases *>(p)->poll)(); },
 		    [](void *p) noexcept -> bool { return (*static_cast<phases *>(p)->prepare)(); },
-		    &ph);
+		    &ph, target);
 	}
 	/* For an object with nothing to arm: pred serves as both phases. */
 	template <typename Pred>
@@ -174,12 +192,15 @@ public:
 	 * -FI_EINVAL. */
 	int control(int command, void *arg) noexcept;
 
+	/* What its blocking calls' sleeps came to so far (see wake_counts). */
+	wake_counts counts() const noexcept;
+
 	class impl;
 
 private:
 	explicit waiter(std::unique_ptr<impl> p) noexcept;
-	int wait_until_impl(clock::time_point deadline, phase_fn poll, phase_fn prepare,
-	                    void *arg) noexcept;
+	int wait_until_impl(clock::time_point deadline, phase_fn poll, phase_fn prepare, void *arg,
+	                    waitable *target) noexcept;
 	std::unique_ptr<impl> p_;
 };
 

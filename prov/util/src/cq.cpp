@@ -325,7 +325,7 @@ ssize_t sw_cq::sread(void *buf, size_t count, fi_addr_t *src, const void *cond,
 		return try_read();
 	};
 	if (!pending)
-		w->wait_until(until, poll, prepare);
+		w->wait_until(until, poll, prepare, this);
 	const uint64_t raised = signals_raised_.load(std::memory_order_acquire);
 	uint64_t consumed = signals_consumed_.load(std::memory_order_acquire);
 	while (consumed < raised && !signals_consumed_.compare_exchange_weak(

@@ -198,20 +198,21 @@ int waiter::impl::detach(waitable *w, listener *self, bool unregister) noexcept
 	return 0;
 }
 
-/* The leader, when one is blocked: it set leader_sig before leader_blocked, and checks seq
- * after both, so that a notify that bumped seq too late for it sees it blocked. */
-void waiter::impl::raise_leader() noexcept
-{
-	if (!leader_blocked.load())
-		return;
-	if (signal *s = leader_sig.load())
-		s->raise();
-}
-
 void waiter::impl::wake_blocker() noexcept
 {
-	/* The leader or the helper (MUTEX_COND) re-reads the sources. */
-	raise_leader();
+	/* The leader (or, with none, a sleeper that will lead) re-reads the sources; the
+	 * helper (MUTEX_COND) too. */
+	if (nsleeping.load() > 0) {
+		raises r;
+		std::lock_guard<std::mutex> lock(mu);
+		sleeper *s = sleep_head;
+		while (s && !s->leads)
+			s = s->next;
+		if (s)
+			take(s, false, r);
+		else if (!leader && sleep_head && nsources.load() > 0)
+			take(sleep_head, true, r);
+	}
 	if (helper_on.load())
 		hsig.raise();
 }
@@ -359,25 +360,24 @@ void waiter::impl::notify(waitable *w, bool wake) noexcept
 	case FI_WAIT_FD:
 	case FI_WAIT_POLLFD:
 		pub.raise();
-		raise_leader();
 		break;
-	case FI_WAIT_MUTEX_COND: {
-		/* The application may wait on this cond with its own predicate. */
+	case FI_WAIT_MUTEX_COND:
+		/* The application may wait on this cond with its own predicate, and so do
+		 * blocking calls once the helper thread runs. */
 		{
 			std::lock_guard<std::mutex> lock(mu);
 		}
 		cv.notify_all();
-		raise_leader();
-		return;
-	}
+		break;
 	default:
 		break;
 	}
-	if (followers.load() > 0) {
-		{
-			std::lock_guard<std::mutex> lock(mu);
-		}
-		cv.notify_all();
+	/* after the seq bump: a sleeper registers, then looks at seq (block()) */
+	if (nsleeping.load() > 0) {
+		call *mine = detail::current_call;
+		raises r;
+		std::lock_guard<std::mutex> lock(mu);
+		take_for(w, wake || !w, mine && mine->self == this ? mine : nullptr, r);
 	}
 }
 
@@ -527,10 +527,10 @@ void waiter::wake() noexcept
 {
 	p_->notify(nullptr, true);
 }
-int waiter::wait_until_impl(clock::time_point deadline, phase_fn poll, phase_fn prepare,
-                            void *arg) noexcept
+int waiter::wait_until_impl(clock::time_point deadline, phase_fn poll, phase_fn prepare, void *arg,
+                            waitable *target) noexcept
 {
-	return p_->wait_until(deadline, poll, prepare, arg);
+	return p_->wait_until(deadline, poll, prepare, arg, target);
 }
 int waiter::wait(int timeout_ms) noexcept
 {
@@ -538,7 +538,7 @@ int waiter::wait(int timeout_ms) noexcept
 	return p->wait_until(
 	    deadline_after(timeout_ms),
 	    [](void *a) noexcept { return static_cast<impl *>(a)->peek_ready(); },
-	    [](void *a) noexcept { return static_cast<impl *>(a)->any_ready(); }, p);
+	    [](void *a) noexcept { return static_cast<impl *>(a)->any_ready(); }, p, nullptr);
 }
 int waiter::trywait() noexcept
 {
@@ -553,6 +553,19 @@ void waiter::set_counts_as_blocking(bool on) noexcept
 int waiter::control(int command, void *arg) noexcept
 {
 	return p_->control(command, arg);
+}
+
+wake_counts waiter::counts() const noexcept
+{
+	const auto &c = p_->stats;
+	wake_counts out;
+	out.sleeps = c.sleeps.load(std::memory_order_relaxed);
+	out.wakeups = c.wakeups.load(std::memory_order_relaxed);
+	out.empty = c.empty.load(std::memory_order_relaxed);
+	out.handoffs = c.handoffs.load(std::memory_order_relaxed);
+	out.calib = c.calib.load(std::memory_order_relaxed);
+	out.timeouts = c.timeouts.load(std::memory_order_relaxed);
+	return out;
 }
 
 } // namespace vwait::util

@@ -86,81 +86,79 @@ bool arm_calib_timer(int t, clock::time_point at) noexcept
 }
 } // namespace
 
-bool waiter::impl::block_as_leader(uint64_t s, clock::time_point deadline,
-                                   sleep_note &note) noexcept
+/* One sleep of a listed sleeper: on its signal, the sources when it leads, and the
+ * calibration timer when the policy asks for one. true when a source was readable
+ * (drain_polled reads it). */
+bool waiter::impl::sleep(sleeper &me, clock::time_point deadline, sleep_note &note) noexcept
 {
-	/* Only its thread resets its signal, so no other thread can eat a raise meant for it. */
-	signal *mine = thread_signal();
-	if (mine) {
-		mine->reset();
-		leader_sig.store(mine);
-	}
-	leader_blocked.store(true);
+	thread_local std::vector<struct pollfd> fds;
+	thread_local std::vector<void *> tags;
 	bool woke = false;
 	uint64_t gen = 0;
-	if (seq.load() == s) {
-		leader_fds.clear();
-		leader_tags.clear();
-		try {
-			/* no signal of its own (no eventfd left): a short sleep, then look again */
-			leader_fds.push_back({mine ? mine->fd() : -1, POLLIN, 0});
-			leader_tags.push_back(nullptr);
-			if (nsources.load()) {
-				std::shared_lock<std::shared_mutex> lock(sources_mu);
-				source_fds.snapshot(leader_fds, leader_tags);
-				gen = sources_gen;
-			}
-			/* the calibration timer, last (not a source: its tag is never drained) */
-			clock::time_point expiry{};
-			const int t = note.calib > clock::duration::zero() ? calib_timer_fd() : -1;
-			if (t >= 0) {
-				expiry = clock::now() + note.calib;
-				if (expiry < deadline && arm_calib_timer(t, expiry)) {
-					leader_fds.push_back({t, POLLIN, 0});
-					leader_tags.push_back(nullptr);
-				} else {
-					expiry = clock::time_point{};
-				}
-			}
-			/* without a signal of its own, the sleep is short */
-			clock::time_point until = deadline;
-			if (!mine)
-				until =
-				    std::min(deadline, clock::now() + std::chrono::milliseconds(1));
-			woke = poll_until(leader_fds.data(), leader_fds.size(), until) > 0;
-			note.woke_at = clock::now();
-			if (woke && expiry != clock::time_point{}) {
-				const struct pollfd tp = leader_fds.back();
-				leader_fds.pop_back();
-				leader_tags.pop_back();
-				bool other = false;
-				for (const struct pollfd &p : leader_fds)
-					other = other || p.revents != 0;
-				if (tp.revents && !other) {
-					note.timer_only = true;
-					note.late = note.woke_at - expiry;
-					woke = false;
-				}
-			} else if (expiry != clock::time_point{}) {
-				leader_fds.pop_back();
-				leader_tags.pop_back();
-			}
-			note.event = woke;
-		} catch (const std::bad_alloc &) {
-			/* cannot build the array: back off briefly rather than spin */
-			struct pollfd p = {mine ? mine->fd() : -1, POLLIN, 0};
-			::poll(&p, 1, 1);
+	fds.clear();
+	tags.clear();
+	try {
+		/* no signal of its own (no eventfd left): a short sleep, then look again */
+		fds.push_back({me.sig ? me.sig->fd() : -1, POLLIN, 0});
+		tags.push_back(nullptr);
+		if (me.leads && nsources.load()) {
+			std::shared_lock<std::shared_mutex> lock(sources_mu);
+			source_fds.snapshot(fds, tags);
+			gen = sources_gen;
 		}
+		/* the calibration timer, last (not a source: its tag is never drained) */
+		clock::time_point expiry{};
+		const int t = note.calib > clock::duration::zero() ? calib_timer_fd() : -1;
+		if (t >= 0) {
+			expiry = clock::now() + note.calib;
+			if (expiry < deadline && arm_calib_timer(t, expiry)) {
+				fds.push_back({t, POLLIN, 0});
+				tags.push_back(nullptr);
+			} else {
+				expiry = clock::time_point{};
+			}
+		}
+		clock::time_point until = deadline;
+		if (!me.sig)
+			until = std::min(deadline, clock::now() + std::chrono::milliseconds(1));
+		bump(stats.sleeps);
+		woke = poll_until(fds.data(), fds.size(), until) > 0;
+		note.woke_at = clock::now();
+		bump(woke ? stats.wakeups : stats.timeouts);
+		me.sig_ready = fds[0].revents != 0;
+		if (woke && expiry != clock::time_point{}) {
+			const struct pollfd tp = fds.back();
+			fds.pop_back();
+			tags.pop_back();
+			bool other = false;
+			for (const struct pollfd &p : fds)
+				other = other || p.revents != 0;
+			if (tp.revents && !other) {
+				bump(stats.calib);
+				note.timer_only = true;
+				note.late = note.woke_at - expiry;
+				woke = false;
+			}
+		} else if (expiry != clock::time_point{}) {
+			fds.pop_back();
+			tags.pop_back();
+		}
+		note.event = woke;
+	} catch (const std::bad_alloc &) {
+		/* cannot build the array: back off briefly rather than spin */
+		struct pollfd p = {me.sig ? me.sig->fd() : -1, POLLIN, 0};
+		::poll(&p, 1, 1);
+		me.sig_ready = p.revents != 0;
+		return false;
 	}
-	leader_blocked.store(false);
 	if (!woke)
 		return false;
 	polled_by_me.tags.clear();
 	polled_by_me.gen = gen;
 	try {
-		for (size_t i = 1; i < leader_fds.size(); ++i)
-			if (leader_fds[i].revents)
-				polled_by_me.tags.push_back(leader_tags[i]);
+		for (size_t i = 1; i < fds.size(); ++i)
+			if (fds[i].revents)
+				polled_by_me.tags.push_back(tags[i]);
 	} catch (const std::bad_alloc &) {
 		polled_by_me.gen = ~uint64_t{0}; /* drain_polled looks at all of them */
 	}
@@ -184,48 +182,164 @@ void waiter::impl::drain_polled() noexcept
 	drain_ready();
 }
 
+namespace detail
+{
+thread_local waiter::impl::call *current_call = nullptr;
+} // namespace detail
+
+void waiter::impl::link(sleeper *s) noexcept
+{
+	s->prev = sleep_tail;
+	s->next = nullptr;
+	(sleep_tail ? sleep_tail->next : sleep_head) = s;
+	sleep_tail = s;
+}
+
+void waiter::impl::unlink(sleeper *s) noexcept
+{
+	(s->prev ? s->prev->next : sleep_head) = s->next;
+	(s->next ? s->next->prev : sleep_tail) = s->prev;
+	s->prev = s->next = nullptr;
+	nsleeping.fetch_sub(1);
+}
+
+void waiter::impl::take(sleeper *s, bool handoff, raises &r) noexcept
+{
+	unlink(s);
+	signal *sig = s->sig; /* a thread's signal outlives the thread (thread_signal) */
+	s->handoff = handoff;
+	/* the last touch of *s: a sleeper that sees it may return (its sleeper goes) */
+	s->woken.store(true, std::memory_order_release);
+	if (sig)
+		r.add(sig);
+}
+
+waiter::impl::sleeper *waiter::impl::first_for(const waitable *w) noexcept
+{
+	sleeper *lead = nullptr;
+	for (sleeper *s = sleep_head; s; s = s->next) {
+		if (s->target != w)
+			continue;
+		if (!s->leads)
+			return s;
+		lead = s;
+	}
+	return lead;
+}
+
+void waiter::impl::take_for(const waitable *w, bool all, call *from_call, raises &r) noexcept
+{
+	for (sleeper *s = sleep_head; s;) {
+		sleeper *next = s->next;
+		if (!s->target || (all && (!w || s->target == w)))
+			take(s, false, r);
+		s = next;
+	}
+	if (all)
+		return;
+	/* the calling thread waits for w itself and looks again before it sleeps (seq
+	 * moved): it reads w, and passes what it leaves on when it returns (leave) */
+	if (from_call && from_call->target == w) {
+		from_call->owes = true;
+		return;
+	}
+	if (sleeper *s = first_for(w))
+		take(s, false, r);
+}
+
+void waiter::impl::leave(call &c) noexcept
+{
+	/* its member still has something and another thread sleeps waiting for it */
+	const bool pass = c.owes && c.target && nsleeping.load() > 0 && c.target->peek();
+	if (!c.leading && !pass)
+		return;
+	raises r;
+	std::lock_guard<std::mutex> lock(mu);
+	sleeper *next = pass ? first_for(c.target) : nullptr;
+	if (c.leading) {
+		leader = false;
+		c.leading = false;
+		/* exactly one sleeper leads next (the one the work goes to, if any) */
+		if (!next && nsources.load() > 0)
+			next = sleep_head;
+		if (next)
+			take(next, nsources.load() > 0, r);
+	} else if (next) {
+		take(next, false, r);
+	}
+}
+
 /* true when this thread polled the fds and a source was readable (drain_polled reads it) */
-bool waiter::impl::block(uint64_t s, clock::time_point deadline, sleep_note &note) noexcept
+bool waiter::impl::block(uint64_t s, clock::time_point deadline, sleep_note &note, call &c) noexcept
 {
 	if (kind == FI_WAIT_YIELD) {
 		sched_yield();
 		return false;
 	}
+	sleeper me;
+	me.target = c.target;
+	me.sig = thread_signal();
 	std::unique_lock<std::mutex> lock(mu);
 	if (kind == FI_WAIT_MUTEX_COND && helper_on.load()) {
-		/* The helper thread turns fd events into notify(). */
+		/* The helper thread polls the sources and turns their events into notify(),
+		 * which broadcasts the cond. */
+		if (c.leading) {
+			leader = false;
+			c.leading = false;
+		}
 		followers.fetch_add(1);
 		while (seq.load() == s && clock::now() < deadline) {
+			bump(stats.sleeps);
 			if (deadline == clock::time_point::max())
 				cv.wait(lock);
 			else
 				cv.wait_until(lock, deadline);
+			bump(clock::now() < deadline ? stats.wakeups : stats.timeouts);
 		}
 		followers.fetch_sub(1);
 		return false;
 	}
-	while (leader) {
-		followers.fetch_add(1);
-		bool moved = seq.load() != s;
-		if (!moved) {
-			if (deadline == clock::time_point::max())
-				cv.wait(lock);
-			else
-				cv.wait_until(lock, deadline);
-		}
-		followers.fetch_sub(1);
-		if (moved || seq.load() != s || clock::now() >= deadline)
-			return false;
+	/* listed before it looks at seq: a notify bumps seq before it looks at nsleeping */
+	nsleeping.fetch_add(1);
+	if (seq.load() != s) {
+		nsleeping.fetch_sub(1);
+		return false;
 	}
-	leader = true;
+	if (nsources.load() > 0) {
+		if (!leader)
+			leader = c.leading = true;
+	} else if (c.leading) {
+		leader = c.leading = false; /* nothing left to poll */
+	}
+	me.leads = c.leading;
+	link(&me);
 	lock.unlock();
-	bool readable = block_as_leader(s, deadline, note);
-	lock.lock();
-	leader = false;
-	bool handoff = followers.load() > 0;
-	lock.unlock();
-	if (handoff)
-		cv.notify_all();
+	const bool readable = sleep(me, deadline, note);
+	/* Taken off the list (the usual end of a sleep: its signal raised): the taker is done
+	 * with it, no mu to take. Otherwise take mu to leave the list. */
+	bool woken = me.woken.load(std::memory_order_acquire);
+	if (!woken) {
+		lock.lock();
+		woken = me.woken.load(std::memory_order_relaxed);
+		if (!woken)
+			unlink(&me);
+		lock.unlock();
+	}
+	if (me.sig && woken && !me.sig_ready) {
+		/* taken while its sleep ended for another reason: the taker raises the signal
+		 * right after it releases mu; wait for that raise, so that none is left for this
+		 * thread's next sleep */
+		struct pollfd p = {me.sig->fd(), POLLIN, 0};
+		while (::poll(&p, 1, -1) < 0 && errno == EINTR) {
+		}
+	}
+	if (me.sig && (woken || me.sig_ready))
+		me.sig->reset();
+	if (woken) {
+		c.owes = true;
+		if (me.handoff)
+			bump(stats.handoffs);
+	}
 	return readable;
 }
 
@@ -244,14 +358,29 @@ inline void cpu_relax() noexcept
 }
 } // namespace
 
-int waiter::impl::wait_until(clock::time_point deadline, phase_fn poll, phase_fn prepare,
-                             void *arg) noexcept
+int waiter::impl::wait_until(clock::time_point deadline, phase_fn poll, phase_fn prepare, void *arg,
+                             waitable *target) noexcept
 {
 	/* Work already there: the call does not wait, and teaches the policy nothing. Counted
 	 * as a short wait, such a call (a send completion found at once, between two long waits
-	 * for the peer) would keep an adaptive waiter spinning through every long wait. */
+	 * for the peer) would keep an adaptive waiter spinning through every long wait. It is
+	 * no blocking call either (no leadership, nothing to pass on): the fast path stays. */
 	if (poll(arg))
 		return 0;
+	call c{this, target};
+	struct in_call {
+		call &c;
+		call *outer;
+		explicit in_call(call &c_) noexcept : c(c_), outer(detail::current_call)
+		{
+			detail::current_call = &c;
+		}
+		~in_call()
+		{
+			detail::current_call = outer;
+			c.self->leave(c);
+		}
+	} scope(c);
 	const clock::time_point start = clock::now();
 	/* the poll phase lasts the policy's budget, never past the deadline */
 	const clock::duration budget = learner.budget();
@@ -267,6 +396,7 @@ int waiter::impl::wait_until(clock::time_point deadline, phase_fn poll, phase_fn
 	clock::duration arm{};
 	clock::time_point slept_from{};
 	bool event_woke = false;
+	bool slept = false;
 	auto found = [&]() noexcept {
 		const clock::time_point now = clock::now();
 		if (event_woke)
@@ -284,8 +414,18 @@ int waiter::impl::wait_until(clock::time_point deadline, phase_fn poll, phase_fn
 		 * its helper thread: the helper drains. */
 		uint64_t s = seq.load();
 		if (poll(arg)) {
+			/* read before its event was: drain the event now, or the thread that
+			 * leads next would wake at once for it */
+			if (readable && nsleeping.load() > 0)
+				drain_polled();
 			found();
 			return 0;
+		}
+		if (slept) {
+			/* the sleep ended (before the deadline) and there is nothing to do */
+			slept = false;
+			if (clock::now() < deadline)
+				bump(stats.empty);
 		}
 		if (readable) {
 			readable = false;
@@ -339,7 +479,8 @@ int waiter::impl::wait_until(clock::time_point deadline, phase_fn poll, phase_fn
 		arm = slept_from - armed_from;
 		note = sleep_note{};
 		note.calib = learner.calibration();
-		readable = block(s, deadline, note);
+		readable = block(s, deadline, note, c);
+		slept = true;
 		event_woke = note.event;
 		if (note.timer_only)
 			learner.record_wake(note.late);

@@ -72,8 +72,8 @@ public:
 
 	void notify(waitable *w, bool wake) noexcept;
 	/* the blocking loop (wait_block.cpp) */
-	int wait_until(clock::time_point deadline, phase_fn poll, phase_fn prepare,
-	               void *arg) noexcept;
+	int wait_until(clock::time_point deadline, phase_fn poll, phase_fn prepare, void *arg,
+	               waitable *target) noexcept;
 	/* fi_wait's two phases: peek_ready looks (no arming, no system call), any_ready
 	 * trywaits the members (arms them) */
 	bool peek_ready() noexcept;
@@ -117,20 +117,46 @@ public:
 	std::atomic<uint64_t> seq{0};
 	std::atomic<bool> pending{false}; /* a wake() not yet consumed by fi_wait/fi_trywait */
 	signal pub;                       /* FD / POLLFD: the application's signal */
-	/* the signal of the thread that blocks on the fds (the leader): its own, one per
-	 * thread that ever leads, not one per waiter (thread_signal()) */
-	std::atomic<signal *> leader_sig{nullptr};
-	epoll_set ep; /* FD: pub + sources */
+	epoll_set ep;                     /* FD: pub + sources */
 
-	/* blocking: one leader polls the fds, followers wait on cv for seq to move; for
-	 * MUTEX_COND, mu/cv are the object handed out by FI_GETWAIT. */
+	/* Blocking (wait_block.cpp). Every thread that sleeps in a blocking call is a sleeper:
+	 * it sleeps on its own thread signal (thread_signal()), and one of them, the leader, on
+	 * the sources too (only one thread at a time polls them, so that one event wakes one
+	 * thread). A sleeper is woken by whoever takes it off the list, under mu, and raises its
+	 * signal once mu is released: a notify of member w takes one sleeper waiting for w (sread
+	 * on w; the leader last) and every sleeper waiting for anything (fi_wait, cntr / EQ waits);
+	 * a wake, or a notify that names no member, takes every sleeper waiting for w or anything.
+	 * The leadership is held from the first sleep of a call to its return (a leader that wakes
+	 * and sleeps again keeps it), then handed to exactly one sleeper, raised for it. A
+	 * thread that was taken off the list (or that read its own member's event) and returns
+	 * while its member still has something and another sleeper waits for it, takes that one
+	 * off the list: one wakeup passes the work on, none is lost.
+	 * For MUTEX_COND, mu/cv are the object handed out by FI_GETWAIT; once its helper thread
+	 * runs, blocking threads wait on cv for seq to move (the helper polls the sources). */
+	struct sleeper {
+		signal *sig = nullptr;            /* nullptr: no eventfd; sleeps 1 ms at a time */
+		const waitable *target = nullptr; /* what its call waits for; nullptr: anything */
+		bool leads = false;
+		bool sig_ready = false; /* its signal was readable when its sleep ended */
+		bool handoff = false;   /* taken off the list to lead */
+		/* taken off the list (under mu; the taker's last touch of the sleeper; sig is
+		 * raised after): a sleeper that sees it needs no mu to leave */
+		std::atomic<bool> woken{false};
+		sleeper *prev = nullptr, *next = nullptr;
+	};
+	/* one blocking call (wait_until), as block() and notify() see it */
+	struct call {
+		impl *self;
+		waitable *target;
+		bool leading = false; /* holds the leadership */
+		bool owes = false;    /* was woken for work, or read its member's event itself */
+	};
 	std::mutex mu; /* lock_order.h: level 96 */
 	std::condition_variable cv;
-	bool leader = false; /* guarded by mu */
-	std::atomic<bool> leader_blocked{false};
-	std::atomic<int> followers{0};
-	std::vector<struct pollfd> leader_fds; /* owned by the current leader */
-	std::vector<void *> leader_tags;
+	bool leader = false;                                  /* guarded by mu */
+	sleeper *sleep_head = nullptr, *sleep_tail = nullptr; /* guarded by mu */
+	std::atomic<int> nsleeping{0};
+	std::atomic<int> followers{0}; /* MUTEX_COND with its helper: threads waiting on cv */
 
 	/* MUTEX_COND helper thread: needed only once the application holds the mutex and cond
 	 * (FI_GETWAIT) and may wait on them itself; started then (or at the first source after
@@ -142,8 +168,47 @@ public:
 	std::atomic<bool> helper_stop{false};
 	signal hsig; /* the helper's own wakeup (the leader's is its thread's) */
 
+	/* waiter::counts() */
+	struct {
+		std::atomic<uint64_t> sleeps{0}, wakeups{0}, empty{0}, handoffs{0}, calib{0},
+		    timeouts{0};
+	} stats;
+	static void bump(std::atomic<uint64_t> &c) noexcept
+	{
+		c.fetch_add(1, std::memory_order_relaxed);
+	}
+
 	void wake_blocker() noexcept;
-	void raise_leader() noexcept;
+	/* The signals of the sleepers taken off the list under mu, raised when it goes out of
+	 * scope: declared before the lock, so after mu is released (a thread woken while mu is
+	 * still held runs straight into it). More than fit are raised at once. */
+	struct raises {
+		signal *sig[8];
+		size_t n = 0;
+		void add(signal *s) noexcept
+		{
+			if (n < sizeof(sig) / sizeof(sig[0]))
+				sig[n++] = s;
+			else
+				s->raise();
+		}
+		~raises()
+		{
+			for (size_t i = 0; i < n; ++i)
+				sig[i]->raise();
+		}
+	};
+	/* under mu: put s on the list / take it off (unlink) / take it off to be raised */
+	void link(sleeper *s) noexcept;
+	void unlink(sleeper *s) noexcept;
+	void take(sleeper *s, bool handoff, raises &r) noexcept;
+	/* under mu: the sleepers a notify(w, wake) concerns (see above); from_call: the
+	 * calling thread's own blocking call on this waiter, if any */
+	void take_for(const waitable *w, bool all, call *from_call, raises &r) noexcept;
+	/* under mu: one sleeper waiting for w (not the leader unless it is the only one) */
+	sleeper *first_for(const waitable *w) noexcept;
+	/* the end of a blocking call: hand the leadership on, pass its member's work on */
+	void leave(call &c) noexcept;
 	int start_helper() noexcept;
 	void stop_helper() noexcept;
 
@@ -157,11 +222,17 @@ private:
 		bool timer_only = false;     /* only the calibration timer ended it */
 		clock::duration late{};      /* then: how long after its expiry */
 	};
-	bool block(uint64_t s, clock::time_point deadline, sleep_note &note) noexcept;
-	bool block_as_leader(uint64_t s, clock::time_point deadline, sleep_note &note) noexcept;
+	bool block(uint64_t s, clock::time_point deadline, sleep_note &note, call &c) noexcept;
+	bool sleep(sleeper &me, clock::time_point deadline, sleep_note &note) noexcept;
 	void drain_polled() noexcept;
 	void helper_main() noexcept;
 };
+
+namespace detail
+{
+/* The blocking call the calling thread is in (wait_block.cpp), nullptr outside one. */
+extern thread_local waiter::impl::call *current_call;
+} // namespace detail
 
 } // namespace vwait::util
 
