@@ -363,11 +363,11 @@ void test_signal_ends_wait(void **st)
 	assert_int_equal(fi_sets::wait(s.set, 0), -FI_ETIMEDOUT); /* nothing yet */
 
 	fake_object *a = s.a.get(), *b = s.b.get();
+	auto t0 = std::chrono::steady_clock::now();
 	s.threads.emplace_back([a] {
 		std::this_thread::sleep_for(std::chrono::milliseconds(100));
 		a->write();
 	});
-	auto t0 = std::chrono::steady_clock::now();
 	int ret = fi_sets::wait(s.set, -1);
 	double dt = seconds_since(t0);
 	print_message("kind %d: CQ entry ended fi_wait(-1) after %.4f s\n", s.kind, dt);
@@ -379,11 +379,11 @@ void test_signal_ends_wait(void **st)
 	assert_int_equal(fi_sets::wait(s.set, 0), -FI_ETIMEDOUT);
 
 	/* a counter change (a wake: nothing queued) ends one fi_wait */
+	t0 = std::chrono::steady_clock::now();
 	s.threads.emplace_back([b] {
 		std::this_thread::sleep_for(std::chrono::milliseconds(100));
 		b->add();
 	});
-	t0 = std::chrono::steady_clock::now();
 	ret = fi_sets::wait(s.set, 5000);
 	dt = seconds_since(t0);
 	assert_int_equal(ret, 0);
@@ -413,12 +413,12 @@ void test_source_wakes(void **st)
 	                 -FI_EALREADY);
 
 	fake_channel *ch = &s.ch;
+	auto t0 = std::chrono::steady_clock::now();
 	s.threads.emplace_back([ch] {
 		std::this_thread::sleep_for(std::chrono::milliseconds(100));
 		ch->fire();
 	});
 	fake_object *a = s.a.get();
-	auto t0 = std::chrono::steady_clock::now();
 	ret = w->wait_until(vwait::util::deadline_after(5000), [a] { return a->read(); });
 	double dt = seconds_since(t0);
 	print_message("kind %d: channel event ended wait_until after %.4f s\n", s.kind, dt);
