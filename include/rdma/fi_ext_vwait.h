@@ -69,9 +69,10 @@ struct fi_vwait_wait_attr {
 	 * budget in microseconds (FI_VWAIT_SPIN_US) */
 	uint32_t wait_policy;
 	uint32_t spin_us;
-	/* since version 3: the wake-up cost adaptive measured in this process so far (arm,
-	 * sleep, wake-up, drain; fi_vwait(7)), in microseconds, rounded up; 0: not measured yet
-	 * (no blocking call of this process has slept) */
+	/* since version 3: the wake-up cost adaptive measured in this process (arm, sleep,
+	 * wake-up, drain, from the samples of the last second; fi_vwait(7)), in microseconds,
+	 * rounded up; 0: not measured (no blocking call of this process slept in the last
+	 * second, past its first sleeps) */
 	uint32_t wake_us;
 };
 

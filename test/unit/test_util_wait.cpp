@@ -43,7 +43,7 @@ bool always_short() noexcept
 {
 	return true;
 }
-const vwait::util::policy_inputs quiet{vwait::util::spin_learner::wall_ms_now, never_short,
+const vwait::util::policy_inputs quiet{vwait::util::spin_learner::wall_ms_now, never_short, nullptr,
                                        nullptr};
 
 /* what a test runs over: a wait-object kind and a wait policy */
@@ -766,236 +766,8 @@ void test_getwait_yield(void **st)
 	assert_int_equal(obj, FI_WAIT_YIELD);
 }
 
-/* ------------------------------------------------------------------ wait policy */
-
-void test_policy_names(void **)
-{
-	for (wait_policy_kind k :
-	     {wait_policy_kind::adaptive, wait_policy_kind::block, wait_policy_kind::fixed}) {
-		wait_policy_kind got = wait_policy_kind::adaptive;
-		assert_true(vwait::util::parse_wait_policy(vwait::util::wait_policy_name(k), &got));
-		assert_true(got == k);
-	}
-	wait_policy_kind got = wait_policy_kind::fixed;
-	assert_true(vwait::util::parse_wait_policy("BLOCK", &got));
-	assert_true(got == wait_policy_kind::block);
-	assert_false(vwait::util::parse_wait_policy("spin", &got));
-	assert_false(vwait::util::parse_wait_policy("", &got));
-	assert_false(vwait::util::parse_wait_policy(nullptr, &got));
-	assert_true(got == wait_policy_kind::block); /* untouched */
-}
-
-/* The learner on its own, fed waits of known length: no clock involved. */
-void test_learner(void **)
-{
-	using vwait::util::spin_learner;
-	using us = std::chrono::microseconds;
-	const auto cap = std::chrono::duration_cast<vwait::util::clock::duration>(us(100));
-
-	/* a wall-clock millisecond outside the shared probe window, and one inside */
-	const spin_learner::wall_clock_fn outside = []() noexcept -> uint64_t { return 100; };
-	const spin_learner::wall_clock_fn inside = []() noexcept -> uint64_t {
-		return 3 * spin_learner::probe_period_ms;
-	};
-	spin_learner block({wait_policy_kind::block, 100});
-	spin_learner fixed({wait_policy_kind::fixed, 100});
-	spin_learner none({wait_policy_kind::adaptive, 0});
-	for (int i = 0; i < 10; i++) {
-		assert_true(block.budget(outside) == vwait::util::clock::duration::zero());
-		assert_true(fixed.budget(outside) == cap);
-		assert_true(none.budget(outside) == vwait::util::clock::duration::zero());
-		fixed.record(us(5000), true); /* fixed learns nothing */
-	}
-
-	spin_learner a({wait_policy_kind::adaptive, 100, &quiet});
-	/* before a wake-up is measured, adaptive spins min(cap, default_spin_us) */
-	const auto first = std::chrono::duration_cast<vwait::util::clock::duration>(
-	    us(vwait::util::default_spin_us));
-	/* a new waiter spins, and keeps spinning while waits are short */
-	for (int i = 0; i < 20; i++) {
-		assert_true(a.budget(outside) == first);
-		a.record(us(30), true);
-	}
-	assert_int_equal(a.score(), spin_learner::score_one);
-	assert_true(a.mean_short_ns() > 25000 && a.mean_short_ns() < 35000);
-	/* one long wait does not stop it */
-	a.record(us(400), true);
-	assert_true(a.budget(outside) == first);
-	/* short timeouts teach nothing */
-	for (int i = 0; i < 20; i++)
-		a.record(us(10), false);
-	assert_true(a.score() >= spin_learner::score_one / 2);
-	/* long waits in a row: it stops spinning but probes, one wait in a growing gap */
-	for (int i = 0; i < 12; i++) {
-		(void)a.budget(outside);
-		a.record(us(5000), true);
-	}
-	assert_true(a.score() < spin_learner::score_one / 2);
-	assert_int_equal(a.probe_gap(), spin_learner::max_probe_gap);
-	int spins = 0;
-	for (int i = 0; i < 1000; i++) {
-		if (a.budget(outside) == first)
-			spins++;
-		a.record(us(5000), true);
-	}
-	print_message("adaptive, waits of 5 ms against a 100 us cap: %d of 1000 waits spun\n",
-	              spins);
-	assert_true(spins >= 1 && spins <= 1000 / 128);
-	/* every wait that starts in the shared probe window spins */
-	for (int k = 0; k < 5; k++)
-		assert_true(a.budget(inside) == first);
-	assert_true(block.budget(inside) == vwait::util::clock::duration::zero());
-	/* a timeout after the budget counts as long */
-	a.record(us(5000), false);
-	assert_true(a.score() < spin_learner::score_one / 2);
-	/* short waits again: the next wait probes, and a few short ones bring spinning back */
-	a.record(us(20), true);
-	assert_int_equal(a.probe_gap(), 1);
-	assert_true(a.budget(outside) == first);
-	a.record(us(20), true);
-	a.record(us(20), true);
-	a.record(us(20), true);
-	assert_true(a.score() >= spin_learner::score_one / 2);
-	for (int i = 0; i < 5; i++)
-		assert_true(a.budget(outside) == first);
-}
-
-/* The wake-up cost on fake samples: W is the median sleep path (arm + drain) plus the median
- * wake-up latency, the budget twice W under the cap, the process's W for a learner that has
- * not slept, an outlier moves nothing, and waits are short or long against that budget. */
-void test_learner_wake_cost(void **)
-{
-	using vwait::util::clock;
-	using vwait::util::spin_learner;
-	using us = std::chrono::microseconds;
-	auto d = [](long u) { return std::chrono::duration_cast<clock::duration>(us(u)); };
-	const spin_learner::wall_clock_fn outside = []() noexcept -> uint64_t { return 100; };
-	vwait::util::wake_stats proc;
-	const vwait::util::policy_inputs in{spin_learner::wall_ms_now, never_short, &proc};
-	spin_learner a({wait_policy_kind::adaptive, 1000, &in});
-	assert_int_equal(a.wake_cost_ns(), 0);
-	assert_true(a.budget(outside) == d(vwait::util::default_spin_us));
-	/* the first sleep carries a calibration timer; with no sleep length known yet, due 20 us
-	 * in */
-	assert_true(a.calibration() == d(20));
-	/* sleeps of 1 ms, arming 10 us and draining 5 us; wake-ups 25 us late, one 10 ms late
-	 * (a host preemption) */
-	for (int i = 0; i < 5; i++)
-		a.record_sleep(us(10), us(1000), us(5));
-	for (long late : {25, 25, 10000, 25, 25})
-		a.record_wake(us(late));
-	assert_true(a.own_wake().known());
-	assert_int_equal(a.wake_cost_ns(), 40000);
-	assert_int_equal(proc.cost_ns(), 40000);
-	assert_true(a.spin_budget() == d(80));
-	assert_true(a.budget(outside) == d(80));
-	/* calibration half-way into sleeps like the recent ones, every other sleep until
-	 * calib_warm samples, then one in calib_every */
-	int calibrated = 0;
-	for (int i = 0; i < 8; i++)
-		if (a.calibration() != clock::duration::zero()) {
-			calibrated++;
-		}
-	assert_int_equal(calibrated, 4);
-	for (int i = 0; i < 3; i++)
-		a.record_wake(us(25));
-	calibrated = 0;
-	clock::duration due{};
-	for (unsigned i = 0; i < 4 * spin_learner::calib_every; i++) {
-		clock::duration c = a.calibration();
-		if (c != clock::duration::zero()) {
-			calibrated++;
-			due = c;
-		}
-	}
-	assert_int_equal(calibrated, 4);
-	assert_true(due >= d(400) && due <= d(600)); /* half of ~1 ms */
-	/* the cap bounds the budget */
-	spin_learner capped({wait_policy_kind::adaptive, 60, &in});
-	assert_true(capped.budget(outside) == d(60)); /* W from the process: 2W = 80 > 60 */
-	/* a learner that has not slept takes the process's W */
-	spin_learner fresh({wait_policy_kind::adaptive, 1000, &in});
-	assert_int_equal(fresh.wake_cost_ns(), 40000);
-	assert_true(fresh.budget(outside) == d(80));
-	/* waits of 70 us are short against 80: spinning goes on */
-	for (int i = 0; i < 20; i++)
-		a.record(us(70), true);
-	assert_true(a.score() >= spin_learner::score_one / 2);
-	/* waits of 100 us are long: it stops spinning (probes aside) */
-	for (int i = 0; i < 20; i++)
-		a.record(us(100), true);
-	assert_true(a.score() < spin_learner::score_one / 2);
-	/* a slower machine: wake-ups of 200 us make waits of 100 us short again */
-	for (int i = 0; i < 8; i++)
-		a.record_wake(us(200));
-	assert_int_equal(a.wake_cost_ns(), 215000);
-	for (int i = 0; i < 4; i++) {
-		(void)a.budget(outside);
-		a.record(us(100), true);
-	}
-	assert_true(a.score() >= spin_learner::score_one / 2);
-	assert_true(a.budget(outside) == d(430));
-	/* block and fixed measure nothing */
-	vwait::util::wake_stats none;
-	const vwait::util::policy_inputs in2{spin_learner::wall_ms_now, never_short, &none};
-	spin_learner f({wait_policy_kind::fixed, 100, &in2});
-	f.record_sleep(us(10), us(1000), us(5));
-	f.record_wake(us(25));
-	assert_true(f.calibration() == clock::duration::zero());
-	assert_false(none.known());
-	assert_true(f.budget(outside) == d(100));
-}
-
-/* A starved peer: CPUs short (a fake busy CPU) -> adaptive arms at once, fixed and block as
- * ever; a spin that lost its CPU for longer than a wake-up stops, and a few such waits stop
- * spinning until a probe finds the CPU back. */
-void test_learner_busy_cpu(void **)
-{
-	using vwait::util::clock;
-	using vwait::util::spin_learner;
-	using us = std::chrono::microseconds;
-	auto d = [](long u) { return std::chrono::duration_cast<clock::duration>(us(u)); };
-	const spin_learner::wall_clock_fn outside = []() noexcept -> uint64_t { return 100; };
-	const spin_learner::wall_clock_fn inside = []() noexcept -> uint64_t {
-		return 3 * spin_learner::probe_period_ms;
-	};
-	const vwait::util::policy_inputs busy{spin_learner::wall_ms_now, always_short, nullptr};
-	spin_learner a({wait_policy_kind::adaptive, 1000, &busy});
-	spin_learner f({wait_policy_kind::fixed, 100, &busy});
-	for (int i = 0; i < 10; i++) {
-		assert_true(a.budget(outside) == clock::duration::zero());
-		assert_true(a.budget(inside) == clock::duration::zero()); /* probes too */
-		assert_true(f.budget(outside) == d(100));
-	}
-	/* preemption: gaps under min_preempt_gap_us (W unknown) or under W are not taken */
-	spin_learner p({wait_policy_kind::adaptive, 1000, &quiet});
-	assert_false(p.preempted(us(30)));
-	assert_true(p.preempted(us(200)));
-	assert_int_equal(p.preemptions(), 1);
-	for (int i = 0; i < 5; i++)
-		p.record_wake(us(300)); /* W = 300 us: a 200 us gap is cheaper than a sleep */
-	p.record_sleep(us(0), us(1000), us(0));
-	assert_false(p.preempted(us(200)));
-	assert_true(p.preempted(us(400)));
-	/* waits whose spins were preempted count as long ones: spinning stops */
-	for (int i = 0; i < 4; i++)
-		p.record_preempted();
-	assert_true(p.score() < spin_learner::score_one / 2);
-	int spins = 0;
-	for (int i = 0; i < 8; i++)
-		if (p.budget(outside) != clock::duration::zero())
-			spins++;
-	assert_true(spins <= 2);
-	/* the CPU comes back: a probe's short wait, a few more, and it spins again */
-	for (int i = 0; i < 4; i++)
-		p.record(us(20), true);
-	assert_true(p.score() >= spin_learner::score_one / 2);
-	assert_true(p.budget(outside) == d(600));
-	/* the default signal answers (whatever the host's load) and reads /proc at most once per
-	 * cpu_check_ms */
-	(void)vwait::util::cpu_short_now();
-	(void)vwait::util::cpu_short_now();
-}
+/* ------------------------------------------------------------------ wait policy
+ * (the learner alone, on fake inputs: test_util_policy.cpp) */
 
 /* A wait that finds its work in the poll phase never reaches the prepare phase (never
  * arms): fixed policy with a budget far above the time the work takes to come. */
@@ -1095,7 +867,7 @@ void test_waiter_measures_wake(void **st)
 	state &s = S(st);
 	vwait::util::wake_stats proc;
 	const vwait::util::policy_inputs in{vwait::util::spin_learner::wall_ms_now, never_short,
-	                                    &proc};
+	                                    &proc, nullptr};
 	s.a->set_wait_policy({wait_policy_kind::adaptive, 1000, &in});
 	assert_int_equal(s.a->open_wait(&test_prov, s.kind, nullptr), 0);
 	fake_object *a = s.a.get();
@@ -1120,7 +892,7 @@ void test_waiter_busy_cpu_arms(void **st)
 {
 	state &s = S(st);
 	const vwait::util::policy_inputs busy{vwait::util::spin_learner::wall_ms_now, always_short,
-	                                      nullptr};
+	                                      nullptr, nullptr};
 	s.a->set_wait_policy({wait_policy_kind::adaptive, 1000, &busy});
 	assert_int_equal(s.a->open_wait(&test_prov, s.kind, nullptr), 0);
 	fake_object *a = s.a.get();
@@ -1518,10 +1290,6 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_getwait_yield, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_helpers_stop_all, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_helpers_stop_all_on_helper, setup, teardown),
-	    cmocka_unit_test(test_policy_names),
-	    cmocka_unit_test(test_learner),
-	    cmocka_unit_test(test_learner_wake_cost),
-	    cmocka_unit_test(test_learner_busy_cpu),
 	    cmocka_unit_test_prestate_setup_teardown(test_waiter_measures_wake, setup, teardown,
 	                                             &k_fd),
 	    cmocka_unit_test_prestate_setup_teardown(test_waiter_measures_wake, setup, teardown,

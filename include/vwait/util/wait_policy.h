@@ -14,12 +14,30 @@
  * thread running again) and the drain until the caller's poll finds the work. The first and
  * last are timed on every sleep that an event ends. The wake-up latency cannot be timed on
  * such a sleep (when the completion became visible is not observable), so it is timed on a
- * sleep whose end is known: one sleep in calib_every (and the first ones) also waits on a
- * timer (timerfd: no timer slack) due part-way into the sleep, at half the recent sleeps'
- * length, so that the CPU idles about as deeply as in the sleeps it stands for; the lateness
- * of that wake-up past the timer's expiry is the wake-up latency. Each part is the median of
- * its last 8 samples (an outlier, a host preemption, moves no median); W is their sum, kept
- * per waiter and, for waiters that have not slept yet and for reports, per process.
+ * sleep whose end is known: a calibrated sleep also waits on a timer (timerfd: no timer slack)
+ * due part-way into the sleep, at half the recent sleeps' length, so that the CPU idles about as
+ * deeply as in the sleeps it stands for; the lateness of that wake-up past the timer's expiry is
+ * the wake-up latency. W is the sum of the parts' medians, kept per waiter and, for waiters
+ * that have no W of their own and for reports, per process.
+ *
+ * The estimator (sample_window), and why (boot r, 2026-11-28: a waiter at short think times
+ * kept W = 2.2-2.5 ms, its first samples, for whole runs while a wake-up cost ~75 us):
+ *  - warm-up: a waiter's first warmup_samples (4) samples of each part are dropped, for the
+ *    waiter and the process: the first sleeps of a waiter pay page faults, the first system
+ *    calls on new fds, connection set-up, the timerfd's creation; they measure start-up;
+ *  - ageing: a sample counts for sample_max_age_ms (1 s) only. A waiter sleeps seldom exactly
+ *    when its waits became short, so a count of waits or sleeps would keep the old samples;
+ *    time does not. With no fresh W, the waiter is back at the fallback budget, and every
+ *    other sleep calibrates until W is known again; at very short waits it never sleeps and
+ *    needs no W. Once known, a sleep is calibrated when the newest wake-up sample is
+ *    calib_interval_ms (125 ms) old: 8 samples a second at most whatever the sleep rate (the
+ *    old rule, one sleep in 64, gave none at short think times and 60 a second at 250 us);
+ *  - outliers: W needs min_fresh (3) fresh samples of each part, and each part is the lower
+ *    median of its fresh samples (of 8 at most): one sample, however huge (a timer whose
+ *    thread the host descheduled for 10 ms), never defines it, nor do two of four;
+ *  - fallback: until W is known (or after it aged out) the budget is
+ *    min(spin_us, default_spin_us = 50 us), the budget that fixed had.
+ * The last W is cached for the millisecond (two medians of 8 per wait otherwise).
  *
  * Why twice W: a wait of length d costs d of CPU when spun through, and when slept through about
  * W of latency plus about W of CPU (the system calls of arming and sleeping, the wake-up, the
@@ -43,14 +61,17 @@
  * at all (waiter::wait_until returns before it asks for a budget).
  *
  * A starved peer: spinning helps only while the awaited thread has a CPU. Two signals say it
- * may not: (1) the spin's own clock reads (one every few polls) jump by more than a wake-up
- * (more than W, at least min_preempt_gap): the spinner lost its CPU for longer than a sleep
- * would have cost, so it arms at once, and the wait counts as a long one (a few in a row stop
- * spinning, the probes re-learn); (2) policy_inputs::cpu_short, by default the system's count of
- * runnable threads (/proc/loadavg, read at most once per cpu_check_ms per process) above the
- * CPUs this process may use plus one: every wait then arms at once. Both are cheap: the
- * first costs nothing (the spin reads the clock anyway), the second one read of a small
- * /proc file per cpu_check_ms. The state is a few relaxed atomics: several threads may wait on
+ * may not, and neither depends on W (an inflated W made the first one blind in boot r, and K = 3
+ * pairs spun into each other): (1) the spin's own clock reads (one every few polls) jump by more
+ * than preempt_gap_us (100 us: more than an interrupt or a soft-RoCE softirq takes in the
+ * emulated VM, less than the 0.75-4 ms slice a thread that preempts the spinner gets): the
+ * spinner lost its CPU, so it arms at once, and the wait counts as a long one (a few in a row
+ * stop spinning, the probes re-learn); (2) policy_inputs::cpu_short, by default a cpu_gauge
+ * (below) over the system's count of runnable threads (/proc/loadavg, read at most once per
+ * cpu_check_ms per process): while their mean exceeds the CPUs this process may use by more
+ * than half a thread, every wait arms at once, probes included. Both are cheap: the first
+ * costs nothing (the spin reads the clock anyway), the second one read of a small /proc file
+ * per cpu_check_ms. The state is a few relaxed atomics: several threads may wait on
  * one waiter; their samples mix, which is what "recent waits of this waiter" means. */
 #ifndef VWAIT_UTIL_WAIT_POLICY_H
 #define VWAIT_UTIL_WAIT_POLICY_H
@@ -91,43 +112,75 @@ const char *wait_policy_name(wait_policy_kind kind) noexcept;
 /* true and *out for one of the names above (case-insensitive); false otherwise. */
 bool parse_wait_policy(const char *name, wait_policy_kind *out) noexcept;
 
-/* The median of the last `size` samples (nanoseconds), kept in relaxed atomics: a writer
- * recomputes it on every push. */
-class median_window
+/* Recent samples (nanoseconds) of one part of the wake-up cost, with the steady-clock
+ * millisecond each was taken at, in relaxed atomics (one 64-bit word a sample). A sample counts
+ * while it is younger than sample_max_age_ms; the value is the lower median of those that
+ * count, and none while fewer than min_fresh count. The first `warmup` samples pushed are
+ * dropped (see "The estimator" above). */
+class sample_window
 {
 public:
 	static constexpr unsigned size = 8;
-	void push(uint64_t ns) noexcept;
-	/* 0 until the first sample */
-	uint64_t median() const noexcept { return med_.load(std::memory_order_relaxed); }
-	uint64_t count() const noexcept { return n_.load(std::memory_order_relaxed); }
+	static constexpr unsigned min_fresh = 3;
+	static constexpr uint32_t sample_max_age_ms = 1000;
+
+	explicit sample_window(unsigned warmup = 0) noexcept : warmup_(warmup) {}
+	/* false when the sample was a warm-up one (dropped) */
+	bool push(uint64_t ns, uint64_t now_ms) noexcept;
+	/* the samples that count at now_ms */
+	unsigned fresh(uint64_t now_ms) const noexcept;
+	/* their lower median; 0 while fewer than min_fresh count */
+	uint64_t median(uint64_t now_ms) const noexcept;
+	/* samples kept (warm-up ones not included), and when the last one was */
+	uint64_t kept() const noexcept { return kept_.load(std::memory_order_relaxed); }
+	uint64_t newest_ms() const noexcept { return newest_.load(std::memory_order_relaxed); }
 
 private:
-	std::atomic<uint32_t> v_[size] = {};
-	std::atomic<uint64_t> n_{0};
-	std::atomic<uint32_t> med_{0};
+	unsigned collect(uint64_t now_ms, uint32_t *out) const noexcept;
+
+	const unsigned warmup_;
+	std::atomic<uint64_t> seen_{0};
+	std::atomic<uint64_t> kept_{0};
+	std::atomic<uint64_t> newest_{0};
+	std::atomic<uint64_t> v_[size] = {}; /* (ms << 32) | ns, both truncated to 32 bits */
 };
+
+/* The steady clock in milliseconds (what samples are stamped with by default). */
+uint64_t steady_ms_now() noexcept;
 
 /* The wake-up cost W of sleeping, in its parts (see above): the sleep path's own cost (prepare
  * plus the drain after an event woke the sleeper) and the wake-up latency (timed against a
- * calibration timer). Per waiter, and one per process (process_wake_stats). */
+ * calibration timer). Per waiter (with a warm-up), and one per process (process_wake_stats,
+ * fed only the samples its waiters kept). Without now_ms: at steady_ms_now(). */
 class wake_stats
 {
 public:
-	void add_path(uint64_t ns) noexcept { path_.push(ns); }
-	void add_wake(uint64_t ns) noexcept { wake_.push(ns); }
-	/* both parts measured */
-	bool known() const noexcept { return path_.count() > 0 && wake_.count() > 0; }
+	explicit wake_stats(unsigned warmup = 0) noexcept : path_(warmup), wake_(warmup) {}
+	bool add_path(uint64_t ns, uint64_t now_ms) noexcept { return path_.push(ns, now_ms); }
+	bool add_wake(uint64_t ns, uint64_t now_ms) noexcept { return wake_.push(ns, now_ms); }
+	/* both parts have min_fresh samples that count */
+	bool known(uint64_t now_ms) const noexcept
+	{
+		return path_.fresh(now_ms) >= sample_window::min_fresh &&
+		       wake_.fresh(now_ms) >= sample_window::min_fresh;
+	}
+	bool known() const noexcept { return known(steady_ms_now()); }
 	/* W in ns (0 while not known) */
-	uint64_t cost_ns() const noexcept { return known() ? path_.median() + wake_.median() : 0; }
-	uint64_t path_ns() const noexcept { return path_.median(); }
-	uint64_t wake_ns() const noexcept { return wake_.median(); }
-	uint64_t wake_samples() const noexcept { return wake_.count(); }
-	uint64_t path_samples() const noexcept { return path_.count(); }
+	uint64_t cost_ns(uint64_t now_ms) const noexcept
+	{
+		return known(now_ms) ? path_.median(now_ms) + wake_.median(now_ms) : 0;
+	}
+	uint64_t cost_ns() const noexcept { return cost_ns(steady_ms_now()); }
+	uint64_t path_ns() const noexcept { return path_.median(steady_ms_now()); }
+	uint64_t wake_ns() const noexcept { return wake_.median(steady_ms_now()); }
+	const sample_window &path() const noexcept { return path_; }
+	const sample_window &wake() const noexcept { return wake_; }
+	uint64_t wake_samples() const noexcept { return wake_.kept(); }
+	uint64_t path_samples() const noexcept { return path_.kept(); }
 
 private:
-	median_window path_;
-	median_window wake_;
+	sample_window path_;
+	sample_window wake_;
 };
 
 /* The process's: every adaptive learner adds its samples here too. */
@@ -144,11 +197,38 @@ struct policy_inputs {
 	/* where samples go besides the learner's own, and where a learner that has not measured
 	 * yet reads W (may be null) */
 	wake_stats *process;
+	/* the steady clock in milliseconds: the samples' age (null: steady_ms_now) */
+	uint64_t (*now_ms)() noexcept;
 };
-/* wall_ms_now, cpu_short_now, &process_wake_stats() */
+/* wall_ms_now, cpu_short_now, &process_wake_stats(), steady_ms_now */
 policy_inputs default_policy_inputs() noexcept;
-/* The system's runnable threads (/proc/loadavg) against the CPUs of this process plus one,
- * looked at most once per cpu_check_ms (process-wide), else the last answer. */
+
+/* The CPU-shortage verdict from snapshots of the system's runnable threads (this one included):
+ * their exponentially weighted mean (weight 1/gauge_weight for the newest, the first snapshot
+ * taken as the mean) above the CPUs plus one half. A mean, not one snapshot: a ping-pong's two
+ * sides spinning on two CPUs are 2, and soft-RoCE's kernel workers come and go on top (one
+ * snapshot of 3 is no shortage); and a verdict that makes every waiter arm lowers the next
+ * snapshots (the spinners are gone), so one snapshot would turn it off at once and the
+ * waiters would spin again into the same shortage. The mean of K = 3 ping-pong pairs on 2
+ * CPUs stays near 3 while they all block (one side of each pair runs), above 2.5. */
+class cpu_gauge
+{
+public:
+	static constexpr int gauge_weight = 8;
+	explicit cpu_gauge(int cpus) noexcept : cpus_(cpus > 0 ? cpus : 1) {}
+	/* one snapshot (a negative count, unreadable, changes nothing): the verdict after it */
+	bool feed(int runnable) noexcept;
+	bool short_now() const noexcept { return short_.load(std::memory_order_relaxed); }
+	/* the mean, in 1/256 of a thread (-1 before the first snapshot) */
+	long mean256() const noexcept { return mean_.load(std::memory_order_relaxed); }
+
+private:
+	const int cpus_;
+	std::atomic<long> mean_{-1};
+	std::atomic<bool> short_{false};
+};
+/* The process's cpu_gauge over /proc/loadavg's runnable count, fed at most once per
+ * cpu_check_ms (one thread of the process reads; the others take the last verdict). */
 bool cpu_short_now() noexcept;
 constexpr uint64_t cpu_check_ms = 10;
 
@@ -159,18 +239,24 @@ public:
 	static constexpr unsigned score_one = 256;
 	static constexpr unsigned max_probe_gap = 256;
 	static constexpr uint64_t probe_period_ms = 256;
-	/* one sleep in this many is timed against the calibration timer once the wake-up
-	 * latency has calib_warm samples; every other sleep before that */
-	static constexpr unsigned calib_every = 64;
-	static constexpr unsigned calib_warm = 8;
-	/* a gap in the spin's clock reads shorter than this is never taken for a preemption */
-	static constexpr unsigned min_preempt_gap_us = 50;
+	/* a waiter's first samples of each part that are dropped (warm-up) */
+	static constexpr unsigned warmup_samples = 4;
+	/* every other sleep carries the calibration timer while fewer than min_fresh wake-up
+	 * samples count; then one when the newest is this old (the window of 8 is renewed within
+	 * sample_max_age_ms) */
+	static constexpr uint64_t calib_interval_ms =
+	    sample_window::sample_max_age_ms / sample_window::size;
+	/* a gap in the spin's clock reads longer than this is a preemption (not W: see above) */
+	static constexpr unsigned preempt_gap_us = 100;
 
 	explicit spin_learner(wait_policy p) noexcept
 	    : spin_learner(p, p.inputs ? *p.inputs : default_policy_inputs())
 	{
 	}
-	spin_learner(wait_policy p, policy_inputs in) noexcept : policy_(p), in_(in) {}
+	spin_learner(wait_policy p, policy_inputs in) noexcept
+	    : policy_(p), in_(in), own_(warmup_samples)
+	{
+	}
 
 	const wait_policy &policy() const noexcept { return policy_; }
 
@@ -192,7 +278,7 @@ public:
 	void record_sleep(clock::duration arm, clock::duration slept,
 	                  clock::duration drain) noexcept;
 	/* Whether the sleep that starts now should carry a calibration timer, and when it is due
-	 * (zero: no calibration). Counts the sleep. */
+	 * (zero: no calibration). */
 	clock::duration calibration() noexcept;
 	/* A calibration timer due at its expiry woke the sleeper `late` after it. */
 	void record_wake(clock::duration late) noexcept;
@@ -211,7 +297,7 @@ public:
 	/* W as this waiter uses it: its own once measured, else the process's, else 0 */
 	uint64_t wake_cost_ns() const noexcept;
 	const wake_stats &own_wake() const noexcept { return own_; }
-	/* the budget a spinning wait gets now (adaptive: 2W capped, or the first budget) */
+	/* the budget a spinning wait gets now (adaptive: 2W capped, or the fallback) */
 	clock::duration spin_budget() const noexcept;
 	uint64_t preemptions() const noexcept { return preempt_.load(std::memory_order_relaxed); }
 
@@ -222,6 +308,7 @@ private:
 	{
 		return policy_.kind == wait_policy_kind::adaptive && policy_.spin_us != 0;
 	}
+	uint64_t now_ms() const noexcept { return in_.now_ms ? in_.now_ms() : steady_ms_now(); }
 
 	const wait_policy policy_;
 	const policy_inputs in_;
@@ -229,8 +316,10 @@ private:
 	std::atomic<unsigned> gap_{1};
 	std::atomic<unsigned> until_probe_{0};
 	std::atomic<uint64_t> mean_ns_{0};
-	/* the wake-up cost */
+	/* the wake-up cost; W as last computed, for the millisecond w_ms_ - 1 (0: none) */
 	wake_stats own_;
+	mutable std::atomic<uint64_t> w_ns_{0};
+	mutable std::atomic<uint64_t> w_ms_{0};
 	std::atomic<uint64_t> sleeps_{0};
 	std::atomic<uint64_t> sleep_ns_{0}; /* EWMA of the sleeps' length (the timer's place) */
 	std::atomic<uint64_t> preempt_{0};

@@ -91,17 +91,54 @@ int cpus_of_process() noexcept
 }
 } // namespace
 
-void median_window::push(uint64_t ns) noexcept
+bool sample_window::push(uint64_t ns, uint64_t now_ms) noexcept
 {
-	const uint32_t v = ns > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(ns);
-	const uint64_t k = n_.fetch_add(1, std::memory_order_relaxed);
-	v_[k % size].store(v, std::memory_order_relaxed);
-	const unsigned m = k + 1 < size ? static_cast<unsigned>(k + 1) : size;
-	uint32_t copy[size];
-	for (unsigned i = 0; i < m; i++)
-		copy[i] = v_[i].load(std::memory_order_relaxed);
-	std::nth_element(copy, copy + m / 2, copy + m);
-	med_.store(copy[m / 2], std::memory_order_relaxed);
+	if (seen_.fetch_add(1, std::memory_order_relaxed) < warmup_)
+		return false;
+	const uint64_t v = ns > UINT32_MAX ? UINT32_MAX : ns;
+	const uint64_t k = kept_.fetch_add(1, std::memory_order_relaxed);
+	v_[k % size].store((now_ms << 32) | v, std::memory_order_relaxed);
+	newest_.store(now_ms, std::memory_order_relaxed);
+	return true;
+}
+
+/* the values of the samples that count at now_ms into out (size of them at most) */
+unsigned sample_window::collect(uint64_t now_ms, uint32_t *out) const noexcept
+{
+	const uint64_t k = kept();
+	const unsigned m = k < size ? static_cast<unsigned>(k) : size;
+	unsigned n = 0;
+	for (unsigned i = 0; i < m; i++) {
+		const uint64_t s = v_[i].load(std::memory_order_relaxed);
+		/* signed: a sample another thread stamped a moment after now_ms is fresh */
+		const int32_t age = static_cast<int32_t>(static_cast<uint32_t>(now_ms) -
+		                                         static_cast<uint32_t>(s >> 32));
+		if (age < static_cast<int32_t>(sample_max_age_ms))
+			out[n++] = static_cast<uint32_t>(s);
+	}
+	return n;
+}
+
+unsigned sample_window::fresh(uint64_t now_ms) const noexcept
+{
+	uint32_t v[size];
+	return collect(now_ms, v);
+}
+
+uint64_t sample_window::median(uint64_t now_ms) const noexcept
+{
+	uint32_t v[size];
+	const unsigned n = collect(now_ms, v);
+	if (n < min_fresh)
+		return 0;
+	/* the lower median: of an even count, the smaller middle one */
+	std::nth_element(v, v + (n - 1) / 2, v + n);
+	return v[(n - 1) / 2];
+}
+
+uint64_t steady_ms_now() noexcept
+{
+	return steady_ms();
 }
 
 wake_stats &process_wake_stats() noexcept
@@ -110,29 +147,36 @@ wake_stats &process_wake_stats() noexcept
 	return stats;
 }
 
+bool cpu_gauge::feed(int runnable) noexcept
+{
+	if (runnable < 0)
+		return short_now();
+	const long r = 256L * runnable;
+	long m = mean_.load(std::memory_order_relaxed);
+	m = m < 0 ? r : m + (r - m) / gauge_weight;
+	mean_.store(m, std::memory_order_relaxed);
+	const bool s = m > 256L * cpus_ + 128;
+	short_.store(s, std::memory_order_relaxed);
+	return s;
+}
+
 bool cpu_short_now() noexcept
 {
 	static std::atomic<uint64_t> checked_ms{0};
-	static std::atomic<bool> verdict{false};
-	static const int cpus = cpus_of_process();
+	static cpu_gauge gauge(cpus_of_process());
 	const uint64_t now = steady_ms();
 	uint64_t last = checked_ms.load(std::memory_order_relaxed);
 	if (now - last < cpu_check_ms && last != 0)
-		return verdict.load(std::memory_order_relaxed);
+		return gauge.short_now();
 	/* one thread of the process looks; the others keep the last answer meanwhile */
 	if (!checked_ms.compare_exchange_strong(last, now, std::memory_order_relaxed))
-		return verdict.load(std::memory_order_relaxed);
-	const int r = runnable_now();
-	/* the count includes this thread; one more than the CPUs is the usual churn of a
-	 * ping-pong (its two sides and a kernel worker), not a shortage */
-	const bool s = r > cpus + 1;
-	verdict.store(s, std::memory_order_relaxed);
-	return s;
+		return gauge.short_now();
+	return gauge.feed(runnable_now());
 }
 
 policy_inputs default_policy_inputs() noexcept
 {
-	return {spin_learner::wall_ms_now, cpu_short_now, &process_wake_stats()};
+	return {spin_learner::wall_ms_now, cpu_short_now, &process_wake_stats(), steady_ms_now};
 }
 
 uint64_t spin_learner::wall_ms_now() noexcept
@@ -144,9 +188,16 @@ uint64_t spin_learner::wall_ms_now() noexcept
 
 uint64_t spin_learner::wake_cost_ns() const noexcept
 {
-	if (own_.known())
-		return own_.cost_ns();
-	return in_.process ? in_.process->cost_ns() : 0;
+	/* computed at most once per millisecond and own sample (two medians of 8 or four) */
+	const uint64_t now = now_ms();
+	if (w_ms_.load(std::memory_order_relaxed) == now + 1)
+		return w_ns_.load(std::memory_order_relaxed);
+	uint64_t w = own_.cost_ns(now);
+	if (!w && in_.process)
+		w = in_.process->cost_ns(now);
+	w_ns_.store(w, std::memory_order_relaxed);
+	w_ms_.store(now + 1, std::memory_order_relaxed);
+	return w;
 }
 
 clock::duration spin_learner::spin_budget() const noexcept
@@ -222,9 +273,12 @@ void spin_learner::record_sleep(clock::duration arm, clock::duration slept,
 	if (!adaptive())
 		return;
 	const uint64_t path = ns_of(arm) + ns_of(drain);
-	own_.add_path(path);
-	if (in_.process)
-		in_.process->add_path(path);
+	const uint64_t now = now_ms();
+	if (own_.add_path(path, now)) {
+		w_ms_.store(0, std::memory_order_relaxed);
+		if (in_.process)
+			in_.process->add_path(path, now);
+	}
 	const uint64_t ns = ns_of(slept);
 	const uint64_t m = sleep_ns_.load(std::memory_order_relaxed);
 	sleep_ns_.store(m == 0 ? ns : m - m / 8 + ns / 8, std::memory_order_relaxed);
@@ -234,10 +288,19 @@ clock::duration spin_learner::calibration() noexcept
 {
 	if (!adaptive())
 		return clock::duration::zero();
+	/* every other sleep while the wake-up latency is not known (warm-up, or its samples aged
+	 * out: a sleep that the timer ended is followed by one that it does not, so that a long
+	 * wait is not a chain of calibrations); then one whenever the newest sample is
+	 * calib_interval_ms old */
 	const uint64_t k = sleeps_.fetch_add(1, std::memory_order_relaxed);
-	const unsigned every = own_.wake_samples() < calib_warm ? 2 : calib_every;
-	if (k % every != 0)
+	const uint64_t now = now_ms();
+	if (own_.wake().fresh(now) < sample_window::min_fresh) {
+		if (k % 2 != 0)
+			return clock::duration::zero();
+	} else if (static_cast<int64_t>(now - own_.wake().newest_ms()) <
+	           static_cast<int64_t>(calib_interval_ms)) {
 		return clock::duration::zero();
+	}
 	/* half-way into a sleep as long as the recent ones, between 20 us and 2 ms */
 	const uint64_t half = sleep_ns_.load(std::memory_order_relaxed) / 2;
 	return std::chrono::nanoseconds(std::clamp<uint64_t>(half, 20000, 2000000));
@@ -248,17 +311,19 @@ void spin_learner::record_wake(clock::duration late) noexcept
 	if (!adaptive())
 		return;
 	const uint64_t ns = ns_of(late);
-	own_.add_wake(ns);
-	if (in_.process)
-		in_.process->add_wake(ns);
+	const uint64_t now = now_ms();
+	if (own_.add_wake(ns, now)) {
+		w_ms_.store(0, std::memory_order_relaxed);
+		if (in_.process)
+			in_.process->add_wake(ns, now);
+	}
 }
 
 bool spin_learner::preempted(clock::duration gap) noexcept
 {
 	if (!adaptive())
 		return false;
-	const uint64_t limit = std::max<uint64_t>(wake_cost_ns(), min_preempt_gap_us * 1000ULL);
-	if (ns_of(gap) <= limit)
+	if (ns_of(gap) <= preempt_gap_us * 1000ULL)
 		return false;
 	preempt_.fetch_add(1, std::memory_order_relaxed);
 	return true;

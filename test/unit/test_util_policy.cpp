@@ -1,0 +1,464 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
+/* The wait policy's learner (util::spin_learner) on its own, on fake inputs: a fake steady
+ * clock for the samples' age, fake wake-up costs, a fake busy CPU (fake runnable counts fed to
+ * a cpu_gauge). No waiter, no clock of the host: each test says what the learner must decide
+ * and could fail. The learner inside a real waiter: test_util_wait. */
+#include "test_util_common.h"
+
+#include "vwait/util/wait_policy.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+
+using namespace vwait_test;
+
+namespace
+{
+
+using vwait::util::clock;
+using vwait::util::cpu_gauge;
+using vwait::util::policy_inputs;
+using vwait::util::sample_window;
+using vwait::util::spin_learner;
+using vwait::util::wait_policy;
+using vwait::util::wait_policy_kind;
+using us = std::chrono::microseconds;
+
+clock::duration d(long u)
+{
+	return std::chrono::duration_cast<clock::duration>(us(u));
+}
+
+bool never_short() noexcept
+{
+	return false;
+}
+bool always_short() noexcept
+{
+	return true;
+}
+/* the fake steady clock, in ms: tests move it */
+std::atomic<uint64_t> fake_ms{5000000};
+uint64_t fake_now() noexcept
+{
+	return fake_ms.load();
+}
+void advance_ms(uint64_t ms)
+{
+	fake_ms.fetch_add(ms);
+}
+/* a wall-clock millisecond outside the shared probe window, and one inside */
+uint64_t outside() noexcept
+{
+	return 100;
+}
+uint64_t inside() noexcept
+{
+	return 3 * spin_learner::probe_period_ms;
+}
+/* CPUs never short, no process-wide wake-up cost, the fake clock */
+const policy_inputs quiet{spin_learner::wall_ms_now, never_short, nullptr, fake_now};
+
+/* n sleeps of a learner, each with a sleep path (arm + drain) of path_us and a calibration
+ * timer that woke it wake_us late */
+void sleeps(spin_learner &l, long path_us, long wake_us, int n)
+{
+	for (int i = 0; i < n; i++) {
+		l.record_sleep(us(path_us), us(1000), us(0));
+		l.record_wake(us(wake_us));
+	}
+}
+/* the warm-up: a waiter's first 4 sleeps, slow ones (start-up, page faults, first
+ * connections); literal, not warmup_samples, so that a change of the constant is seen */
+void warm_up(spin_learner &l)
+{
+	sleeps(l, 3000, 3000, 4);
+}
+
+void test_policy_names(void **)
+{
+	for (wait_policy_kind k :
+	     {wait_policy_kind::adaptive, wait_policy_kind::block, wait_policy_kind::fixed}) {
+		wait_policy_kind got = wait_policy_kind::adaptive;
+		assert_true(vwait::util::parse_wait_policy(vwait::util::wait_policy_name(k), &got));
+		assert_true(got == k);
+	}
+	wait_policy_kind got = wait_policy_kind::fixed;
+	assert_true(vwait::util::parse_wait_policy("BLOCK", &got));
+	assert_true(got == wait_policy_kind::block);
+	assert_false(vwait::util::parse_wait_policy("spin", &got));
+	assert_false(vwait::util::parse_wait_policy("", &got));
+	assert_false(vwait::util::parse_wait_policy(nullptr, &got));
+	assert_true(got == wait_policy_kind::block); /* untouched */
+}
+
+/* The learner on its own, fed waits of known length: no clock involved. */
+void test_learner(void **)
+{
+	const auto cap = d(100);
+	spin_learner block({wait_policy_kind::block, 100});
+	spin_learner fixed({wait_policy_kind::fixed, 100});
+	spin_learner none({wait_policy_kind::adaptive, 0});
+	for (int i = 0; i < 10; i++) {
+		assert_true(block.budget(outside) == vwait::util::clock::duration::zero());
+		assert_true(fixed.budget(outside) == cap);
+		assert_true(none.budget(outside) == vwait::util::clock::duration::zero());
+		fixed.record(us(5000), true); /* fixed learns nothing */
+	}
+
+	spin_learner a({wait_policy_kind::adaptive, 100, &quiet});
+	/* before a wake-up is measured, adaptive spins min(cap, default_spin_us) */
+	const auto first = std::chrono::duration_cast<vwait::util::clock::duration>(
+	    us(vwait::util::default_spin_us));
+	/* a new waiter spins, and keeps spinning while waits are short */
+	for (int i = 0; i < 20; i++) {
+		assert_true(a.budget(outside) == first);
+		a.record(us(30), true);
+	}
+	assert_int_equal(a.score(), spin_learner::score_one);
+	assert_true(a.mean_short_ns() > 25000 && a.mean_short_ns() < 35000);
+	/* one long wait does not stop it */
+	a.record(us(400), true);
+	assert_true(a.budget(outside) == first);
+	/* short timeouts teach nothing */
+	for (int i = 0; i < 20; i++)
+		a.record(us(10), false);
+	assert_true(a.score() >= spin_learner::score_one / 2);
+	/* long waits in a row: it stops spinning but probes, one wait in a growing gap */
+	for (int i = 0; i < 12; i++) {
+		(void)a.budget(outside);
+		a.record(us(5000), true);
+	}
+	assert_true(a.score() < spin_learner::score_one / 2);
+	assert_int_equal(a.probe_gap(), spin_learner::max_probe_gap);
+	int spins = 0;
+	for (int i = 0; i < 1000; i++) {
+		if (a.budget(outside) == first)
+			spins++;
+		a.record(us(5000), true);
+	}
+	print_message("adaptive, waits of 5 ms against a 100 us cap: %d of 1000 waits spun\n",
+	              spins);
+	assert_true(spins >= 1 && spins <= 1000 / 128);
+	/* every wait that starts in the shared probe window spins */
+	for (int k = 0; k < 5; k++)
+		assert_true(a.budget(inside) == first);
+	assert_true(block.budget(inside) == vwait::util::clock::duration::zero());
+	/* a timeout after the budget counts as long */
+	a.record(us(5000), false);
+	assert_true(a.score() < spin_learner::score_one / 2);
+	/* short waits again: the next wait probes, and a few short ones bring spinning back */
+	a.record(us(20), true);
+	assert_int_equal(a.probe_gap(), 1);
+	assert_true(a.budget(outside) == first);
+	a.record(us(20), true);
+	a.record(us(20), true);
+	a.record(us(20), true);
+	assert_true(a.score() >= spin_learner::score_one / 2);
+	for (int i = 0; i < 5; i++)
+		assert_true(a.budget(outside) == first);
+}
+
+/* W on fake samples: the median sleep path (arm + drain) plus the median wake-up latency, the
+ * budget twice W under the cap, the process's W for a learner that has not slept, the
+ * calibration timer's cadence, and waits short or long against that budget. */
+void test_learner_wake_cost(void **)
+{
+	vwait::util::wake_stats proc;
+	const policy_inputs in{spin_learner::wall_ms_now, never_short, &proc, fake_now};
+	spin_learner a({wait_policy_kind::adaptive, 1000, &in});
+	assert_int_equal(a.wake_cost_ns(), 0);
+	assert_true(a.budget(outside) == d(vwait::util::default_spin_us));
+	/* while nothing is known every other sleep carries a calibration timer; with no sleep
+	 * length known yet, due 20 us in */
+	for (int i = 0; i < 3; i++) {
+		assert_true(a.calibration() == d(20));
+		assert_true(a.calibration() == clock::duration::zero());
+	}
+	warm_up(a);
+	/* sleeps of 1 ms, arming 10 us and draining 5 us, wake-ups 25 us late */
+	for (int i = 0; i < 3; i++)
+		a.record_sleep(us(10), us(1000), us(5));
+	for (int i = 0; i < 3; i++)
+		a.record_wake(us(25));
+	assert_true(a.own_wake().known(fake_now()));
+	assert_int_equal(a.wake_cost_ns(), 40000);
+	assert_int_equal(proc.cost_ns(fake_now()), 40000);
+	assert_true(a.spin_budget() == d(80));
+	assert_true(a.budget(outside) == d(80));
+	/* once known, a calibration when the newest wake-up sample is calib_interval_ms old, due
+	 * half-way into sleeps like the recent ones */
+	for (int i = 0; i < 100; i++)
+		assert_true(a.calibration() == clock::duration::zero());
+	advance_ms(spin_learner::calib_interval_ms);
+	const clock::duration due = a.calibration();
+	assert_true(due >= d(400) && due <= d(600)); /* half of ~1 ms */
+	a.record_wake(us(25));
+	assert_true(a.calibration() == clock::duration::zero());
+	/* the cap bounds the budget */
+	spin_learner capped({wait_policy_kind::adaptive, 60, &in});
+	assert_true(capped.budget(outside) == d(60)); /* W from the process: 2W = 80 > 60 */
+	/* a learner that has not slept takes the process's W */
+	spin_learner fresh({wait_policy_kind::adaptive, 1000, &in});
+	assert_int_equal(fresh.wake_cost_ns(), 40000);
+	assert_true(fresh.budget(outside) == d(80));
+	/* waits of 70 us are short against 80: spinning goes on */
+	for (int i = 0; i < 20; i++)
+		a.record(us(70), true);
+	assert_true(a.score() >= spin_learner::score_one / 2);
+	/* waits of 100 us are long: it stops spinning (probes aside) */
+	for (int i = 0; i < 20; i++)
+		a.record(us(100), true);
+	assert_true(a.score() < spin_learner::score_one / 2);
+	/* a slower machine: wake-ups of 200 us make waits of 100 us short again */
+	for (int i = 0; i < 8; i++)
+		a.record_wake(us(200));
+	assert_int_equal(a.wake_cost_ns(), 215000);
+	for (int i = 0; i < 4; i++) {
+		(void)a.budget(outside);
+		a.record(us(100), true);
+	}
+	assert_true(a.score() >= spin_learner::score_one / 2);
+	assert_true(a.budget(outside) == d(430));
+	/* block and fixed measure nothing */
+	vwait::util::wake_stats none;
+	const policy_inputs in2{spin_learner::wall_ms_now, never_short, &none, fake_now};
+	spin_learner f({wait_policy_kind::fixed, 100, &in2});
+	sleeps(f, 10, 25, 10);
+	assert_true(f.calibration() == clock::duration::zero());
+	assert_false(none.known(fake_now()));
+	assert_true(f.budget(outside) == d(100));
+}
+
+/* Warm-up: a waiter's first warmup_samples sleeps (slow: start-up, page faults, the first
+ * connection) measure nothing, for it or for the process. Kept, they would be 4 of the 7
+ * samples below and the median would say 3 ms. */
+void test_estimator_warmup(void **)
+{
+	vwait::util::wake_stats proc;
+	const policy_inputs in{spin_learner::wall_ms_now, never_short, &proc, fake_now};
+	spin_learner a({wait_policy_kind::adaptive, 1000, &in});
+	warm_up(a);
+	assert_int_equal(a.own_wake().path_samples(), 0);
+	assert_int_equal(a.own_wake().wake_samples(), 0);
+	assert_int_equal(a.wake_cost_ns(), 0);
+	assert_false(proc.known(fake_now()));
+	assert_true(a.budget(outside) == d(vwait::util::default_spin_us));
+	sleeps(a, 15, 25, 3);
+	assert_int_equal(a.own_wake().path_samples(), 3);
+	assert_int_equal(a.wake_cost_ns(), 40000);
+	assert_int_equal(proc.cost_ns(fake_now()), 40000);
+	assert_true(a.budget(outside) == d(80));
+	/* a second waiter warms up on its own: its first sleeps move neither W */
+	spin_learner b({wait_policy_kind::adaptive, 1000, &in});
+	warm_up(b);
+	assert_int_equal(proc.cost_ns(fake_now()), 40000);
+	assert_int_equal(b.wake_cost_ns(), 40000); /* the process's */
+}
+
+/* A stale W decays: a sample counts for sample_max_age_ms only. A waiter that stopped sleeping
+ * (short think times) keeps no W measured under other conditions (boot r: wake_us=2255 for a
+ * whole run of short waits); with nothing fresh it spins the fallback budget and calibrates
+ * its next sleeps until W is known again. */
+void test_estimator_ageing(void **)
+{
+	vwait::util::wake_stats proc;
+	const policy_inputs in{spin_learner::wall_ms_now, never_short, &proc, fake_now};
+	spin_learner a({wait_policy_kind::adaptive, 1000, &in});
+	warm_up(a);
+	const uint64_t t0 = fake_now();
+	sleeps(a, 100, 2000, 4); /* W = 2.1 ms: the budget is the cap */
+	assert_int_equal(a.wake_cost_ns(), 2100000);
+	assert_true(a.budget(outside) == d(1000));
+	/* 600 ms on, three fast sleeps: still outvoted by the four slow ones */
+	advance_ms(600);
+	sleeps(a, 15, 25, 3);
+	assert_int_equal(a.wake_cost_ns(), 2100000);
+	/* once the slow ones are sample_max_age_ms old, the fast ones are W */
+	fake_ms.store(t0 + 1000); /* a second: sample_max_age_ms */
+	assert_int_equal(a.wake_cost_ns(), 40000);
+	assert_int_equal(proc.cost_ns(fake_now()), 40000);
+	assert_true(a.budget(outside) == d(80));
+	/* no sleep for another second: no W at all, for the waiter or for the process (fi_info
+	 * says "not measured yet" rather than an old figure) */
+	advance_ms(1000);
+	assert_int_equal(a.wake_cost_ns(), 0);
+	assert_false(proc.known(fake_now()));
+	assert_int_equal(proc.cost_ns(fake_now()), 0);
+	assert_true(a.budget(outside) == d(vwait::util::default_spin_us));
+	/* and it re-measures: every other sleep calibrates until W is known again */
+	int calibrated = 0;
+	for (int i = 0; i < 6; i++)
+		calibrated += a.calibration() != clock::duration::zero();
+	assert_int_equal(calibrated, 3);
+	sleeps(a, 20, 60, 3);
+	assert_int_equal(a.wake_cost_ns(), 80000);
+	assert_true(a.calibration() == clock::duration::zero());
+}
+
+/* One huge sample (a calibration timer whose thread the host descheduled for 10 ms) never
+ * defines W: W needs min_fresh samples of each part and takes their lower median. */
+void test_estimator_outlier(void **)
+{
+	const policy_inputs in{spin_learner::wall_ms_now, never_short, nullptr, fake_now};
+	spin_learner a({wait_policy_kind::adaptive, 1000, &in});
+	warm_up(a);
+	for (int i = 0; i < 3; i++)
+		a.record_sleep(us(15), us(1000), us(0));
+	a.record_wake(us(10000));
+	a.record_wake(us(25));
+	/* two samples: not known (the median of two would be the outlier) */
+	assert_int_equal(a.wake_cost_ns(), 0);
+	assert_true(a.budget(outside) == d(vwait::util::default_spin_us));
+	a.record_wake(us(25));
+	assert_int_equal(a.wake_cost_ns(), 40000);
+	/* two outliers of four: the lower median is still a real one */
+	a.record_wake(us(10000));
+	assert_int_equal(a.wake_cost_ns(), 40000);
+	assert_true(a.budget(outside) == d(80));
+	/* the window alone */
+	sample_window w;
+	w.push(10000000, 7);
+	w.push(25000, 7);
+	assert_int_equal(w.median(7), 0);
+	w.push(30000, 7);
+	assert_int_equal(w.median(7), 30000);
+	assert_int_equal(w.fresh(7), 3);
+	assert_int_equal(w.fresh(7 + 999), 3);
+	assert_int_equal(w.fresh(7 + 1000), 0);
+}
+
+/* Until W is known the budget is min(cap, default_spin_us), whatever the partial samples say;
+ * block and fixed are as ever. */
+void test_fallback_budget(void **)
+{
+	spin_learner a({wait_policy_kind::adaptive, 1000, &quiet});
+	spin_learner small({wait_policy_kind::adaptive, 30, &quiet});
+	spin_learner block({wait_policy_kind::block, 1000, &quiet});
+	assert_true(a.spin_budget() == d(vwait::util::default_spin_us));
+	assert_true(a.budget(outside) == d(vwait::util::default_spin_us));
+	assert_true(small.budget(outside) == d(30));
+	assert_true(block.budget(outside) == clock::duration::zero());
+	/* the path known, the wake-up latency not: still the fallback */
+	warm_up(a);
+	for (int i = 0; i < 8; i++)
+		a.record_sleep(us(400), us(1000), us(0));
+	a.record_wake(us(400));
+	a.record_wake(us(400));
+	assert_int_equal(a.wake_cost_ns(), 0);
+	assert_true(a.budget(outside) == d(vwait::util::default_spin_us));
+	a.record_wake(us(400));
+	assert_true(a.budget(outside) == d(1000)); /* 2 x 800, capped */
+}
+
+/* A fake busy CPU: runnable counts fed to a cpu_gauge of 2 CPUs. One ping-pong (2 spinners and
+ * a kernel worker now and then) is no shortage; K = 3 pairs spinning (6) is one at once, and
+ * it stays one while they all block (3: one side of each pair runs), so that they behave like
+ * block rather than spinning again as soon as the first snapshot finds them asleep; it ends
+ * when the load goes. A learner reading the gauge arms at once while it says so. */
+cpu_gauge *test_gauge;
+bool gauge_short() noexcept
+{
+	return test_gauge->short_now();
+}
+
+void test_cpu_gauge(void **)
+{
+	cpu_gauge g(2);
+	test_gauge = &g;
+	const policy_inputs in{spin_learner::wall_ms_now, gauge_short, nullptr, fake_now};
+	spin_learner a({wait_policy_kind::adaptive, 1000, &in});
+	assert_true(g.mean256() < 0);
+	const int k1[] = {2, 2, 3, 2, 2, 3, 2, 2, 3, 2};
+	long most = 0;
+	for (int round = 0; round < 20; round++)
+		for (int r : k1) {
+			assert_false(g.feed(r));
+			most = std::max(most, g.mean256());
+		}
+	print_message("one pair: mean at most %.2f runnable on 2 CPUs\n", most / 256.0);
+	assert_true(a.budget(outside) == d(vwait::util::default_spin_us));
+	/* three pairs spinning: short at the first snapshot of 6 */
+	assert_true(g.feed(6));
+	assert_true(a.budget(outside) == clock::duration::zero());
+	assert_true(a.budget(inside) == clock::duration::zero()); /* probes too */
+	/* all blocking now: 3 runnable, for a second of snapshots: still short */
+	for (int i = 0; i < 100; i++)
+		assert_true(g.feed(3));
+	assert_true(a.budget(outside) == clock::duration::zero());
+	/* an unreadable count changes nothing */
+	assert_true(g.feed(-1));
+	/* the load gone: not short within 8 snapshots (80 ms), spinning again */
+	int n = 0;
+	while (g.feed(1))
+		n++;
+	print_message("load gone: short for %d more snapshots\n", n);
+	assert_true(n < 8);
+	assert_true(a.budget(outside) == d(vwait::util::default_spin_us));
+	/* a process that starts oversubscribed: its first snapshot decides */
+	cpu_gauge first(2);
+	assert_true(first.feed(6));
+	cpu_gauge one(1);
+	assert_false(one.feed(1)); /* a single CPU and this thread: no shortage */
+	/* the default signal answers (whatever the host's load) and reads /proc at most once per
+	 * cpu_check_ms */
+	(void)vwait::util::cpu_short_now();
+	(void)vwait::util::cpu_short_now();
+}
+
+/* A starved peer: CPUs short (always_short) -> adaptive arms at once, fixed and block as
+ * ever; a spin that lost its CPU for longer than preempt_gap_us stops, whatever W is (an
+ * inflated W must not blunt it), and a few such waits stop spinning until a probe finds the
+ * CPU back. */
+void test_learner_busy_cpu(void **)
+{
+	const policy_inputs busy{spin_learner::wall_ms_now, always_short, nullptr, fake_now};
+	spin_learner a({wait_policy_kind::adaptive, 1000, &busy});
+	spin_learner f({wait_policy_kind::fixed, 100, &busy});
+	for (int i = 0; i < 10; i++) {
+		assert_true(a.budget(outside) == clock::duration::zero());
+		assert_true(a.budget(inside) == clock::duration::zero()); /* probes too */
+		assert_true(f.budget(outside) == d(100));
+	}
+	spin_learner p({wait_policy_kind::adaptive, 1000, &quiet});
+	assert_false(p.preempted(us(30)));
+	assert_false(p.preempted(us(spin_learner::preempt_gap_us)));
+	assert_true(p.preempted(us(spin_learner::preempt_gap_us + 50)));
+	assert_int_equal(p.preemptions(), 1);
+	/* W of 2.5 ms (inflated, or a slow machine): a 200 us gap is still a preemption */
+	warm_up(p);
+	sleeps(p, 0, 2500, 3);
+	assert_int_equal(p.wake_cost_ns(), 2500000);
+	assert_true(p.preempted(us(200)));
+	assert_false(p.preempted(us(60)));
+	/* waits whose spins were preempted count as long ones: spinning stops */
+	for (int i = 0; i < 4; i++)
+		p.record_preempted();
+	assert_true(p.score() < spin_learner::score_one / 2);
+	int spins = 0;
+	for (int i = 0; i < 8; i++)
+		if (p.budget(outside) != clock::duration::zero())
+			spins++;
+	assert_true(spins <= 2);
+	/* the CPU comes back: a probe's short wait, a few more, and it spins again */
+	for (int i = 0; i < 4; i++)
+		p.record(us(20), true);
+	assert_true(p.score() >= spin_learner::score_one / 2);
+	assert_true(p.budget(outside) == d(1000));
+}
+
+} // namespace
+
+int main()
+{
+	init_logging();
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_policy_names),      cmocka_unit_test(test_learner),
+	    cmocka_unit_test(test_learner_wake_cost), cmocka_unit_test(test_estimator_warmup),
+	    cmocka_unit_test(test_estimator_ageing),  cmocka_unit_test(test_estimator_outlier),
+	    cmocka_unit_test(test_fallback_budget),   cmocka_unit_test(test_cpu_gauge),
+	    cmocka_unit_test(test_learner_busy_cpu),
+	};
+	return cmocka_run_group_tests_name("util_policy", tests, nullptr, nullptr);
+}
