@@ -9,6 +9,8 @@
 #ifndef VWAIT_UTIL_READY_LIST_H
 #define VWAIT_UTIL_READY_LIST_H
 
+#include "vwait/util/thread_safety.h"
+
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -36,7 +38,7 @@ public:
 	size_t members() const noexcept;
 
 private:
-	mutable std::mutex mu_; /* lock_order.h: level 94 */
+	mutable mutex mu_{lock_level::ready};
 	enum : unsigned char { on_list = 1, on_fresh = 2 };
 	std::unordered_map<waitable *, unsigned char> queued_; /* on_list | on_fresh */
 	std::vector<waitable *> list_;

@@ -106,7 +106,7 @@ bool waiter::impl::block_as_leader(uint64_t s, clock::time_point deadline,
 			leader_fds.push_back({mine ? mine->fd() : -1, POLLIN, 0});
 			leader_tags.push_back(nullptr);
 			if (nsources.load()) {
-				std::shared_lock<std::shared_mutex> lock(sources_mu);
+				std::shared_lock<util::shared_mutex> lock(sources_mu);
 				source_fds.snapshot(leader_fds, leader_tags);
 				gen = sources_gen;
 			}
@@ -172,7 +172,7 @@ bool waiter::impl::block_as_leader(uint64_t s, clock::time_point deadline,
 void waiter::impl::drain_polled() noexcept
 {
 	{
-		std::shared_lock<std::shared_mutex> lock(sources_mu);
+		std::shared_lock<util::shared_mutex> lock(sources_mu);
 		if (polled_by_me.gen == sources_gen) {
 			for (void *tag : polled_by_me.tags) {
 				auto *src = static_cast<detail::source *>(tag);
@@ -191,7 +191,7 @@ bool waiter::impl::block(uint64_t s, clock::time_point deadline, sleep_note &not
 		sched_yield();
 		return false;
 	}
-	std::unique_lock<std::mutex> lock(mu);
+	cv_lock lock(mu);
 	if (kind == FI_WAIT_MUTEX_COND && helper_on.load()) {
 		/* The helper thread turns fd events into notify(). */
 		followers.fetch_add(1);
@@ -366,7 +366,7 @@ bool waiter::impl::peek_ready() noexcept
 {
 	if (pending.exchange(false))
 		return true;
-	std::shared_lock<std::shared_mutex> lock(members_mu);
+	std::shared_lock<util::shared_mutex> lock(members_mu);
 	if (members.size() <= peek_all_max) {
 		for (waitable *w : members)
 			if (w->peek())
@@ -437,7 +437,7 @@ bool waiter::impl::peek_batch(const std::vector<waitable *> &batch, size_t nfres
 int waiter::impl::trywait_members() noexcept
 {
 	thread_local std::vector<waitable *> batch;
-	std::shared_lock<std::shared_mutex> lock(members_mu);
+	std::shared_lock<util::shared_mutex> lock(members_mu);
 	batch.clear();
 	try {
 		ready.take_with_fresh(batch);
@@ -484,7 +484,7 @@ int waiter::impl::trywait() noexcept
 
 int waiter::impl::start_helper() noexcept
 {
-	std::lock_guard<std::mutex> lock(mu);
+	std::lock_guard<util::mutex> lock(mu);
 	if (helper.running())
 		return 0;
 	if (!hsig.is_open()) {
@@ -529,7 +529,7 @@ void waiter::impl::helper_main() noexcept
 		try {
 			fds.push_back({hsig.fd(), POLLIN, 0});
 			tags.push_back(nullptr);
-			std::shared_lock<std::shared_mutex> lock(sources_mu);
+			std::shared_lock<util::shared_mutex> lock(sources_mu);
 			source_fds.snapshot(fds, tags);
 		} catch (const std::bad_alloc &) {
 			fds.resize(1);

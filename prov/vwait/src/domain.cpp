@@ -33,7 +33,7 @@ domain::~domain()
 
 void domain::poll_async_events() noexcept
 {
-	std::unique_lock<std::mutex> lock(async_mutex_, std::try_to_lock);
+	std::unique_lock<util::mutex> lock(async_mutex_, std::try_to_lock);
 	if (!lock.owns_lock())
 		return;
 	struct ibv_async_event ev;
