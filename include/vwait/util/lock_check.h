@@ -36,6 +36,29 @@ inline void acquired(int) noexcept {}
 inline void release(int) noexcept {}
 #endif
 
+/* A BasicLockable m of this level taken (blocking), tried, released: the calls above
+ * around its own. */
+template <class M>
+inline void take(int level, M &&m)
+{
+	acquire(level);
+	m.lock();
+}
+template <class M>
+inline bool try_take(int level, M &&m)
+{
+	if (!m.try_lock())
+		return false;
+	acquired(level);
+	return true;
+}
+template <class M>
+inline void give(int level, M &&m)
+{
+	m.unlock();
+	release(level);
+}
+
 } // namespace vwait::util::lock_check
 
 #endif

@@ -133,8 +133,8 @@
  * explained at the code: ep::enable (ep.cpp), verbs_cq::close_begin (cq.cpp) and the
  * rdma_migrate_id calls under an endpoint's lock (rc_ep::migrate_to_eq, cm.cpp; pep.cpp).
  */
-#ifndef VWAIT_LOCK_ORDER_H
-#define VWAIT_LOCK_ORDER_H
+#ifndef VWAIT_UTIL_LOCK_ORDER_H
+#define VWAIT_UTIL_LOCK_ORDER_H
 
 namespace vwait::lock_level
 {

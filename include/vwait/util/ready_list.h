@@ -3,7 +3,7 @@
  * once, in report order. push() is what waitable::notify() reaches: O(1), no allocation
  * (capacity is reserved when a member is added). One leaf mutex.
  *
- * A member may also be added "fresh": kept on a list of its own (take_fresh), apart from the
+ * A member may also be added "fresh": kept on a list of its own (take_with_fresh), apart from the
  * reported ones, so that a waiter can arm the members that joined it once, without looking
  * at them again on every pass. */
 #ifndef VWAIT_UTIL_READY_LIST_H

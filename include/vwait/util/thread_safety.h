@@ -64,97 +64,75 @@ private:
 #endif
 };
 
-/* std::mutex, annotated and with its level: a BasicLockable and Lockable like it. */
-class VWAIT_CAPABILITY("mutex") mutex : lock_level_of
+/* A std mutex M, annotated and with its level: the BasicLockable and Lockable side of
+ * util::mutex and util::shared_mutex. */
+template <class M>
+class VWAIT_CAPABILITY("mutex") leveled_mutex : lock_level_of
 {
 public:
-	constexpr explicit mutex(int level) noexcept : lock_level_of(level) {}
-	mutex(const mutex &) = delete;
-	mutex &operator=(const mutex &) = delete;
+	constexpr explicit leveled_mutex(int level) noexcept : lock_level_of(level) {}
+	leveled_mutex(const leveled_mutex &) = delete;
+	leveled_mutex &operator=(const leveled_mutex &) = delete;
 
-	void lock() VWAIT_ACQUIRE()
-	{
-		lock_check::acquire(level());
-		m_.lock();
-	}
-	bool try_lock() VWAIT_TRY_ACQUIRE(true)
-	{
-		if (!m_.try_lock())
-			return false;
-		lock_check::acquired(level());
-		return true;
-	}
-	void unlock() VWAIT_RELEASE()
-	{
-		m_.unlock();
-		lock_check::release(level());
-	}
+	void lock() VWAIT_ACQUIRE() { lock_check::take(level(), m_); }
+	bool try_lock() VWAIT_TRY_ACQUIRE(true) { return lock_check::try_take(level(), m_); }
+	void unlock() VWAIT_RELEASE() { lock_check::give(level(), m_); }
+
+protected:
+	using lock_level_of::level;
+	M m_;
+};
+
+/* std::mutex, annotated and with its level. */
+class VWAIT_CAPABILITY("mutex") mutex : public leveled_mutex<std::mutex>
+{
+public:
+	using leveled_mutex::leveled_mutex;
 	/* the std::mutex itself, for a std::condition_variable (cv_lock) and FI_GETWAIT's
 	 * pthread_mutex_t: a take through it is not checked */
 	std::mutex &native() noexcept { return m_; }
 	std::mutex::native_handle_type native_handle() { return m_.native_handle(); }
-
-private:
-	std::mutex m_;
 };
 
 /* std::shared_mutex, annotated and with its level. A thread never takes it again, shared or
  * not, while it holds it (lock_order.h, rule 5): the level check catches that too. */
-class VWAIT_CAPABILITY("shared_mutex") shared_mutex : lock_level_of
+class VWAIT_CAPABILITY("shared_mutex") shared_mutex : public leveled_mutex<std::shared_mutex>
 {
 public:
-	explicit shared_mutex(int level) noexcept : lock_level_of(level) {}
-	shared_mutex(const shared_mutex &) = delete;
-	shared_mutex &operator=(const shared_mutex &) = delete;
-
-	void lock() VWAIT_ACQUIRE()
-	{
-		lock_check::acquire(level());
-		m_.lock();
-	}
-	bool try_lock() VWAIT_TRY_ACQUIRE(true)
-	{
-		if (!m_.try_lock())
-			return false;
-		lock_check::acquired(level());
-		return true;
-	}
-	void unlock() VWAIT_RELEASE()
-	{
-		m_.unlock();
-		lock_check::release(level());
-	}
-	void lock_shared() VWAIT_ACQUIRE_SHARED()
-	{
-		lock_check::acquire(level());
-		m_.lock_shared();
-	}
+	using leveled_mutex::leveled_mutex;
+	void lock_shared() VWAIT_ACQUIRE_SHARED() { lock_check::take(level(), shared_side{m_}); }
 	bool try_lock_shared() VWAIT_TRY_ACQUIRE_SHARED(true)
 	{
-		if (!m_.try_lock_shared())
-			return false;
-		lock_check::acquired(level());
-		return true;
+		return lock_check::try_take(level(), shared_side{m_});
 	}
-	void unlock_shared() VWAIT_RELEASE_SHARED()
-	{
-		m_.unlock_shared();
-		lock_check::release(level());
-	}
+	void unlock_shared() VWAIT_RELEASE_SHARED() { lock_check::give(level(), shared_side{m_}); }
 
 private:
-	std::shared_mutex m_;
+	/* the shared side of a std::shared_mutex as a BasicLockable */
+	struct shared_side {
+		std::shared_mutex &m;
+		void lock() { m.lock_shared(); }
+		bool try_lock() { return m.try_lock_shared(); }
+		void unlock() { m.unlock_shared(); }
+	};
+};
+
+/* A guard of a scope: neither copied nor assigned. */
+class scope_guard
+{
+public:
+	scope_guard() = default;
+	scope_guard(const scope_guard &) = delete;
+	scope_guard &operator=(const scope_guard &) = delete;
 };
 
 /* std::lock_guard, annotated: holds m from here to the end of the scope. */
 template <class Mutex>
-class VWAIT_SCOPED_CAPABILITY lock_guard
+class VWAIT_SCOPED_CAPABILITY lock_guard : scope_guard
 {
 public:
 	explicit lock_guard(Mutex &m) VWAIT_ACQUIRE(m) : m_(m) { m_.lock(); }
 	~lock_guard() VWAIT_RELEASE() { m_.unlock(); }
-	lock_guard(const lock_guard &) = delete;
-	lock_guard &operator=(const lock_guard &) = delete;
 
 private:
 	Mutex &m_;
@@ -162,23 +140,20 @@ private:
 
 /* std::shared_lock for a util::shared_mutex, annotated: holds m shared to the end of the
  * scope. */
-class VWAIT_SCOPED_CAPABILITY shared_lock
+class VWAIT_SCOPED_CAPABILITY shared_lock : scope_guard
 {
+	shared_mutex &m_;
+
 public:
 	explicit shared_lock(shared_mutex &m) VWAIT_ACQUIRE_SHARED(m) : m_(m) { m_.lock_shared(); }
 	~shared_lock() VWAIT_RELEASE() { m_.unlock_shared(); }
-	shared_lock(const shared_lock &) = delete;
-	shared_lock &operator=(const shared_lock &) = delete;
-
-private:
-	shared_mutex &m_;
 };
 
 /* A std::unique_lock<std::mutex> over a util::mutex's std::mutex, for a
  * std::condition_variable: taken and released through the util::mutex (so checked), and
  * passed to cv.wait as the std::unique_lock it is. While the cv waits, the level stays on
  * the thread's stack: the thread takes nothing meanwhile. */
-class cv_lock : public std::unique_lock<std::mutex>
+class cv_lock : public std::unique_lock<std::mutex>, scope_guard
 {
 public:
 	explicit cv_lock(util::mutex &m) VWAIT_NO_THREAD_SAFETY_ANALYSIS : m_(m) { lock(); }
@@ -187,8 +162,6 @@ public:
 		if (owns_lock())
 			unlock();
 	}
-	cv_lock(const cv_lock &) = delete;
-	cv_lock &operator=(const cv_lock &) = delete;
 
 	void lock() VWAIT_NO_THREAD_SAFETY_ANALYSIS
 	{

@@ -83,62 +83,41 @@ void release(int level) noexcept
 const char *name(int level) noexcept
 {
 	namespace l = lock_level;
-	switch (level) {
-	case l::endpoint:
-		return "endpoint";
-	case l::wait_members:
-		return "wait_members";
-	case l::poll_members:
-		return "poll_members";
-	case l::poll_polled:
-		return "poll_polled";
-	case l::cntr_feeds:
-		return "cntr_feeds";
-	case l::channels:
-		return "channels";
-	case l::wait_sources:
-		return "wait_sources";
-	case l::eq_registry:
-		return "eq_registry";
-	case l::eq_thread:
-		return "eq_thread";
-	case l::eq_progress:
-		return "eq_progress";
-	case l::eq_probe:
-		return "eq_probe";
-	case l::qp:
-		return "qp";
-	case l::rx_post:
-		return "rx_post";
-	case l::cq_progress:
-		return "cq_progress";
-	case l::cq_cold:
-		return "cq_cold";
-	case l::async_events:
-		return "async_events";
-	case l::av_table:
-		return "av_table";
-	case l::cq_events:
-		return "cq_events";
-	case l::sw_queue:
-		return "sw_queue";
-	case l::listeners:
-		return "listeners";
-	case l::ready:
-		return "ready";
-	case l::wait_block:
-		return "wait_block";
-	case l::threads:
-		return "threads";
-	case l::fdset:
-		return "fdset";
-	case l::thread:
-		return "thread";
-	case l::alone:
-		return "alone";
-	default:
-		return "?";
-	}
+	static const struct {
+		int level;
+		const char *name;
+	} names[] = {
+	    {l::endpoint, "endpoint"},
+	    {l::wait_members, "wait_members"},
+	    {l::poll_members, "poll_members"},
+	    {l::poll_polled, "poll_polled"},
+	    {l::cntr_feeds, "cntr_feeds"},
+	    {l::channels, "channels"},
+	    {l::wait_sources, "wait_sources"},
+	    {l::eq_registry, "eq_registry"},
+	    {l::eq_thread, "eq_thread"},
+	    {l::eq_progress, "eq_progress"},
+	    {l::eq_probe, "eq_probe"},
+	    {l::qp, "qp"},
+	    {l::rx_post, "rx_post"},
+	    {l::cq_progress, "cq_progress"},
+	    {l::cq_cold, "cq_cold"},
+	    {l::async_events, "async_events"},
+	    {l::av_table, "av_table"},
+	    {l::cq_events, "cq_events"},
+	    {l::sw_queue, "sw_queue"},
+	    {l::listeners, "listeners"},
+	    {l::ready, "ready"},
+	    {l::wait_block, "wait_block"},
+	    {l::threads, "threads"},
+	    {l::fdset, "fdset"},
+	    {l::thread, "thread"},
+	    {l::alone, "alone"},
+	};
+	for (const auto &n : names)
+		if (n.level == level)
+			return n.name;
+	return "?";
 }
 
 } // namespace vwait::util::lock_check

@@ -2,11 +2,12 @@
 /* util::poll_set: fi_poll over CQs and counters, driven by a ready list so that its cost
  * follows the members with events, not the member count. */
 #include "vwait/util/poll.h"
-#include "vwait/util/thread_safety.h"
 
 #include "vwait/util/enosys.h"
 #include "vwait/util/fid.h"
+#include "vwait/util/guard.h"
 #include "vwait/util/ready_list.h"
+#include "vwait/util/thread_safety.h"
 #include "vwait/util/waitable.h"
 
 #include <rdma/fi_errno.h>
@@ -385,21 +386,12 @@ int poll_open(const struct fi_provider *prov, struct fi_poll_attr *attr, struct 
 		        (unsigned long long)attr->flags);
 		return -FI_EINVAL;
 	}
-	try {
+	return guard([&] {
 		auto set = std::make_unique<poll_set>(prov, std::move(on_close));
-		auto box = std::make_unique<poll_box>();
-		box->fid.fid.fclass = FI_CLASS_POLL;
-		box->fid.fid.context = nullptr;
-		box->fid.fid.ops = &poll_fi_ops;
-		box->fid.ops = &poll_ops;
-		box->obj = set.release();
-		*out = &box.release()->fid;
+		poll_box::hand_out(set, FI_CLASS_POLL, nullptr, &poll_fi_ops, out,
+		                   [](struct fid_poll &f) { f.ops = &poll_ops; });
 		return 0;
-	} catch (const std::bad_alloc &) {
-		return -FI_ENOMEM;
-	} catch (...) {
-		return -FI_EOTHER;
-	}
+	});
 }
 
 } // namespace vwait::util

@@ -348,15 +348,12 @@ int pep_open(struct fid_fabric *fabric_fid, struct fi_info *info, struct fid_pep
 		}
 		auto *fab = fabric_box::of(fabric_fid)->obj;
 		auto obj = std::make_unique<pep>(fab, std::move(copy), std::move(id));
-		auto box = std::make_unique<pep_box>();
-		box->fid.fid.fclass = FI_CLASS_PEP;
-		box->fid.fid.context = context;
-		box->fid.fid.ops = &pep_fi_ops;
-		box->fid.ops = &pep_ep_ops;
-		box->fid.cm = &pep_cm_ops;
-		obj->set_fid(&box->fid.fid);
-		box->obj = obj.release();
-		*out = &box.release()->fid;
+		pep_box::hand_out(obj, FI_CLASS_PEP, context, &pep_fi_ops, out,
+		                  [&](struct fid_pep &f) {
+			                  f.ops = &pep_ep_ops;
+			                  f.cm = &pep_cm_ops;
+			                  obj->set_fid(&f.fid);
+		                  });
 		return FI_SUCCESS;
 	});
 }
