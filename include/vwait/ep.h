@@ -10,6 +10,7 @@
 #include "vwait/domain.h"
 #include "vwait/eq.h"
 #include "vwait/fabric.h"
+#include "vwait/info.h"
 #include "vwait/util/fast_mutex.h"
 #include "vwait/util/fid.h"
 #include "vwait/util/held.h"
@@ -30,11 +31,6 @@
 
 namespace vwait
 {
-
-struct info_deleter {
-	void operator()(struct fi_info *info) const noexcept { fi_freeinfo(info); }
-};
-using info_ptr = std::unique_ptr<struct fi_info, info_deleter>;
 
 class pep final : public cm_target
 {

@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
-/* fi_getinfo for vwait: infos built from the verbs devices and their active ports. */
+/* fi_getinfo for vwait: infos built from the verbs devices and their active ports. By concern:
+ * info_probe.cpp (devices, ports, the nic), info_addr.cpp (addresses and names), info_attr.cpp
+ * (the endpoint types' attributes, the ports' limits and the hints) and info.cpp (the loop
+ * over ports x types); info_template.h holds what they share. */
 #ifndef VWAIT_INFO_H
 #define VWAIT_INFO_H
 
@@ -10,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,12 +22,21 @@ struct sockaddr;
 namespace vwait
 {
 
+struct ud_name;
+
+struct info_deleter {
+	void operator()(struct fi_info *info) const noexcept { fi_freeinfo(info); }
+};
+/* An fi_info list, owned. */
+using info_ptr = std::unique_ptr<struct fi_info, info_deleter>;
+
 /* struct fi_provider::getinfo */
 int getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
             const struct fi_info *hints, struct fi_info **info) noexcept;
 
-/* What fi_getinfo checks before it looks at a device: the API version, the address format and
- * the addresses in hints. 0, -FI_ENODATA (cannot be met) or -FI_EINVAL (malformed). */
+/* What fi_getinfo checks before it looks at a device for an MSG endpoint: the API version,
+ * the address format and the addresses in hints. 0, -FI_ENODATA (cannot be met) or -FI_EINVAL
+ * (malformed). */
 int check_hints(uint32_t version, const struct fi_info *hints) noexcept;
 
 /* What vwait learned of one active port of one device. */
@@ -39,40 +52,32 @@ struct port_desc {
 	bool iwarp = false;
 };
 
-/* The active ports of the verbs devices vwait may use; throws std::bad_alloc. */
+/* Device probing (info_probe.cpp). The active ports of the verbs devices vwait may use; throws
+ * std::bad_alloc. */
 std::vector<port_desc> info_ports();
 /* Forgets what info_ports() probed of the devices (the provider's cleanup). */
 void forget_probes() noexcept;
-/* mr_mode as the application speaks it (adding FI_LOCAL_MR to *mode for old API versions);
- * -1 when hints cannot be met. */
-int64_t info_mr_mode(uint32_t version, const struct fi_info *hints, uint64_t *mode);
-
-/* The domain, fabric and nic attributes of an info for port (any endpoint type): from the
- * device, the hints' threading and progress, mr_mode (info_mr_mode's) and the API version the
- * application asked for. Throws std::bad_alloc. */
-void port_attrs(uint32_t version, struct fi_info *info, const port_desc &port,
-                const struct fi_info *hints, int64_t mr_mode);
+/* The UD name of port (QPN 0: fi_getname gives the endpoint's); false if it has no GID. */
+bool port_ud_name(const port_desc &port, ud_name *out);
 
 /* fi_info->nic's device and link attributes of port (fi_verbs(7)): ids, firmware, the active MTU
  * in bytes, the speed in bits per second, the state, the kernel driver (from sysfs, rooted at
  * sysfs: "/sys" but in tests). */
 nic_desc port_nic_desc(const port_desc &port, const std::string &sysfs);
-size_t link_mtu_bytes(enum ibv_mtu mtu) noexcept;                             /* 0: unknown */
+/* The one MTU conversion of the tree: bytes of a verbs MTU, 0 for a value that is none. */
+size_t link_mtu_bytes(enum ibv_mtu mtu) noexcept;
 uint64_t link_speed_bps(uint8_t active_speed, uint8_t active_width) noexcept; /* 0: unknown */
 
-/* FI_EP_DGRAM (info_dgram.cpp): hints that ask for DGRAM and nothing else, and the DGRAM
- * infos for node / service / hints (0 or -FI_ENODATA). resolve: a node that is an address
- * (not a fi_addr_ib_ud:// name) with a service is asked for its endpoint's name, for up to
- * cm_timeout ms; else it gives no DGRAM info. */
-bool wants_dgram_only(const struct fi_info *hints) noexcept;
-int dgram_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
-                  const struct fi_info *hints, bool resolve, struct fi_info **info) noexcept;
-
-/* The fi_info fi_getinfo gives for port under hints (which passed check_hints), with src / dst
- * (either may be NULL) as its addresses; NULL when the hints cannot be met on that port.
- * Throws std::bad_alloc. Exposed for test/fuzz: port may be made up, no device is opened. */
+/* The fi_info fi_getinfo gives for an MSG endpoint of port under hints (which passed
+ * check_hints), with src / dst (either may be NULL) as its addresses; NULL when the hints
+ * cannot be met on that port. Throws std::bad_alloc. Exposed for test/fuzz: port may be made
+ * up, no device is opened. */
 struct fi_info *port_info(uint32_t version, const port_desc &port, const struct fi_info *hints,
                           const struct sockaddr *src, const struct sockaddr *dst);
+/* The same for a DGRAM endpoint of port, named src (and dst, if not NULL). */
+struct fi_info *dgram_port_info(uint32_t version, const port_desc &port,
+                                const struct fi_info *hints, const ud_name &src,
+                                const ud_name *dst);
 
 } // namespace vwait
 

@@ -293,7 +293,7 @@ void each_wait_object(void **st)
 		assert_int_equal(fi_eq_sread(s.eq, &event, &out, sizeof(out), 200, 0), -FI_EAGAIN);
 		long ms = ms_since(t0);
 		print_message("wait_obj %d: eq_sread(200 ms) timed out after %ld ms\n", w, ms);
-		assert_true(ms >= 190 && ms < 600);
+		assert_true(ms >= 190 && ms < 200 + late_ms);
 
 		for (uint64_t flags : {uint64_t{0}, uint64_t{FI_PEEK}}) {
 			s.threads.emplace_back([&s] {
@@ -308,7 +308,7 @@ void each_wait_object(void **st)
 			print_message(
 			    "wait_obj %d: fi_eq_write ended sread(-1, 0x%llx) after %ld ms\n", w,
 			    static_cast<unsigned long long>(flags), ms);
-			assert_true(ms < 1000);
+			assert_true(ms < late_ms);
 			assert_int_equal(out.data, 5);
 			s.threads.back().join();
 			s.threads.clear();
@@ -330,7 +330,7 @@ void sread_two_seconds(void **st)
 	assert_int_equal(fi_eq_sread(s.eq, &event, &out, sizeof(out), 2000, 0), -FI_EAGAIN);
 	long ms = ms_since(t0);
 	print_message("eq_sread(2000 ms): -FI_EAGAIN after %ld ms\n", ms);
-	assert_true(ms >= 1500 && ms <= 2500);
+	assert_true(ms >= 1500 && ms <= 2000 + late_ms);
 }
 
 void getwait_trywait(void **st)
@@ -362,7 +362,7 @@ void getwait_trywait(void **st)
 	});
 	auto t0 = steady::now();
 	assert_int_equal(fi_sets::wait(s.set, 5000), 0);
-	assert_true(ms_since(t0) < 1000);
+	assert_true(ms_since(t0) < late_ms);
 	close_eq(s);
 }
 
@@ -608,7 +608,7 @@ void fd_source(void **st)
 		assert_int_equal(fi_eq_sread(s.eq, &event, &cm, sizeof(cm), 5000, 0), sizeof(cm));
 		long ms = ms_since(t0);
 		print_message("wait_obj %d: a channel event ended eq_sread after %ld ms\n", w, ms);
-		assert_true(ms < 1000);
+		assert_true(ms < late_ms);
 		assert_int_equal(event, FI_CONNECTED);
 		s.threads.back().join();
 		s.threads.clear();
@@ -633,7 +633,7 @@ void fd_source(void **st)
 		t0 = steady::now();
 		assert_int_equal(fi_eq_sread(s.eq, &event, &note, sizeof(note), -1, FI_PEEK),
 		                 sizeof(note));
-		assert_true(ms_since(t0) < 1000);
+		assert_true(ms_since(t0) < late_ms);
 		s.threads.back().join();
 		s.threads.clear();
 		assert_int_equal(fi_eq_read(s.eq, &event, &note, sizeof(note), 0), sizeof(note));

@@ -80,7 +80,7 @@ void test_epoll(void **st)
 	auto t0 = std::chrono::steady_clock::now();
 	assert_int_equal(s.ep.wait(100), 0);
 	double dt = seconds_since(t0);
-	assert_true(dt >= 0.09 && dt < 0.5);
+	assert_true(dt >= 0.09 && dt < 0.1 + late_s);
 	/* and an event ends the wait early */
 	const fd *f0 = &s.fds[0];
 	std::thread t([f0] {
@@ -94,7 +94,7 @@ void test_epoll(void **st)
 	dt = seconds_since(t0);
 	t.join();
 	assert_int_equal(n, 1);
-	assert_true(dt < 1.0);
+	assert_true(dt < late_s);
 	assert_int_equal(s.ep.add(-1, POLLIN), -EBADF);
 }
 

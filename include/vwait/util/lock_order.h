@@ -90,8 +90,8 @@
  *                                                 and stop_all (the provider's cleanup, at
  *                                                 fi_fini) under 97 and it: a thread's body
  *                                                 never starts or stops a helper_thread.
- * 100    inline_mutex (prov/vwait/src/info.cpp)   "alone": the per-device max_inline cache;
- *                                                 taken with no other lock held, takes none.
+ * 100    inline_mutex (prov/vwait/src/           "alone": the per-device max_inline cache;
+ *        info_probe.cpp)                          taken with no other lock held, takes none.
  * 100    spare_signals.mu (prov/util/src/wait.cpp) "alone": the eventfds of threads that
  *                                                 ended (thread_signal); taken with no other
  *                                                 lock held, takes none.

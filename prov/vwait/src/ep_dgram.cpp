@@ -25,11 +25,6 @@ constexpr uint64_t dgram_tx_flags = FI_COMPLETION | FI_INJECT | FI_REMOTE_CQ_DAT
                                     FI_TRANSMIT_COMPLETE | FI_INJECT_COMPLETE | FI_MORE | FI_MSG |
                                     FI_SEND;
 
-size_t mtu_bytes(enum ibv_mtu mtu) noexcept
-{
-	return size_t{128} << static_cast<int>(mtu);
-}
-
 } // namespace
 
 ud_ep::ud_ep(domain *dom, info_ptr info, uint8_t port, const union ibv_gid &gid, int sgid_index,
@@ -44,9 +39,10 @@ ud_ep::ud_ep(domain *dom, info_ptr info, uint8_t port, const union ibv_gid &gid,
 		name_.service = static_cast<const ud_name *>(info_->src_addr)->service;
 	struct ibv_port_attr pa = {};
 	ibv_query_port(dom->context(), port, &pa);
-	mtu_ = mtu_bytes(pa.active_mtu);
+	mtu_ = link_mtu_bytes(pa.active_mtu);
 	if (info_->ep_attr && info_->ep_attr->max_msg_size)
-		mtu_ = std::min(mtu_, info_->ep_attr->max_msg_size);
+		mtu_ = mtu_ ? std::min(mtu_, info_->ep_attr->max_msg_size)
+		            : info_->ep_attr->max_msg_size; /* the port's MTU unknown */
 	/* receive buffers carry the prefix and may be of any size: only sends are bounded by
 	 * the MTU (send() checks) */
 	max_msg_size_ = size_t{1} << 31;

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* DGRAM names on IP ports (ud_names.h): the answerer of an enabled endpoint, and the query
  * that fi_getinfo(node, service) sends. One datagram each way: the query is the 8 bytes of
- * query_magic, the answer answer_magic and the 32-byte ud_name. */
+ * query_magic, the answer answer_magic and the 32-byte ud_name. And DGRAM's names function
+ * for fi_getinfo (info_template.h): each port named by its UD name (fi_addr_ib_ud://...). */
 #include "config.h"
 
+#include "vwait/info_template.h"
 #include "vwait/ud_names.h"
 #include "vwait/util/guard.h"
 #include "vwait/vwait.h"
@@ -16,6 +18,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 namespace vwait
@@ -187,6 +190,69 @@ int ud_name_resolve(const char *node, const char *service, int timeout_ms, ud_na
 		        service, timeout_ms);
 		return -FI_ENODATA;
 	}
+	return 0;
+}
+
+int dgram_names(const info_request &r, port_namer *out)
+{
+	const struct fi_info *hints = r.hints;
+	ud_name src_hint = {}, dst = {};
+	bool have_src = false, have_dst = false;
+	if (hints && hints->addr_format == FI_ADDR_IB_UD) {
+		if (hints->src_addr && hints->src_addrlen >= sizeof(ud_name)) {
+			memcpy(&src_hint, hints->src_addr, sizeof(ud_name));
+			have_src = true;
+		}
+		if (hints->dest_addr && hints->dest_addrlen >= sizeof(ud_name)) {
+			memcpy(&dst, hints->dest_addr, sizeof(ud_name));
+			have_dst = true;
+		}
+	}
+	if (r.node) {
+		ud_name n;
+		if (ud_name_parse(r.node, &n)) {
+			if (r.flags & FI_SOURCE) {
+				src_hint = n;
+				have_src = true;
+			} else {
+				dst = n;
+				have_dst = true;
+			}
+		} else if (!(r.flags & FI_SOURCE)) {
+			/* an address and a service: ask the endpoint there for its name
+			 * (ud_names.h), only when the hints ask for DGRAM alone */
+			if (!r.alone || !r.service) {
+				FI_INFO(&prov, FI_LOG_CORE,
+				        "DGRAM: node \"%s\" is no fi_addr_ib_ud:// name%s: no "
+				        "DGRAM info\n",
+				        r.node,
+				        r.alone ? " and no service is given"
+				                : " (FI_EP_DGRAM not asked for)");
+				return -FI_ENODATA;
+			}
+			int ret =
+			    ud_name_resolve(r.node, r.service, get_params().cm_timeout_ms, &dst);
+			if (ret)
+				return ret;
+			have_dst = true;
+		}
+	}
+	uint16_t svc = have_src ? src_hint.service : 0;
+	if (r.service && (r.flags & FI_SOURCE))
+		svc = static_cast<uint16_t>(strtoul(r.service, nullptr, 10));
+	*out = [=](const port_desc &port, info_names *n) {
+		ud_name src;
+		if (!port_ud_name(port, &src))
+			return false;
+		if (have_src && memcmp(src.gid, src_hint.gid, sizeof(src.gid)) != 0)
+			return false;
+		src.service = svc;
+		n->format = FI_ADDR_IB_UD;
+		n->src.set(&src, sizeof(src));
+		if (have_dst)
+			n->dst.set(&dst, sizeof(dst));
+		return true;
+	};
 	return 0;
 }
 
