@@ -116,7 +116,9 @@ configure_in() { # BUILDDIR [configure args...]
 	shift
 	mkdir -p "$b" && cd "$b" && "$top/configure" "$@"
 }
-stage_configure() { (configure_in "$builddir"); }
+# CI's build checks the lock order at run time (--enable-lock-check, include/vwait/util/
+# lock_check.h): the unit tier and every VM tier after it abort on a lock taken out of order.
+stage_configure() { (configure_in "$builddir" --enable-lock-check); }
 # the build, then the one code style (.clang-format; clang-format comes from deps.sh dev)
 stage_build() { make -C "$builddir" -j"$jobs" && make -C "$builddir" format-check; }
 stage_unit() {
@@ -174,9 +176,10 @@ sanitized_unit() { # NAME TEST-GLOB CONFIGURE-FLAGS...
 	}
 }
 stage_asan() {
-	ASAN_OPTIONS=verify_asan_link_order=0 sanitized_unit ci-asan 'test_*' --enable-asan --enable-ubsan
+	ASAN_OPTIONS=verify_asan_link_order=0 sanitized_unit ci-asan 'test_*' --enable-asan --enable-ubsan \
+		--enable-lock-check
 }
-stage_tsan() { sanitized_unit ci-tsan 'test_util_*' --enable-tsan; }
+stage_tsan() { sanitized_unit ci-tsan 'test_util_*' --enable-tsan --enable-lock-check; }
 stage_integration() { make -C "$builddir" -j"$jobs" check-integration; }
 # The integration tier's core on soft-iWARP (VM_RDMA=siw, one boot; contrib/vm/build-siw.sh
 # builds siw.ko, cached): fi_getinfo's iWARP answer, MSG send/receive and RMA, every wait

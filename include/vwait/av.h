@@ -115,7 +115,7 @@ private:
 	enum fi_av_type type_;
 	uint8_t port_;
 	int sgid_index_;
-	util::mutex mutex_;                                 /* lock_order.h: level 72 */
+	util::mutex mutex_{lock_level::av_table};
 	std::vector<entry> table_ VWAIT_GUARDED_BY(mutex_); /* ah == nullptr: removed */
 	std::unordered_map<peer, fi_addr_t, peer_hash> by_name_ VWAIT_GUARDED_BY(mutex_);
 	std::atomic<int> refs_{0};

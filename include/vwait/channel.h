@@ -74,7 +74,7 @@ private:
 	void event_read() noexcept;
 
 	struct ibv_cq *cq_ = nullptr;
-	mutable util::mutex mu_; /* lock_order.h: level 74 */
+	mutable util::mutex mu_{lock_level::cq_events};
 	unsigned unacked_ VWAIT_GUARDED_BY(mu_) = 0;
 	uint64_t events_ VWAIT_GUARDED_BY(mu_) = 0;
 	bool armed_ VWAIT_GUARDED_BY(mu_) = false;
@@ -149,7 +149,7 @@ private:
 	struct ibv_context *ctx_;
 	comp_channel::async_fn async_;
 	void *async_arg_;
-	util::mutex mu_; /* lock_order.h: level 30 */
+	util::mutex mu_{lock_level::channels};
 	std::map<util::waiter *, std::weak_ptr<comp_channel>> channels_ VWAIT_GUARDED_BY(mu_);
 };
 

@@ -27,6 +27,7 @@
 #include "vwait/channel.h"
 #include "vwait/util/cntr.h"
 #include "vwait/util/held.h"
+#include "vwait/util/thread_safety.h"
 
 #include <rdma/fi_domain.h>
 
@@ -78,7 +79,7 @@ private:
 	void drop_channel(verbs_cq *q, feed &f) noexcept;
 
 	util::held<domain> domain_;
-	std::mutex feeds_mu_; /* lock_order.h: level 20 */
+	util::mutex feeds_mu_{lock_level::cntr_feeds};
 	std::map<verbs_cq *, feed> feeds_;
 };
 

@@ -129,16 +129,18 @@ private:
 	util::held<domain> domain_;
 	std::shared_ptr<comp_channel> channel_; /* before hw_: the CQ goes first */
 	verbs::cq_ptr hw_;
-	/* keeps completions in order across threads; lock_order.h: level 60 */
-	util::fast_mutex progress_mutex_;
-	util::mutex orphans_mutex_; /* lock_order.h: level 62 */
-	std::vector<std::shared_ptr<wr_ring>> orphans_ VWAIT_GUARDED_BY(orphans_mutex_);
+	/* keeps completions in order across threads */
+	util::fast_mutex progress_mutex_{lock_level::cq_progress};
+	/* the cold path's lists, one lock: rings of closed endpoints (taken under
+	 * progress_mutex_ at close) and the counters fed by this CQ's events (their wake() runs
+	 * under it) */
+	util::mutex cold_mutex_{lock_level::cq_cold};
+	std::vector<std::shared_ptr<wr_ring>> orphans_ VWAIT_GUARDED_BY(cold_mutex_);
 	std::atomic<bool> overrun_{false};
 	bool overrun_reported_ VWAIT_GUARDED_BY(progress_mutex_) = false;
 	unsigned idle_polls_ VWAIT_GUARDED_BY(progress_mutex_) = 0;
 	bool waiter_drains_ = false; /* its waiter polls the channel fd (see self_notifying) */
-	util::mutex event_listeners_mutex_; /* lock_order.h: level 76 */
-	std::vector<util::waitable *> event_listeners_ VWAIT_GUARDED_BY(event_listeners_mutex_);
+	std::vector<util::waitable *> event_listeners_ VWAIT_GUARDED_BY(cold_mutex_);
 	bool sink_ = false;
 };
 

@@ -8,6 +8,7 @@
 #include "vwait/fabric.h"
 #include "vwait/util/fid.h"
 #include "vwait/util/held.h"
+#include "vwait/util/thread_safety.h"
 #include "vwait/verbs.h"
 
 #include <rdma/fi_domain.h>
@@ -61,7 +62,7 @@ private:
 	verbs::pd_ptr pd_;
 	struct ibv_device_attr attr_;
 	uint32_t api_version_;
-	std::mutex async_mutex_; /* try_lock only; lock_order.h: level 70 */
+	util::mutex async_mutex_{lock_level::async_events}; /* try_lock only */
 	channel_registry channels_;
 	std::atomic<int> refs_{0};
 };

@@ -70,7 +70,7 @@ private:
 	bool bound_ = false;
 	bool listening_ = false;
 	struct fid *fid_ = nullptr;
-	std::mutex mutex_; /* lock_order.h: level 10 */
+	util::mutex mutex_{lock_level::endpoint};
 };
 
 /* The endpoint base: what every endpoint kind shares. It owns the work-request rings (one per
@@ -195,8 +195,8 @@ protected:
 	info_ptr info_;
 	util::held<verbs_eq> eq_;
 	struct fid *fid_ = nullptr;
-	/* a futex: the posting path takes it per operation; lock_order.h: level 10 */
-	mutable util::fast_mutex mutex_;
+	/* a futex: the posting path takes it per operation */
+	mutable util::fast_mutex mutex_{lock_level::endpoint};
 	std::atomic<bool> enabled_{false};
 
 	/* The CQs the application reads (bound with fi_ep_bind; not the internal one), published
@@ -252,7 +252,7 @@ private:
 	size_t read_iov_limit_ = 1;
 	std::shared_ptr<wr_ring> tx_;
 	std::shared_ptr<wr_ring> rx_;
-	util::fast_mutex rx_mutex_; /* lock_order.h: level 52 */
+	util::fast_mutex rx_mutex_{lock_level::rx_post};
 };
 
 /* An FI_EP_MSG endpoint: an RC QP made through rdma_cm (ep_rc.cpp); its connection
@@ -291,8 +291,8 @@ private:
 	bool passive_;
 	bool connecting_ = false;
 	bool route_resolved_ = false;
-	/* the QP's creation and destruction against disconnected(); lock_order.h: level 50 */
-	std::mutex qp_mutex_;
+	/* the QP's creation and destruction against disconnected() */
+	util::mutex qp_mutex_{lock_level::qp};
 	bool qp_gone_ = false;
 	/* keepalive: when the port was first seen down (0: up), in steady_clock ns */
 	int64_t port_down_since_ = 0;

@@ -10,6 +10,7 @@
 #include "vwait/util/fid.h"
 #include "vwait/util/held.h"
 #include "vwait/util/helper_thread.h"
+#include "vwait/util/thread_safety.h"
 #include "vwait/verbs.h"
 
 #include <rdma/fi_eq.h>
@@ -86,9 +87,9 @@ public:
 	 * moves an id's QP there, before it hands the event out (to RTR and RTS on a connect
 	 * response, to ERR on a reject): an endpoint whose id is on this channel destroys its
 	 * QP under this lock, or the move may touch a freed QP. */
-	std::unique_lock<std::mutex> hold_progress() noexcept
+	std::unique_lock<util::mutex> hold_progress() noexcept
 	{
-		return std::unique_lock<std::mutex>(progress_mutex_);
+		return std::unique_lock<util::mutex>(progress_mutex_);
 	}
 
 protected:
@@ -110,12 +111,12 @@ private:
 
 	util::held<fabric> fabric_;
 	verbs::event_channel_ptr channel_;
-	/* keeps events in order across draining threads; lock_order.h: level 40 */
-	std::mutex progress_mutex_;
+	/* keeps events in order across draining threads */
+	util::mutex progress_mutex_{lock_level::eq_progress};
 	int stop_fd_ = -1; /* eventfd: readable when the thread must end */
 	/* keepalive: endpoints connected through this EQ; those already given FI_SHUTDOWN */
 	void probe_all() noexcept;
-	std::mutex probe_mutex_; /* lock_order.h: level 42 */
+	util::mutex probe_mutex_{lock_level::eq_probe};
 	std::set<cm_target *> probed_, shut_;
 	/* Shutdown hold: a disconnected endpoint whose FI_SHUTDOWN waits for its CQs to be read
 	 * past their marks, or for the deadline (under probe_mutex_). */
@@ -132,8 +133,8 @@ private:
 	void drain_channel() noexcept;
 	bool hold_queued_ = false; /* under progress_mutex_: a hold began since progress() looked */
 	util::helper_thread thread_;
-	std::mutex thread_mu_; /* starting and stopping thread_; lock_order.h: level 38 */
-	bool closed_ = false;  /* under thread_mu_: no thread starts any more */
+	util::mutex thread_mu_{lock_level::eq_thread}; /* starting and stopping thread_ */
+	bool closed_ = false; /* under thread_mu_: no thread starts any more */
 	std::atomic<bool> threaded_{false};
 	/* the list of open EQs (eq.cpp), under its lock */
 	verbs_eq *prev_ = nullptr, *next_ = nullptr;

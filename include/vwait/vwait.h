@@ -7,8 +7,8 @@
 #include <rdma/providers/fi_log.h>
 #include <rdma/providers/fi_prov.h>
 
-#include "vwait/lock_order.h"
 #include "vwait/util/guard.h"
+#include "vwait/util/lock_order.h"
 #include "vwait/util/wait_policy.h"
 
 #include <cstddef>

@@ -28,12 +28,6 @@ namespace
 using namespace vwait_fuzz;
 namespace util = vwait::util;
 
-struct fi_provider fuzz_prov = {
-    .version = FI_VERSION(0, 1),
-    .fi_version = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION),
-    .name = "vwait-fuzz",
-};
-
 /* What the peer sent, as rdma_cm delivers it: framed, then padded with anything. */
 std::vector<uint8_t> from_peer(FuzzedDataProvider &in, std::vector<uint8_t> *sent)
 {
@@ -63,13 +57,6 @@ std::vector<uint8_t> from_peer(FuzzedDataProvider &in, std::vector<uint8_t> *sen
 }
 
 } // namespace
-
-extern "C" int LLVMFuzzerInitialize(int *, char ***)
-{
-	if (!getenv("FUZZ_LOG"))
-		setenv("FI_LOG_LEVEL", "none", 1);
-	return 0;
-}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -3,9 +3,13 @@
 #ifndef VWAIT_FUZZ_COMMON_H
 #define VWAIT_FUZZ_COMMON_H
 
+#include <rdma/fabric.h>
+#include <rdma/providers/fi_prov.h>
+
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 #include <string>
@@ -13,6 +17,13 @@
 
 namespace vwait_fuzz
 {
+
+/* The provider the util objects of a target log through. */
+inline struct fi_provider fuzz_prov = {
+    .version = FI_VERSION(0, 1),
+    .fi_version = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION),
+    .name = "vwait-fuzz",
+};
 
 /* Bytes of a length the input picks (up to max), as a buffer that owns exactly them: ASan
  * sees any read past its end. */
@@ -47,5 +58,15 @@ inline opt_string string_or_null(FuzzedDataProvider &in, size_t max)
 }
 
 } // namespace vwait_fuzz
+
+/* FI_WARN lines would drown the fuzzer's own output; FUZZ_LOG=1 keeps them. Defined here, not
+ * inline: each fuzz target is one file that includes this header once, and libFuzzer looks
+ * for the symbol. */
+extern "C" int LLVMFuzzerInitialize(int *, char ***)
+{
+	if (!getenv("FUZZ_LOG"))
+		setenv("FI_LOG_LEVEL", "none", 1);
+	return 0;
+}
 
 #endif

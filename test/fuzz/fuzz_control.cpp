@@ -38,12 +38,6 @@ namespace
 using namespace vwait_fuzz;
 namespace util = vwait::util;
 
-struct fi_provider fuzz_prov = {
-    .version = FI_VERSION(0, 1),
-    .fi_version = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION),
-    .name = "vwait-fuzz",
-};
-
 /* Another provider's object: its control answers -FI_ENOSYS to everything. */
 int foreign_control(struct fid *, int, void *)
 {
@@ -340,13 +334,6 @@ void close_all(objects &o)
 }
 
 } // namespace
-
-extern "C" int LLVMFuzzerInitialize(int *, char ***)
-{
-	if (!getenv("FUZZ_LOG"))
-		setenv("FI_LOG_LEVEL", "none", 1);
-	return 0;
-}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

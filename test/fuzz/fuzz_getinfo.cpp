@@ -224,14 +224,6 @@ void check_info(const struct fi_info *info, const struct fi_info *hints)
 
 } // namespace
 
-extern "C" int LLVMFuzzerInitialize(int *, char ***)
-{
-	/* FI_WARN lines would drown the fuzzer's own output; FUZZ_LOG=1 keeps them */
-	if (!getenv("FUZZ_LOG"))
-		setenv("FI_LOG_LEVEL", "none", 1);
-	return 0;
-}
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	FuzzedDataProvider in(data, size);

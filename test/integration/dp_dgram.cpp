@@ -175,32 +175,24 @@ bool open_pair(world &w, enum fi_wait_obj wait = FI_WAIT_NONE, enum fi_av_type t
 	return true;
 }
 
+/* b's address in a's AV: what a sends to (FI_ADDR_NOTAVAIL after a failed check) */
+fi_addr_t a_knows_b(world &w)
+{
+	fi_addr_t to_b = FI_ADDR_NOTAVAIL;
+	int ret = fi_av_insert(w.a.av, w.b.name, 1, &to_b, 0, nullptr);
+	EXPECT(ret == 1, ret);
+	return to_b;
+}
+
 /* One completion on cq within the timeout: 1 (*e, *src), -FI_EAVAIL (*err), or a code. */
 long wait_comp(struct fid_cq *cq, struct fi_cq_data_entry *e, fi_addr_t *src = nullptr,
                struct fi_cq_err_entry *err = nullptr, int ms = dgram_timeout_ms)
 {
-	auto end = clock_type::now() + std::chrono::milliseconds(ms);
-	for (;;) {
-		fi_addr_t from = FI_ADDR_UNSPEC;
-		ssize_t n = fi_cq_readfrom(cq, e, 1, &from);
-		if (n == 1) {
-			if (src)
-				*src = from;
-			return 1;
-		}
-		if (n == -FI_EAVAIL) {
-			struct fi_cq_err_entry tmp = {};
-			struct fi_cq_err_entry *out = err ? err : &tmp;
-			*out = {};
-			ssize_t r = fi_cq_readerr(cq, out, 0);
-			EXPECT(r == 1, r);
-			return -FI_EAVAIL;
-		}
-		if (n != -FI_EAGAIN)
-			return n;
-		if (clock_type::now() > end)
-			return -FI_ETIMEDOUT;
-	}
+	fi_addr_t from = FI_ADDR_UNSPEC;
+	long n = poll_comp(cq, err, ms, [&] { return fi_cq_readfrom(cq, e, 1, &from); });
+	if (n == 1 && src)
+		*src = from;
+	return n;
 }
 
 /* ------------------------------------------------------------------ tests */
@@ -522,9 +514,7 @@ void test_bad_input()
 	if (!open_pair(w))
 		return;
 	int ret;
-	fi_addr_t to_b = FI_ADDR_NOTAVAIL;
-	ret = fi_av_insert(w.a.av, w.b.name, 1, &to_b, 0, nullptr);
-	EXPECT(ret == 1, ret);
+	fi_addr_t to_b = a_knows_b(w);
 	size_t m = w.info->ep_attr->max_msg_size;
 	void *d = fi_mr_desc(w.a.mr);
 	uint8_t *tx = w.a.buf.data();
@@ -565,10 +555,7 @@ void trunc_once()
 	world w;
 	if (!open_pair(w))
 		return;
-	int ret;
-	fi_addr_t to_b = FI_ADDR_NOTAVAIL;
-	ret = fi_av_insert(w.a.av, w.b.name, 1, &to_b, 0, nullptr);
-	EXPECT(ret == 1, ret);
+	fi_addr_t to_b = a_knows_b(w);
 	void *da = fi_mr_desc(w.a.mr), *db = fi_mr_desc(w.b.mr);
 	uint8_t *tx = w.a.buf.data(), *rx = w.b.buf.data();
 	/* a 512-byte datagram into a 64-byte buffer */
@@ -621,9 +608,7 @@ void sread_once(enum fi_wait_obj wait, const char *how)
 	if (!open_pair(w, wait))
 		return;
 	int ret;
-	fi_addr_t to_b = FI_ADDR_NOTAVAIL;
-	ret = fi_av_insert(w.a.av, w.b.name, 1, &to_b, 0, nullptr);
-	EXPECT(ret == 1, ret);
+	fi_addr_t to_b = a_knows_b(w);
 	uint8_t *rx = w.b.buf.data();
 	ssize_t r = fi_recv(w.b.ep, rx, prefix + 256, fi_mr_desc(w.b.mr), FI_ADDR_UNSPEC, rx);
 	EXPECT(r == 0, r);

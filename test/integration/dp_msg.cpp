@@ -115,24 +115,7 @@ void expect_both_shutdown(world &w)
 long wait_comp(struct fid_cq *cq, struct fi_cq_data_entry *e, struct fi_cq_err_entry *err = nullptr,
                int ms = timeout_ms)
 {
-	auto end = clock_type::now() + std::chrono::milliseconds(ms);
-	for (;;) {
-		ssize_t n = fi_cq_read(cq, e, 1);
-		if (n == 1)
-			return 1;
-		if (n == -FI_EAVAIL) {
-			struct fi_cq_err_entry tmp = {};
-			struct fi_cq_err_entry *out = err ? err : &tmp;
-			*out = {};
-			ssize_t r = fi_cq_readerr(cq, out, 0);
-			EXPECT(r == 1, r);
-			return -FI_EAVAIL;
-		}
-		if (n != -FI_EAGAIN)
-			return n;
-		if (clock_type::now() > end)
-			return -FI_ETIMEDOUT;
-	}
+	return poll_comp(cq, err, ms, [&] { return fi_cq_read(cq, e, 1); });
 }
 
 /* An iWARP device (siw): no immediate data (cq_data_size 0), reads scatter to fewer buffers. */

@@ -152,6 +152,32 @@ inline long eq_event(struct fid_eq *eq, uint32_t *event, void *buf, size_t len, 
 	return fi_eq_sread(eq, event, buf, len, ms, 0);
 }
 
+/* One completion on cq within ms, read by read() (a non-blocking read of one entry): 1, or
+ * -FI_EAVAIL with the error entry read into *err (a scratch one when err is NULL), or
+ * -FI_ETIMEDOUT, or read()'s own negative code. */
+template <typename Read>
+long poll_comp(struct fid_cq *cq, struct fi_cq_err_entry *err, int ms, Read read)
+{
+	auto end = clock_type::now() + std::chrono::milliseconds(ms);
+	for (;;) {
+		ssize_t n = read();
+		if (n == 1)
+			return 1;
+		if (n == -FI_EAVAIL) {
+			struct fi_cq_err_entry tmp = {};
+			struct fi_cq_err_entry *out = err ? err : &tmp;
+			*out = {};
+			ssize_t r = fi_cq_readerr(cq, out, 0);
+			EXPECT(r == 1, r);
+			return -FI_EAVAIL;
+		}
+		if (n != -FI_EAGAIN)
+			return n;
+		if (clock_type::now() > end)
+			return -FI_ETIMEDOUT;
+	}
+}
+
 /* A fabric, an EQ and a domain: what outlives the connections of a test. */
 struct stack {
 	struct fi_info *info = nullptr;

@@ -1206,7 +1206,7 @@ void bad_input_warnings(void **st)
  * unlock) never both hold it, and none is left asleep. */
 void fast_mutex_exclusion(void **)
 {
-	vwait::util::fast_mutex m;
+	vwait::util::fast_mutex m{vwait::lock_level::cq_progress};
 	long counter = 0; /* not atomic: only the lock protects it */
 	int inside = 0;
 	bool overlap = false;

@@ -1,9 +1,9 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # Clang's thread-safety analysis sees vwait's annotated locks (include/vwait/util/thread_safety.h):
-# for util::fast_mutex and util::mutex, a guarded member written under util::lock_guard and a
-# VWAIT_REQUIRES function called under it compile with -Wthread-safety -Werror; the same write or
-# call without the lock does not. The tree itself is checked by every clang build (configure adds
+# for util::fast_mutex, util::mutex and util::shared_mutex, a guarded member written under
+# util::lock_guard (read under util::shared_lock) and a VWAIT_REQUIRES function called under it
+# compile with -Wthread-safety -Werror; the same write or call without the lock does not. The tree itself is checked by every clang build (configure adds
 # -Wthread-safety when the compiler has it; CI's fuzz stage builds with clang and -Werror).
 # Skips (77) without clang++. About a second a case.
 top=${srcdir:-$(dirname "$0")/../..}
@@ -20,7 +20,7 @@ check() {
 	cat >"$t/c.cpp" <<EOF
 #include "vwait/util/fast_mutex.h"
 struct s {
-	vwait::util::$1 m;
+	vwait::util::$1 m{vwait::lock_level::endpoint};
 	int v VWAIT_GUARDED_BY(m) = 0;
 	void needs() VWAIT_REQUIRES(m) { v++; }
 	void f() { $2 }
@@ -40,7 +40,7 @@ EOF
 		fail=1
 	fi
 }
-for m in fast_mutex mutex; do
+for m in fast_mutex mutex shared_mutex; do
 	g="vwait::util::lock_guard<vwait::util::$m> g(m);"
 	check $m "$g v++;" compiles
 	check $m "$g needs();" compiles
@@ -48,4 +48,9 @@ for m in fast_mutex mutex; do
 	check $m "needs();" fails
 	check $m "{ $g } v++;" fails
 done
+# a shared_mutex held shared: read, not written
+s="vwait::util::shared_lock g(m);"
+check shared_mutex "$s int x = v; (void)x;" compiles
+check shared_mutex "$s v++;" fails
+check shared_mutex "int x = v; (void)x;" fails
 exit $fail

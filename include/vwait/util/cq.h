@@ -191,7 +191,7 @@ private:
 		std::vector<uint8_t> data;
 	};
 
-	mutable util::mutex lock_;                        /* lock_order.h: level 80 */
+	mutable util::mutex lock_{lock_level::sw_queue};
 	std::vector<slot> ring_ VWAIT_GUARDED_BY(lock_);  /* size_ slots */
 	size_t head_ VWAIT_GUARDED_BY(lock_) = 0;         /* oldest */
 	std::atomic<size_t> count_{0};                    /* occupied; written under lock_ only */

@@ -139,7 +139,7 @@ private:
 	const size_t size_;
 	const uint32_t api_version_;
 
-	mutable util::mutex lock_; /* lock_order.h: level 80 */
+	mutable util::mutex lock_{lock_level::sw_queue};
 	std::deque<record> queue_ VWAIT_GUARDED_BY(lock_);
 	std::vector<uint8_t> last_err_data_ VWAIT_GUARDED_BY(lock_);
 	int watched_fd_ = -1;

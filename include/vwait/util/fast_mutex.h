@@ -5,7 +5,8 @@
  * fi_cq_read under callgrind). Contended, it spins a little, then sleeps on a futex (three
  * states: 0 free, 1 locked, 2 locked with sleepers; unlock wakes one sleeper when the state
  * was 2). Not recursive; a BasicLockable for util::lock_guard, annotated for Clang's
- * thread-safety analysis (thread_safety.h). */
+ * thread-safety analysis (thread_safety.h), with its level in lock_order.h (checked in a
+ * lock-check build, lock_check.h; nothing stored or done otherwise). */
 #ifndef VWAIT_UTIL_FAST_MUTEX_H
 #define VWAIT_UTIL_FAST_MUTEX_H
 
@@ -20,15 +21,16 @@
 namespace vwait::util
 {
 
-class VWAIT_CAPABILITY("mutex") fast_mutex
+class VWAIT_CAPABILITY("mutex") fast_mutex : lock_level_of
 {
 public:
-	fast_mutex() = default;
+	constexpr explicit fast_mutex(int level) noexcept : lock_level_of(level) {}
 	fast_mutex(const fast_mutex &) = delete;
 	fast_mutex &operator=(const fast_mutex &) = delete;
 
 	void lock() noexcept VWAIT_ACQUIRE()
 	{
+		lock_check::acquire(level());
 		int c = 0;
 		if (__builtin_expect(state_.compare_exchange_strong(c, 1, std::memory_order_acquire,
 		                                                    std::memory_order_relaxed),
@@ -39,13 +41,17 @@ public:
 	bool try_lock() noexcept VWAIT_TRY_ACQUIRE(true)
 	{
 		int c = 0;
-		return state_.compare_exchange_strong(c, 1, std::memory_order_acquire,
-		                                      std::memory_order_relaxed);
+		if (!state_.compare_exchange_strong(c, 1, std::memory_order_acquire,
+		                                    std::memory_order_relaxed))
+			return false;
+		lock_check::acquired(level());
+		return true;
 	}
 	void unlock() noexcept VWAIT_RELEASE()
 	{
 		if (__builtin_expect(state_.exchange(0, std::memory_order_release) == 2, 0))
 			futex(FUTEX_WAKE_PRIVATE, 1);
+		lock_check::release(level());
 	}
 
 private:

@@ -60,7 +60,7 @@ public:
 	              uint64_t *index = nullptr) const;
 
 private:
-	mutable mutex mu_; /* lock_order.h: level 98 */
+	mutable mutex mu_{lock_level::fdset};
 	std::vector<struct pollfd> fds_ VWAIT_GUARDED_BY(mu_);
 	std::vector<void *> tags_ VWAIT_GUARDED_BY(mu_);
 	uint64_t change_index_ VWAIT_GUARDED_BY(mu_) = 0;

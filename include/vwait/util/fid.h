@@ -6,6 +6,8 @@
 
 #include <rdma/fabric.h>
 
+#include <memory>
+
 namespace vwait::util
 {
 
@@ -27,6 +29,21 @@ struct fid_box {
 		if (!f || f->fclass != fclass || f->ops != ops)
 			return nullptr;
 		return of(f)->obj;
+	}
+	/* A new box for obj, handed out through *out: its struct fid's class, context and fi_ops
+	 * set, then fill(fid) sets the kind's own fields. Throws std::bad_alloc, obj then still
+	 * the caller's. */
+	template <typename Fill>
+	static void hand_out(std::unique_ptr<Obj> &obj, size_t fclass, void *context,
+	                     struct fi_ops *fi_ops, Fid **out, Fill fill)
+	{
+		auto box = std::make_unique<fid_box>();
+		box->fid.fid.fclass = fclass;
+		box->fid.fid.context = context;
+		box->fid.fid.ops = fi_ops;
+		fill(box->fid);
+		box->obj = obj.release();
+		*out = &box.release()->fid;
 	}
 };
 

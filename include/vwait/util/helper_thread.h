@@ -24,6 +24,8 @@
 #ifndef VWAIT_UTIL_HELPER_THREAD_H
 #define VWAIT_UTIL_HELPER_THREAD_H
 
+#include "vwait/util/thread_safety.h"
+
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -55,7 +57,7 @@ private:
 	void delist() noexcept;
 	void delist_locked() noexcept;
 
-	std::mutex mu_; /* lock_order.h: level 99; guards thread_ and stop_request_ */
+	mutex mu_{lock_level::thread}; /* guards thread_ and stop_request_ */
 	std::thread thread_;
 	std::function<void()> stop_request_;
 	/* the process-wide list (helper_thread.cpp), under its mutex (level 97) */

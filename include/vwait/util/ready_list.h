@@ -3,11 +3,13 @@
  * once, in report order. push() is what waitable::notify() reaches: O(1), no allocation
  * (capacity is reserved when a member is added). One leaf mutex.
  *
- * A member may also be added "fresh": kept on a list of its own (take_fresh), apart from the
+ * A member may also be added "fresh": kept on a list of its own (take_with_fresh), apart from the
  * reported ones, so that a waiter can arm the members that joined it once, without looking
  * at them again on every pass. */
 #ifndef VWAIT_UTIL_READY_LIST_H
 #define VWAIT_UTIL_READY_LIST_H
+
+#include "vwait/util/thread_safety.h"
 
 #include <mutex>
 #include <unordered_map>
@@ -36,7 +38,7 @@ public:
 	size_t members() const noexcept;
 
 private:
-	mutable std::mutex mu_; /* lock_order.h: level 94 */
+	mutable mutex mu_{lock_level::ready};
 	enum : unsigned char { on_list = 1, on_fresh = 2 };
 	std::unordered_map<waitable *, unsigned char> queued_; /* on_list | on_fresh */
 	std::vector<waitable *> list_;

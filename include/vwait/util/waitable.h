@@ -29,7 +29,7 @@
  *     -FI_EBUSY if it wants to, then close_wait(). After close_wait() returns no waiter or poll
  *     set calls it again.
  *
- * Lock order: include/vwait/lock_order.h (every mutex, its level and what it may take). A
+ * Lock order: include/vwait/util/lock_order.h (every mutex, its level and what it may take). A
  * member never holds its own lock while calling notify()/wake()/close_wait().
  */
 #ifndef VWAIT_UTIL_WAITABLE_H
@@ -39,6 +39,7 @@
 #include <rdma/fi_eq.h>
 #include <rdma/providers/fi_prov.h>
 
+#include "vwait/util/thread_safety.h"
 #include "vwait/util/wait_policy.h"
 
 #include <cstdint>
@@ -178,7 +179,7 @@ public:
 private:
 	void report(bool wake) noexcept;
 
-	mutable std::mutex listeners_mu_; /* lock_order.h: level 90 */
+	mutable mutex listeners_mu_{lock_level::listeners};
 	std::vector<listener *> listeners_;
 	std::unique_ptr<waiter> own_; /* private waiter (destroyed in close_wait) */
 	wait_policy policy_;          /* of own_ */

@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include "vwait/util/helper_thread.h"
+#include "vwait/util/thread_safety.h"
 
 #include <rdma/fi_errno.h>
 
@@ -16,14 +17,14 @@ namespace
 /* The helpers of the process, an intrusive list: constant-initialized, no allocation and no
  * destructor, so that neither the cleanup at fi_fini nor the plugin's unloading has anything
  * to build or free. */
-std::mutex registry_mu; /* lock_order.h: level 97; guards the list and every prev_ / next_ */
+mutex registry_mu{lock_level::threads}; /* guards the list and every prev_ / next_ */
 helper_thread *registry_head = nullptr;
 
 } // namespace
 
 void helper_thread::enlist() noexcept
 {
-	std::lock_guard<std::mutex> lock(registry_mu);
+	lock_guard<mutex> lock(registry_mu);
 	if (listed_)
 		return;
 	prev_ = nullptr;
@@ -50,7 +51,7 @@ void helper_thread::delist_locked() noexcept
 
 void helper_thread::delist() noexcept
 {
-	std::lock_guard<std::mutex> lock(registry_mu);
+	lock_guard<mutex> lock(registry_mu);
 	delist_locked();
 }
 
@@ -60,7 +61,7 @@ int helper_thread::start(std::function<void()> body, std::function<void()> stop_
 		/* listed before it runs: a stop_all in between finds no thread and delists it,
 		 * which only matters at exit */
 		enlist();
-		std::lock_guard<std::mutex> lock(mu_);
+		lock_guard<mutex> lock(mu_);
 		if (thread_.joinable())
 			return 0;
 		stop_request_ = std::move(stop_request);
@@ -91,22 +92,22 @@ void helper_thread::stop() noexcept
 {
 	/* after delist, a stop_all has either joined this thread already or will not see it */
 	delist();
-	std::lock_guard<std::mutex> lock(mu_);
+	lock_guard<mutex> lock(mu_);
 	join_locked();
 }
 
 bool helper_thread::running() noexcept
 {
-	std::lock_guard<std::mutex> lock(mu_);
+	lock_guard<mutex> lock(mu_);
 	return thread_.joinable();
 }
 
 void helper_thread::stop_all() noexcept
 {
-	std::lock_guard<std::mutex> lock(registry_mu);
+	lock_guard<mutex> lock(registry_mu);
 	while (helper_thread *h = registry_head) {
 		{
-			std::lock_guard<std::mutex> hl(h->mu_);
+			lock_guard<mutex> hl(h->mu_);
 			h->join_locked();
 		}
 		h->delist_locked();
@@ -115,10 +116,10 @@ void helper_thread::stop_all() noexcept
 
 size_t helper_thread::count() noexcept
 {
-	std::lock_guard<std::mutex> lock(registry_mu);
+	lock_guard<mutex> lock(registry_mu);
 	size_t n = 0;
 	for (helper_thread *h = registry_head; h; h = h->next_) {
-		std::lock_guard<std::mutex> hl(h->mu_);
+		lock_guard<mutex> hl(h->mu_);
 		n += h->thread_.joinable() ? 1 : 0;
 	}
 	return n;

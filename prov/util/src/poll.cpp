@@ -5,7 +5,9 @@
 
 #include "vwait/util/enosys.h"
 #include "vwait/util/fid.h"
+#include "vwait/util/guard.h"
 #include "vwait/util/ready_list.h"
+#include "vwait/util/thread_safety.h"
 #include "vwait/util/waitable.h"
 
 #include <rdma/fi_errno.h>
@@ -83,13 +85,13 @@ private:
 	const struct fi_provider *prov_;
 	std::function<void()> on_close_;
 	/* shared while calling into members, exclusive to add/remove them */
-	mutable std::shared_mutex members_mu_; /* lock_order.h: level 14 */
+	mutable shared_mutex members_mu_{lock_level::poll_members};
 	std::unordered_map<waitable *, member> members_;
 	std::vector<held_source> sources_;
 	std::vector<struct pollfd> source_fds_; /* parallel to sources_ */
 	std::vector<waitable *> polled_;        /* not self_notifying(), no events_from() */
-	/* serialises the checks of polled_ members (their cookies); lock_order.h: level 16 */
-	std::mutex polled_mu_;
+	/* serialises the checks of polled_ members (their cookies) */
+	mutex polled_mu_{lock_level::poll_polled};
 	size_t polled_next_ = 0; /* guarded by polled_mu_ */
 	ready_list ready_;
 };
@@ -98,7 +100,7 @@ poll_set::~poll_set()
 {
 	std::vector<waitable *> left;
 	{
-		std::shared_lock<std::shared_mutex> lock(members_mu_);
+		shared_lock lock(members_mu_);
 		for (auto &m : members_)
 			left.push_back(m.first);
 	}
@@ -134,7 +136,7 @@ int poll_set::add(struct fid *fid) noexcept
 	int ret = resolve(fid, "fi_poll_add", &w);
 	if (ret)
 		return ret;
-	std::unique_lock<std::shared_mutex> lock(members_mu_);
+	lock_guard<shared_mutex> lock(members_mu_);
 	if (members_.count(w)) {
 		FI_WARN(prov_, FI_LOG_CORE, "fi_poll_add: event_fid %p is already a member\n",
 		        (void *)fid);
@@ -235,7 +237,7 @@ int poll_set::del(struct fid *fid) noexcept
 	int ret = resolve(fid, "fi_poll_del", &w);
 	if (ret)
 		return ret;
-	std::unique_lock<std::shared_mutex> lock(members_mu_);
+	lock_guard<shared_mutex> lock(members_mu_);
 	if (!members_.count(w)) {
 		FI_WARN(prov_, FI_LOG_CORE, "fi_poll_del: event_fid %p is not a member\n",
 		        (void *)fid);
@@ -248,7 +250,7 @@ int poll_set::del(struct fid *fid) noexcept
 
 void poll_set::forget(waitable *w) noexcept
 {
-	std::unique_lock<std::shared_mutex> lock(members_mu_);
+	lock_guard<shared_mutex> lock(members_mu_);
 	drop(w);
 }
 
@@ -259,7 +261,7 @@ void poll_set::notify(waitable *w, bool) noexcept
 
 size_t poll_set::member_count() const noexcept
 {
-	std::shared_lock<std::shared_mutex> lock(members_mu_);
+	shared_lock lock(members_mu_);
 	return members_.size();
 }
 
@@ -283,7 +285,7 @@ int poll_set::poll(void **context, int count) noexcept
 		return 0;
 	thread_local std::vector<waitable *> batch;
 	thread_local std::vector<waitable *> reported;
-	std::shared_lock<std::shared_mutex> lock(members_mu_);
+	shared_lock lock(members_mu_);
 	drain_sources();
 	batch.clear();
 	reported.clear();
@@ -308,7 +310,7 @@ int poll_set::poll(void **context, int count) noexcept
 		}
 	}
 	if (n < count && !polled_.empty()) {
-		std::lock_guard<std::mutex> plock(polled_mu_);
+		lock_guard<mutex> plock(polled_mu_);
 		/* start where the previous call stopped: a short array starves no one */
 		size_t np = polled_.size();
 		for (size_t i = 0; i < np && n < count; ++i) {
@@ -384,21 +386,12 @@ int poll_open(const struct fi_provider *prov, struct fi_poll_attr *attr, struct 
 		        (unsigned long long)attr->flags);
 		return -FI_EINVAL;
 	}
-	try {
+	return guard([&] {
 		auto set = std::make_unique<poll_set>(prov, std::move(on_close));
-		auto box = std::make_unique<poll_box>();
-		box->fid.fid.fclass = FI_CLASS_POLL;
-		box->fid.fid.context = nullptr;
-		box->fid.fid.ops = &poll_fi_ops;
-		box->fid.ops = &poll_ops;
-		box->obj = set.release();
-		*out = &box.release()->fid;
+		poll_box::hand_out(set, FI_CLASS_POLL, nullptr, &poll_fi_ops, out,
+		                   [](struct fid_poll &f) { f.ops = &poll_ops; });
 		return 0;
-	} catch (const std::bad_alloc &) {
-		return -FI_ENOMEM;
-	} catch (...) {
-		return -FI_EOTHER;
-	}
+	});
 }
 
 } // namespace vwait::util

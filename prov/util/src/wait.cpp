@@ -80,12 +80,12 @@ namespace
  * raise them, and a leak checker finds nothing unreachable. A thread that ends after that
  * frees its own signal. */
 struct spare_signal_pool {
-	std::mutex mu; /* lock_order.h: taken alone */
+	mutex mu{lock_level::alone};
 	std::vector<signal *> sigs;
 	bool closed = false;
 	~spare_signal_pool()
 	{
-		std::lock_guard<std::mutex> lock(mu);
+		std::lock_guard<util::mutex> lock(mu);
 		for (signal *s : sigs)
 			delete s;
 		sigs.clear();
@@ -101,7 +101,7 @@ struct thread_signal_holder {
 	{
 		if (!sig)
 			return;
-		std::lock_guard<std::mutex> lock(spare_signals.mu);
+		std::lock_guard<util::mutex> lock(spare_signals.mu);
 		if (spare_signals.closed) {
 			delete sig;
 			return;
@@ -121,7 +121,7 @@ signal *thread_signal() noexcept
 	if (my_signal.sig)
 		return my_signal.sig;
 	{
-		std::lock_guard<std::mutex> lock(spare_signals.mu);
+		std::lock_guard<util::mutex> lock(spare_signals.mu);
 		if (!spare_signals.sigs.empty()) {
 			my_signal.sig = spare_signals.sigs.back();
 			spare_signals.sigs.pop_back();
@@ -159,7 +159,7 @@ int waiter::impl::attach(waitable *w, listener *self) noexcept
 {
 	if (!w)
 		return -FI_EINVAL;
-	std::unique_lock<std::shared_mutex> lock(members_mu);
+	std::unique_lock<util::shared_mutex> lock(members_mu);
 	if (members.count(w))
 		return -FI_EALREADY;
 	try {
@@ -185,7 +185,7 @@ int waiter::impl::attach(waitable *w, listener *self) noexcept
 
 int waiter::impl::detach(waitable *w, listener *self, bool unregister) noexcept
 {
-	std::unique_lock<std::shared_mutex> lock(members_mu);
+	std::unique_lock<util::shared_mutex> lock(members_mu);
 	if (!members.erase(w))
 		return -FI_ENOENT;
 	if (unregister)
@@ -204,7 +204,7 @@ void waiter::impl::wake_blocker() noexcept
 	 * helper (MUTEX_COND) too. */
 	if (nsleeping.load() > 0) {
 		raises r;
-		std::lock_guard<std::mutex> lock(mu);
+		std::lock_guard<util::mutex> lock(mu);
 		sleeper *s = sleep_head;
 		while (s && !s->leads)
 			s = s->next;
@@ -224,7 +224,7 @@ int waiter::impl::add_source(int raw_fd, short events, drain_fn drain, void *arg
 		        drain ? "set" : "NULL");
 		return -FI_EINVAL;
 	}
-	std::unique_lock<std::shared_mutex> lock(sources_mu);
+	std::unique_lock<util::shared_mutex> lock(sources_mu);
 	for (const auto &s : sources)
 		if (s.fd == raw_fd)
 			return -FI_EALREADY;
@@ -262,7 +262,7 @@ int waiter::impl::add_source(int raw_fd, short events, drain_fn drain, void *arg
 
 int waiter::impl::remove_source(int raw_fd) noexcept
 {
-	std::unique_lock<std::shared_mutex> lock(sources_mu);
+	std::unique_lock<util::shared_mutex> lock(sources_mu);
 	auto it = sources.begin();
 	while (it != sources.end() && it->fd != raw_fd)
 		++it;
@@ -282,7 +282,7 @@ int waiter::impl::remove_source(int raw_fd) noexcept
 int waiter::impl::hold_source(int raw_fd, short events, drain_fn drain, void *arg) noexcept
 {
 	{
-		std::unique_lock<std::shared_mutex> lock(sources_mu);
+		std::unique_lock<util::shared_mutex> lock(sources_mu);
 		for (auto &s : sources) {
 			if (s.fd != raw_fd)
 				continue;
@@ -303,7 +303,7 @@ int waiter::impl::hold_source(int raw_fd, short events, drain_fn drain, void *ar
 int waiter::impl::drop_source(int raw_fd) noexcept
 {
 	{
-		std::unique_lock<std::shared_mutex> lock(sources_mu);
+		std::unique_lock<util::shared_mutex> lock(sources_mu);
 		auto it = std::find_if(sources.begin(), sources.end(),
 		                       [&](const source &s) { return s.fd == raw_fd; });
 		if (it == sources.end())
@@ -323,7 +323,7 @@ void waiter::impl::drain_ready() noexcept
 		return;
 	thread_local std::vector<struct pollfd> fds;
 	thread_local std::vector<void *> tags;
-	std::shared_lock<std::shared_mutex> lock(sources_mu);
+	std::shared_lock<util::shared_mutex> lock(sources_mu);
 	if (sources.size() == 1) {
 		/* one source: its drain reads without blocking anyway, and a poll() first would
 		 * be a second system call */
@@ -365,7 +365,7 @@ void waiter::impl::notify(waitable *w, bool wake) noexcept
 		/* The application may wait on this cond with its own predicate, and so do
 		 * blocking calls once the helper thread runs. */
 		{
-			std::lock_guard<std::mutex> lock(mu);
+			std::lock_guard<util::mutex> lock(mu);
 		}
 		cv.notify_all();
 		break;
@@ -376,7 +376,7 @@ void waiter::impl::notify(waitable *w, bool wake) noexcept
 	if (nsleeping.load() > 0) {
 		call *mine = detail::current_call;
 		raises r;
-		std::lock_guard<std::mutex> lock(mu);
+		std::lock_guard<util::mutex> lock(mu);
 		take_for(w, wake || !w, mine && mine->self == this ? mine : nullptr, r);
 	}
 }
@@ -431,7 +431,7 @@ waiter::~waiter()
 {
 	std::vector<waitable *> left;
 	{
-		std::shared_lock<std::shared_mutex> lock(p_->members_mu);
+		std::shared_lock<util::shared_mutex> lock(p_->members_mu);
 		left.assign(p_->members.begin(), p_->members.end());
 	}
 	for (waitable *w : left)
@@ -496,7 +496,7 @@ int waiter::detach(waitable *w) noexcept
 }
 size_t waiter::member_count() const noexcept
 {
-	std::shared_lock<std::shared_mutex> lock(p_->members_mu);
+	std::shared_lock<util::shared_mutex> lock(p_->members_mu);
 	return p_->members.size();
 }
 int waiter::add_source(int raw_fd, short events, drain_fn drain, void *arg) noexcept

@@ -102,7 +102,7 @@ bool waiter::impl::sleep(sleeper &me, clock::time_point deadline, sleep_note &no
 		fds.push_back({me.sig ? me.sig->fd() : -1, POLLIN, 0});
 		tags.push_back(nullptr);
 		if (me.leads && nsources.load()) {
-			std::shared_lock<std::shared_mutex> lock(sources_mu);
+			std::shared_lock<util::shared_mutex> lock(sources_mu);
 			source_fds.snapshot(fds, tags);
 			gen = sources_gen;
 		}
@@ -170,7 +170,7 @@ bool waiter::impl::sleep(sleeper &me, clock::time_point deadline, sleep_note &no
 void waiter::impl::drain_polled() noexcept
 {
 	{
-		std::shared_lock<std::shared_mutex> lock(sources_mu);
+		std::shared_lock<util::shared_mutex> lock(sources_mu);
 		if (polled_by_me.gen == sources_gen) {
 			for (void *tag : polled_by_me.tags) {
 				auto *src = static_cast<detail::source *>(tag);
@@ -254,7 +254,7 @@ void waiter::impl::leave(call &c) noexcept
 	if (!c.leading && !pass)
 		return;
 	raises r;
-	std::lock_guard<std::mutex> lock(mu);
+	std::lock_guard<util::mutex> lock(mu);
 	sleeper *next = pass ? first_for(c.target) : nullptr;
 	if (c.leading) {
 		leader = false;
@@ -279,7 +279,7 @@ bool waiter::impl::block(uint64_t s, clock::time_point deadline, sleep_note &not
 	sleeper me;
 	me.target = c.target;
 	me.sig = thread_signal();
-	std::unique_lock<std::mutex> lock(mu);
+	cv_lock lock(mu);
 	if (kind == FI_WAIT_MUTEX_COND && helper_on.load()) {
 		/* The helper thread polls the sources and turns their events into notify(),
 		 * which broadcasts the cond. */
@@ -507,7 +507,7 @@ bool waiter::impl::peek_ready() noexcept
 {
 	if (pending.exchange(false))
 		return true;
-	std::shared_lock<std::shared_mutex> lock(members_mu);
+	std::shared_lock<util::shared_mutex> lock(members_mu);
 	if (members.size() <= peek_all_max) {
 		for (waitable *w : members)
 			if (w->peek())
@@ -578,7 +578,7 @@ bool waiter::impl::peek_batch(const std::vector<waitable *> &batch, size_t nfres
 int waiter::impl::trywait_members() noexcept
 {
 	thread_local std::vector<waitable *> batch;
-	std::shared_lock<std::shared_mutex> lock(members_mu);
+	std::shared_lock<util::shared_mutex> lock(members_mu);
 	batch.clear();
 	try {
 		ready.take_with_fresh(batch);
@@ -625,7 +625,7 @@ int waiter::impl::trywait() noexcept
 
 int waiter::impl::start_helper() noexcept
 {
-	std::lock_guard<std::mutex> lock(mu);
+	std::lock_guard<util::mutex> lock(mu);
 	if (helper.running())
 		return 0;
 	if (!hsig.is_open()) {
@@ -670,7 +670,7 @@ void waiter::impl::helper_main() noexcept
 		try {
 			fds.push_back({hsig.fd(), POLLIN, 0});
 			tags.push_back(nullptr);
-			std::shared_lock<std::shared_mutex> lock(sources_mu);
+			std::shared_lock<util::shared_mutex> lock(sources_mu);
 			source_fds.snapshot(fds, tags);
 		} catch (const std::bad_alloc &) {
 			fds.resize(1);

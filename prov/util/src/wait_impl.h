@@ -11,6 +11,7 @@
 #include "vwait/util/helper_thread.h"
 #include "vwait/util/ready_list.h"
 #include "vwait/util/signal.h"
+#include "vwait/util/thread_safety.h"
 #include "vwait/util/wait.h"
 #include "vwait/util/wait_policy.h"
 
@@ -94,7 +95,7 @@ public:
 	spin_learner learner; /* how long a blocking call polls before it arms */
 
 	/* members: shared while calling into them, exclusive to attach/detach */
-	mutable std::shared_mutex members_mu; /* lock_order.h: level 12 */
+	mutable shared_mutex members_mu{lock_level::wait_members};
 	std::unordered_set<waitable *> members;
 	std::vector<waitable *> polled; /* members that are not self_notifying() */
 	ready_list ready;
@@ -107,7 +108,7 @@ public:
 	void remember(waitable *w) noexcept;
 
 	/* sources: shared while draining, exclusive to remove */
-	std::shared_mutex sources_mu; /* lock_order.h: level 32 */
+	shared_mutex sources_mu{lock_level::wait_sources};
 	std::list<detail::source> sources;
 	pollfd_set source_fds; /* tags: source * */
 	std::atomic<size_t> nsources{0};
@@ -151,7 +152,7 @@ public:
 		bool leading = false; /* holds the leadership */
 		bool owes = false;    /* was woken for work, or read its member's event itself */
 	};
-	std::mutex mu; /* lock_order.h: level 96 */
+	mutex mu{lock_level::wait_block};
 	std::condition_variable cv;
 	bool leader = false;                                  /* guarded by mu */
 	sleeper *sleep_head = nullptr, *sleep_tail = nullptr; /* guarded by mu */

@@ -4,6 +4,7 @@
 
 #include "vwait/util/enosys.h"
 #include "vwait/util/fid.h"
+#include "vwait/util/guard.h"
 
 #include <rdma/fi_errno.h>
 #include <rdma/providers/fi_log.h>
@@ -90,25 +91,15 @@ int wait_open(const struct fi_provider *prov, struct fi_wait_attr *attr, struct 
 		        kind_name(wait_obj));
 		return -FI_EINVAL;
 	}
-	try {
+	return guard([&] {
 		auto set = std::make_unique<wait_set>();
-		int ret = waiter::create(prov, wait_obj, set->w, policy);
-		if (ret)
+		if (int ret = waiter::create(prov, wait_obj, set->w, policy))
 			return ret;
 		set->on_close = std::move(on_close);
-		auto box = std::make_unique<wait_box>();
-		box->fid.fid.fclass = FI_CLASS_WAIT;
-		box->fid.fid.context = nullptr;
-		box->fid.fid.ops = &wait_set_fi_ops;
-		box->fid.ops = &wait_set_ops;
-		box->obj = set.release();
-		*out = &box.release()->fid;
+		wait_box::hand_out(set, FI_CLASS_WAIT, nullptr, &wait_set_fi_ops, out,
+		                   [](struct fid_wait &f) { f.ops = &wait_set_ops; });
 		return 0;
-	} catch (const std::bad_alloc &) {
-		return -FI_ENOMEM;
-	} catch (...) {
-		return -FI_EOTHER;
-	}
+	});
 }
 
 int get_waiter(struct fid *fid, waiter **out) noexcept

@@ -18,7 +18,7 @@ namespace vwait::util
 
 void ready_list::add(waitable *w, bool fresh)
 {
-	std::lock_guard<std::mutex> lock(mu_);
+	lock_guard<mutex> lock(mu_);
 	list_.reserve(queued_.size() + 1);
 	fresh_.reserve(queued_.size() + 1);
 	auto [it, inserted] = queued_.emplace(w, fresh ? on_fresh : on_list);
@@ -30,7 +30,7 @@ void ready_list::add(waitable *w, bool fresh)
 
 void ready_list::remove(waitable *w) noexcept
 {
-	std::lock_guard<std::mutex> lock(mu_);
+	lock_guard<mutex> lock(mu_);
 	auto it = queued_.find(w);
 	if (it == queued_.end())
 		return;
@@ -43,7 +43,7 @@ void ready_list::remove(waitable *w) noexcept
 
 void ready_list::push(waitable *w) noexcept
 {
-	std::lock_guard<std::mutex> lock(mu_);
+	lock_guard<mutex> lock(mu_);
 	auto it = queued_.find(w);
 	if (it == queued_.end() || (it->second & on_list))
 		return;
@@ -53,7 +53,7 @@ void ready_list::push(waitable *w) noexcept
 
 void ready_list::take(std::vector<waitable *> &out)
 {
-	std::lock_guard<std::mutex> lock(mu_);
+	lock_guard<mutex> lock(mu_);
 	out.insert(out.end(), list_.begin(), list_.end());
 	for (waitable *w : list_)
 		queued_.find(w)->second &= static_cast<unsigned char>(~on_list);
@@ -62,7 +62,7 @@ void ready_list::take(std::vector<waitable *> &out)
 
 size_t ready_list::take_with_fresh(std::vector<waitable *> &out)
 {
-	std::lock_guard<std::mutex> lock(mu_);
+	lock_guard<mutex> lock(mu_);
 	const size_t nfresh = fresh_.size();
 	out.reserve(out.size() + nfresh + list_.size());
 	out.insert(out.end(), fresh_.begin(), fresh_.end());
@@ -78,13 +78,13 @@ size_t ready_list::take_with_fresh(std::vector<waitable *> &out)
 
 bool ready_list::empty() const noexcept
 {
-	std::lock_guard<std::mutex> lock(mu_);
+	lock_guard<mutex> lock(mu_);
 	return list_.empty();
 }
 
 size_t ready_list::members() const noexcept
 {
-	std::lock_guard<std::mutex> lock(mu_);
+	lock_guard<mutex> lock(mu_);
 	return queued_.size();
 }
 
@@ -99,20 +99,20 @@ waitable::~waitable()
 
 void waitable::report(bool wake) noexcept
 {
-	std::lock_guard<std::mutex> lock(listeners_mu_);
+	lock_guard<mutex> lock(listeners_mu_);
 	for (listener *l : listeners_)
 		l->notify(this, wake);
 }
 
 void waitable::add_listener(listener *l)
 {
-	std::lock_guard<std::mutex> lock(listeners_mu_);
+	lock_guard<mutex> lock(listeners_mu_);
 	listeners_.push_back(l);
 }
 
 void waitable::remove_listener(listener *l) noexcept
 {
-	std::lock_guard<std::mutex> lock(listeners_mu_);
+	lock_guard<mutex> lock(listeners_mu_);
 	auto it = std::find(listeners_.begin(), listeners_.end(), l);
 	if (it != listeners_.end())
 		listeners_.erase(it);
@@ -175,7 +175,7 @@ void waitable::close_wait() noexcept
 {
 	std::vector<listener *> gone;
 	{
-		std::lock_guard<std::mutex> lock(listeners_mu_);
+		lock_guard<mutex> lock(listeners_mu_);
 		gone.swap(listeners_);
 	}
 	/* No lock held here: forget() waits for calls the listener is making into us. */
@@ -187,7 +187,7 @@ void waitable::close_wait() noexcept
 
 bool waitable::in_poll_set() const noexcept
 {
-	std::lock_guard<std::mutex> lock(listeners_mu_);
+	lock_guard<mutex> lock(listeners_mu_);
 	for (listener *l : listeners_)
 		if (l != static_cast<listener *>(waiter_))
 			return true;

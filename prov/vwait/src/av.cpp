@@ -461,13 +461,8 @@ int av_open(struct fid_domain *domain_fid, struct fi_av_attr *attr, struct fid_a
 			return ret;
 		}
 		auto obj = std::make_unique<av>(dom, *attr, port, index);
-		auto box = std::make_unique<av_box>();
-		box->fid.fid.fclass = FI_CLASS_AV;
-		box->fid.fid.context = context;
-		box->fid.fid.ops = &av_fi_ops;
-		box->fid.ops = &av_ops;
-		box->obj = obj.release();
-		*out = &box.release()->fid;
+		av_box::hand_out(obj, FI_CLASS_AV, context, &av_fi_ops, out,
+		                 [](struct fid_av &f) { f.ops = &av_ops; });
 		return FI_SUCCESS;
 	});
 }

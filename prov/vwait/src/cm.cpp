@@ -250,7 +250,7 @@ void connreq::forget(struct fi_info *info) noexcept
 void rc_ep::disconnected(struct rdma_cm_id *id) noexcept
 {
 	/* moves the QP to the error state: what is still posted flushes */
-	std::lock_guard<std::mutex> lock(qp_mutex_);
+	util::lock_guard<util::mutex> lock(qp_mutex_);
 	if (!qp_gone_)
 		rdma_disconnect(id);
 }
@@ -272,6 +272,10 @@ void rc_ep::unread_marks(std::vector<cq_mark> &marks) noexcept
 	}
 }
 
+/* Under mutex_ (connect, accept): rdma_migrate_id waits for the acks of the id's CM events,
+ * which the EQ's progress gives, so the EQ's progress (eq_progress, eq_probe) must never take
+ * an endpoint-level lock: it takes eq_probe, qp and the inner locks after them only, and a
+ * take of an endpoint lock under them aborts in a lock-check build. */
 int rc_ep::migrate_to_eq() noexcept
 {
 	if (id_->channel == eq_->channel())

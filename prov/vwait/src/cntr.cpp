@@ -27,7 +27,7 @@ verbs_cntr::~verbs_cntr() = default;
 
 int verbs_cntr::add_feed(verbs_cq *q) noexcept
 {
-	std::lock_guard<std::mutex> lock(feeds_mu_);
+	util::lock_guard<util::mutex> lock(feeds_mu_);
 	return guard([&] {
 		auto it = feeds_.find(q);
 		if (it != feeds_.end()) {
@@ -82,7 +82,7 @@ void verbs_cntr::drop_channel(verbs_cq *q, feed &f) noexcept
 
 void verbs_cntr::remove_feed(verbs_cq *q) noexcept
 {
-	std::lock_guard<std::mutex> lock(feeds_mu_);
+	util::lock_guard<util::mutex> lock(feeds_mu_);
 	auto it = feeds_.find(q);
 	if (it == feeds_.end() || --it->second.refs)
 		return;
@@ -93,7 +93,7 @@ void verbs_cntr::remove_feed(verbs_cq *q) noexcept
 void verbs_cntr::progress() noexcept
 {
 	{
-		std::lock_guard<std::mutex> lock(feeds_mu_);
+		util::lock_guard<util::mutex> lock(feeds_mu_);
 		for (auto &f : feeds_)
 			f.first->drive();
 	}
@@ -104,7 +104,7 @@ int verbs_cntr::arm() noexcept
 {
 	const uint64_t before = poll_cookie();
 	{
-		std::lock_guard<std::mutex> lock(feeds_mu_);
+		util::lock_guard<util::mutex> lock(feeds_mu_);
 		/* only the CQs whose channel our waiter watches: a YIELD wait just polls */
 		for (auto &f : feeds_) {
 			if (!f.second.channel)

@@ -269,8 +269,12 @@ int verbs_cq::create_hw() noexcept
 	return 0;
 }
 
-/* Before the CQ leaves its waiters (util::cq_close): no event of it may be left unacked and
- * the channel must leave a private waiter while that waiter still exists. */
+/* Before the CQ leaves its waiters: no event of it may be left unacked and the channel must
+ * leave a private waiter while that waiter still exists. Holds progress_mutex_ across
+ * ibv_destroy_cq, which waits for the acks a draining thread still owes: that thread acks
+ * under cq_events::mu_ alone (event_read, under the waiter's sources shared), never under
+ * progress_mutex_, so the wait ends; held, it keeps progress() off a CQ being destroyed.
+ * Whoever acks a CQ event must never take progress_mutex_. */
 void verbs_cq::close_begin() noexcept
 {
 	util::lock_guard<util::fast_mutex> lock(progress_mutex_);
@@ -281,13 +285,13 @@ void verbs_cq::close_begin() noexcept
 	hw_.reset(); /* waits for any ack a draining thread still owes */
 	channel_->cq_removed();
 	channel_.reset();
-	util::lock_guard<util::mutex> orphans(orphans_mutex_);
+	util::lock_guard<util::mutex> cold(cold_mutex_);
 	orphans_.clear();
 }
 
 void verbs_cq::adopt(std::shared_ptr<wr_ring> ring)
 {
-	util::lock_guard<util::mutex> lock(orphans_mutex_);
+	util::lock_guard<util::mutex> lock(cold_mutex_);
 	orphans_.erase(
 	    std::remove_if(orphans_.begin(), orphans_.end(),
 	                   [](const std::shared_ptr<wr_ring> &r) { return r->outstanding() == 0; }),
@@ -496,20 +500,20 @@ __attribute__((noinline, cold)) void verbs_cq::queue_tail(completion first,
 void verbs_cq::on_event() noexcept
 {
 	notify();
-	util::lock_guard<util::mutex> lock(event_listeners_mutex_);
+	util::lock_guard<util::mutex> lock(cold_mutex_);
 	for (util::waitable *w : event_listeners_)
 		w->wake();
 }
 
 void verbs_cq::add_event_listener(util::waitable *w)
 {
-	util::lock_guard<util::mutex> lock(event_listeners_mutex_);
+	util::lock_guard<util::mutex> lock(cold_mutex_);
 	event_listeners_.push_back(w);
 }
 
 void verbs_cq::remove_event_listener(util::waitable *w) noexcept
 {
-	util::lock_guard<util::mutex> lock(event_listeners_mutex_);
+	util::lock_guard<util::mutex> lock(cold_mutex_);
 	auto it = std::find(event_listeners_.begin(), event_listeners_.end(), w);
 	if (it != event_listeners_.end())
 		event_listeners_.erase(it);

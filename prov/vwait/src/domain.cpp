@@ -33,7 +33,7 @@ domain::~domain()
 
 void domain::poll_async_events() noexcept
 {
-	std::unique_lock<std::mutex> lock(async_mutex_, std::try_to_lock);
+	std::unique_lock<util::mutex> lock(async_mutex_, std::try_to_lock);
 	if (!lock.owns_lock())
 		return;
 	struct ibv_async_event ev;
@@ -198,14 +198,11 @@ int domain_open(struct fid_fabric *fabric_fid, struct fi_info *info, struct fid_
 		auto *fab = fabric_box::of(fabric_fid)->obj;
 		auto obj = std::make_unique<domain>(fab, std::move(devices), ctx, std::move(pd),
 		                                    attr, fabric_fid->api_version);
-		auto box = std::make_unique<domain_box>();
-		box->fid.fid.fclass = FI_CLASS_DOMAIN;
-		box->fid.fid.context = context;
-		box->fid.fid.ops = &domain_fi_ops;
-		box->fid.ops = &domain_ops;
-		box->fid.mr = &domain_mr_ops;
-		box->obj = obj.release();
-		*out = &box.release()->fid;
+		domain_box::hand_out(obj, FI_CLASS_DOMAIN, context, &domain_fi_ops, out,
+		                     [](struct fid_domain &f) {
+			                     f.ops = &domain_ops;
+			                     f.mr = &domain_mr_ops;
+		                     });
 		return FI_SUCCESS;
 	});
 }

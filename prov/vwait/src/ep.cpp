@@ -180,6 +180,12 @@ void ep::set_rx_source(uint64_t (*fn)(void *, const void *, uint32_t), void *arg
 	rx_->source_arg = arg;
 }
 
+/* Holds mutex_ (level endpoint) across the counters' add_feed (cntr_feeds, then the counter's
+ * waiter's sources exclusive) and create_qp (qp, rdma_create_qp), against lock_order.h's rule
+ * 1; kept so: fi_enable runs once per endpoint, before enabled_ is set, so no posting thread
+ * waits behind it, and it keeps a bind or a second fi_enable out of the half-built endpoint.
+ * It is an order, not an inversion: nothing takes mutex_ under those locks (the lock check
+ * aborts if anything ever does). */
 int ep::enable() noexcept
 {
 	util::lock_guard<util::fast_mutex> lock(mutex_);

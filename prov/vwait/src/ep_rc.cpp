@@ -31,10 +31,10 @@ rc_ep::~rc_ep()
 		/* the QP first (a thread draining the EQ may be in disconnected()), then the id,
 		 * which waits for the acknowledgement of any event of it being converted. No thread
 		 * may be inside rdma_get_cm_event for the id meanwhile: it may be moving the QP. */
-		std::unique_lock<std::mutex> events;
+		std::unique_lock<util::mutex> events;
 		if (eq_ && id_->channel == eq_->channel())
 			events = eq_->hold_progress();
-		std::lock_guard<std::mutex> lock(qp_mutex_);
+		util::lock_guard<util::mutex> lock(qp_mutex_);
 		qp_gone_ = true;
 		if (id_->qp)
 			rdma_destroy_qp(id_.get());
@@ -64,7 +64,7 @@ int rc_ep::check_enable() noexcept
 
 int rc_ep::create_qp(struct ibv_qp_init_attr &attr, struct ibv_qp **qp) noexcept
 {
-	std::lock_guard<std::mutex> qp_lock(qp_mutex_);
+	util::lock_guard<util::mutex> qp_lock(qp_mutex_);
 	attr.qp_type = IBV_QPT_RC;
 	if (get_params().keepalive_ms > 0)
 		attr.cap.max_send_wr++; /* the keepalive probe's slot */
@@ -82,7 +82,7 @@ int rc_ep::create_qp(struct ibv_qp_init_attr &attr, struct ibv_qp **qp) noexcept
 
 bool rc_ep::probe() noexcept
 {
-	std::lock_guard<std::mutex> lock(qp_mutex_);
+	util::lock_guard<util::mutex> lock(qp_mutex_);
 	if (qp_gone_ || !id_->qp)
 		return true;
 	struct ibv_qp_attr attr = {};
@@ -154,7 +154,7 @@ bool rc_ep::probe() noexcept
 
 void rc_ep::probe_failed() noexcept
 {
-	std::lock_guard<std::mutex> lock(qp_mutex_);
+	util::lock_guard<util::mutex> lock(qp_mutex_);
 	if (!qp_gone_)
 		rdma_disconnect(id_.get());
 }

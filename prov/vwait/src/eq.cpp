@@ -32,8 +32,8 @@ std::atomic<bool> control_due{false};
 namespace
 {
 /* The open EQs, for the blocking hook and spin_progress: a list through the EQs themselves
- * (verbs_eq::next_), so that nothing here allocates or has a destructor. lock_order.h: level 36 */
-std::mutex eq_registry_mu;
+ * (verbs_eq::next_), so that nothing here allocates or has a destructor. */
+util::mutex eq_registry_mu{lock_level::eq_registry};
 verbs_eq *eq_list = nullptr;
 /* Set while this thread runs an EQ's progress: a spinning reader's control progress inside it
  * (its own EQ's lock held) would deadlock. */
@@ -62,7 +62,7 @@ int verbs_eq::start() noexcept
 	if (wait_is_private())
 		wait_object()->set_counts_as_blocking(false);
 	{
-		std::lock_guard<std::mutex> lock(eq_registry_mu);
+		util::lock_guard<util::mutex> lock(eq_registry_mu);
 		next_ = std::exchange(eq_list, this);
 		if (next_)
 			next_->prev_ = this;
@@ -80,7 +80,7 @@ int verbs_eq::ensure_thread() noexcept
 	 * and a closer may hold thread_mu_ while it joins it */
 	if (threaded_.load(std::memory_order_acquire))
 		return 0;
-	std::lock_guard<std::mutex> lock(thread_mu_);
+	util::lock_guard<util::mutex> lock(thread_mu_);
 	if (closed_ || threaded_.load(std::memory_order_relaxed))
 		return 0;
 	stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -109,7 +109,7 @@ int verbs_eq::ensure_thread() noexcept
 
 void verbs_eq::start_threads() noexcept
 {
-	std::lock_guard<std::mutex> lock(eq_registry_mu);
+	util::lock_guard<util::mutex> lock(eq_registry_mu);
 	for (verbs_eq *q = eq_list; q; q = q->next_)
 		q->ensure_thread(); /* a failure warns; reads and spinners still drain the EQ */
 }
@@ -119,7 +119,7 @@ void verbs_eq::spin_progress() noexcept
 	control_due.store(false, std::memory_order_relaxed);
 	if (in_eq_progress)
 		return;
-	std::unique_lock<std::mutex> lock(eq_registry_mu, std::try_to_lock);
+	std::unique_lock<util::mutex> lock(eq_registry_mu, std::try_to_lock);
 	if (!lock.owns_lock())
 		return; /* another thread is at it, or an EQ opens or closes */
 	for (verbs_eq *q = eq_list; q; q = q->next_)
@@ -130,7 +130,7 @@ void verbs_eq::spin_progress() noexcept
 void verbs_eq::closing() noexcept
 {
 	{
-		std::lock_guard<std::mutex> lock(eq_registry_mu);
+		util::lock_guard<util::mutex> lock(eq_registry_mu);
 		if (listed_) {
 			(prev_ ? prev_->next_ : eq_list) = next_;
 			if (next_)
@@ -139,7 +139,7 @@ void verbs_eq::closing() noexcept
 			listed_ = false;
 		}
 	}
-	std::lock_guard<std::mutex> lock(thread_mu_);
+	util::lock_guard<util::mutex> lock(thread_mu_);
 	closed_ = true;
 	thread_.stop();
 	if (stop_fd_ >= 0)
@@ -148,7 +148,7 @@ void verbs_eq::closing() noexcept
 
 void verbs_eq::unprobe(cm_target *t) noexcept
 {
-	std::lock_guard<std::mutex> lock(probe_mutex_);
+	util::lock_guard<util::mutex> lock(probe_mutex_);
 	probed_.erase(t);
 	shut_.erase(t);
 	t->left_eq_ = true;
@@ -163,7 +163,7 @@ void verbs_eq::release_holds() noexcept
 	if (hold_count_.load(std::memory_order_acquire) == 0)
 		return;
 	const auto now = std::chrono::steady_clock::now();
-	std::lock_guard<std::mutex> lock(probe_mutex_);
+	util::lock_guard<util::mutex> lock(probe_mutex_);
 	for (auto it = holds_.begin(); it != holds_.end();) {
 		const bool read = std::all_of(
 		    it->marks.begin(), it->marks.end(),
@@ -189,7 +189,7 @@ void verbs_eq::release_holds() noexcept
 
 void verbs_eq::probe_all() noexcept
 {
-	std::lock_guard<std::mutex> lock(probe_mutex_);
+	util::lock_guard<util::mutex> lock(probe_mutex_);
 	for (auto it = probed_.begin(); it != probed_.end();) {
 		cm_target *t = *it;
 		if (t->probe()) {
@@ -245,7 +245,7 @@ void verbs_eq::auto_progress() noexcept
 		if (!full && (p[0].revents & POLLIN)) {
 			progress();
 		} else if (holding) {
-			std::lock_guard<std::mutex> lock(progress_mutex_);
+			util::lock_guard<util::mutex> lock(progress_mutex_);
 			release_holds();
 		}
 	}
@@ -318,7 +318,7 @@ bool verbs_eq::convert(struct rdma_cm_event *ev)
 		if (!target)
 			return false;
 		if (get_params().keepalive_ms > 0) {
-			std::lock_guard<std::mutex> lock(probe_mutex_);
+			util::lock_guard<util::mutex> lock(probe_mutex_);
 			probed_.insert(target);
 		}
 		std::pair<const uint8_t *, size_t> data{nullptr, 0};
@@ -334,7 +334,7 @@ bool verbs_eq::convert(struct rdma_cm_event *ev)
 		bool told = false;
 		std::vector<cm_target::cq_mark> marks;
 		{
-			std::lock_guard<std::mutex> lock(probe_mutex_);
+			util::lock_guard<util::mutex> lock(probe_mutex_);
 			probed_.erase(target);
 			told = shut_.erase(target) != 0; /* the keepalive gave it FI_SHUTDOWN */
 			/* what completed before the disconnect, before the flush (class comment) */
@@ -345,7 +345,7 @@ bool verbs_eq::convert(struct rdma_cm_event *ev)
 		if (told)
 			return false;
 		if (!marks.empty()) {
-			std::lock_guard<std::mutex> lock(probe_mutex_);
+			util::lock_guard<util::mutex> lock(probe_mutex_);
 			if (!target->left_eq_) {
 				const auto deadline =
 				    std::chrono::steady_clock::now() +
@@ -404,7 +404,7 @@ void verbs_eq::progress() noexcept
 {
 	bool held;
 	{
-		std::lock_guard<std::mutex> lock(progress_mutex_);
+		util::lock_guard<util::mutex> lock(progress_mutex_);
 		drain_channel();
 		held = std::exchange(hold_queued_, false);
 	}

@@ -109,14 +109,11 @@ int fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **out, void *cont
 	*out = nullptr;
 	return guard([&] {
 		auto obj = std::make_unique<fabric>(attr->name, attr->api_version);
-		auto box = std::make_unique<fabric_box>();
-		box->fid.fid.fclass = FI_CLASS_FABRIC;
-		box->fid.fid.context = context;
-		box->fid.fid.ops = &fabric_fi_ops;
-		box->fid.ops = &fabric_ops;
-		box->fid.api_version = attr->api_version;
-		box->obj = obj.release();
-		*out = &box.release()->fid;
+		fabric_box::hand_out(obj, FI_CLASS_FABRIC, context, &fabric_fi_ops, out,
+		                     [&](struct fid_fabric &f) {
+			                     f.ops = &fabric_ops;
+			                     f.api_version = attr->api_version;
+		                     });
 		return FI_SUCCESS;
 	});
 }

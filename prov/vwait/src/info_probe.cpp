@@ -6,6 +6,7 @@
 
 #include "vwait/av.h"
 #include "vwait/info.h"
+#include "vwait/util/thread_safety.h"
 #include "vwait/verbs.h"
 #include "vwait/vwait.h"
 
@@ -29,14 +30,14 @@ namespace
 /* What probe_max_inline found, per device name, until the provider's cleanup. On the heap:
  * libfabric calls the cleanup from its own destructor, after this library's static
  * destructors have run (std::mutex's is trivial). */
-std::mutex inline_mutex; /* lock_order.h: outside the order (takes none) */
+util::mutex inline_mutex{lock_level::alone};
 std::vector<std::pair<std::string, size_t>> *inline_known = nullptr;
 
 /* The largest max_inline_data an RC QP of this device accepts (verbs has no attribute for
  * it): found by creating QPs, once per device while the provider is loaded. */
 size_t probe_max_inline(struct ibv_context *ctx, const std::string &device)
 {
-	std::lock_guard<std::mutex> lock(inline_mutex);
+	util::lock_guard<util::mutex> lock(inline_mutex);
 	if (!inline_known)
 		inline_known = new std::vector<std::pair<std::string, size_t>>;
 	for (const auto &k : *inline_known)
@@ -126,7 +127,7 @@ std::vector<port_desc> info_ports()
 
 void forget_probes() noexcept
 {
-	std::lock_guard<std::mutex> lock(inline_mutex);
+	util::lock_guard<util::mutex> lock(inline_mutex);
 	delete inline_known;
 	inline_known = nullptr;
 }

@@ -109,14 +109,10 @@ int reg(struct fid *fid, const void *buf, size_t len, uint64_t access, uint64_t 
 			return ret;
 		}
 		auto obj = std::make_unique<mr>(dom, std::move(hw));
-		auto box = std::make_unique<mr_box>();
-		box->fid.fid.fclass = FI_CLASS_MR;
-		box->fid.fid.context = context;
-		box->fid.fid.ops = &mr_fi_ops;
-		box->fid.mem_desc = obj->hw();
-		box->fid.key = obj->hw()->rkey;
-		box->obj = obj.release();
-		*out = &box.release()->fid;
+		mr_box::hand_out(obj, FI_CLASS_MR, context, &mr_fi_ops, out, [&](struct fid_mr &f) {
+			f.mem_desc = obj->hw();
+			f.key = obj->hw()->rkey;
+		});
 		return FI_SUCCESS;
 	});
 }

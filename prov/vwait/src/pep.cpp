@@ -45,9 +45,11 @@ bool pep::given_away(const char *call) const noexcept
 	return true;
 }
 
+/* rdma_migrate_id under mutex_, here and in restore_id: see rc_ep::migrate_to_eq (the EQ's
+ * progress never takes an endpoint-level lock). */
 int pep::take_id(verbs::cm_id_ptr *out) noexcept
 {
-	std::lock_guard<std::mutex> lock(mutex_);
+	util::lock_guard<util::mutex> lock(mutex_);
 	if (given_away("fi_endpoint(info->handle)"))
 		return -FI_EINVAL;
 	if (listening_) {
@@ -70,7 +72,7 @@ int pep::take_id(verbs::cm_id_ptr *out) noexcept
 
 void pep::restore_id(verbs::cm_id_ptr id) noexcept
 {
-	std::lock_guard<std::mutex> lock(mutex_);
+	util::lock_guard<util::mutex> lock(mutex_);
 	id->context = static_cast<cm_target *>(this);
 	if (eq_ && rdma_migrate_id(id.get(), eq_->channel()) != 0)
 		FI_WARN(&prov, FI_LOG_EP_CTRL, "rdma_migrate_id back to the EQ: %s\n",
@@ -94,7 +96,7 @@ int pep::bind(struct fid *bfid, uint64_t flags) noexcept
 		        static_cast<unsigned long long>(flags));
 		return -FI_EBADFLAGS;
 	}
-	std::lock_guard<std::mutex> lock(mutex_);
+	util::lock_guard<util::mutex> lock(mutex_);
 	if (given_away("fi_pep_bind"))
 		return -FI_EOPBADSTATE;
 	if (eq_) {
@@ -118,7 +120,7 @@ int pep::bind(struct fid *bfid, uint64_t flags) noexcept
 
 int pep::listen() noexcept
 {
-	std::lock_guard<std::mutex> lock(mutex_);
+	util::lock_guard<util::mutex> lock(mutex_);
 	if (!eq_) {
 		FI_WARN(&prov, FI_LOG_EP_CTRL, "fi_listen: passive endpoint has no EQ bound\n");
 		return -FI_ENOEQ;
@@ -149,7 +151,7 @@ int pep::listen() noexcept
 
 int pep::getname(void *addr, size_t *addrlen) noexcept
 {
-	std::lock_guard<std::mutex> lock(mutex_);
+	util::lock_guard<util::mutex> lock(mutex_);
 	if (given_away("fi_getname"))
 		return -FI_EOPBADSTATE;
 	return copy_sockaddr(rdma_get_local_addr(id_.get()), addr, addrlen, "fi_getname");
@@ -163,7 +165,7 @@ int pep::setname(void *addr, size_t addrlen) noexcept
 	}
 	if (check_sockaddr(addr, addrlen, FI_FORMAT_UNSPEC, "fi_setname: addr") != 0)
 		return -FI_EINVAL;
-	std::lock_guard<std::mutex> lock(mutex_);
+	util::lock_guard<util::mutex> lock(mutex_);
 	if (given_away("fi_setname"))
 		return -FI_EOPBADSTATE;
 	if (listening_) {
@@ -346,15 +348,12 @@ int pep_open(struct fid_fabric *fabric_fid, struct fi_info *info, struct fid_pep
 		}
 		auto *fab = fabric_box::of(fabric_fid)->obj;
 		auto obj = std::make_unique<pep>(fab, std::move(copy), std::move(id));
-		auto box = std::make_unique<pep_box>();
-		box->fid.fid.fclass = FI_CLASS_PEP;
-		box->fid.fid.context = context;
-		box->fid.fid.ops = &pep_fi_ops;
-		box->fid.ops = &pep_ep_ops;
-		box->fid.cm = &pep_cm_ops;
-		obj->set_fid(&box->fid.fid);
-		box->obj = obj.release();
-		*out = &box.release()->fid;
+		pep_box::hand_out(obj, FI_CLASS_PEP, context, &pep_fi_ops, out,
+		                  [&](struct fid_pep &f) {
+			                  f.ops = &pep_ep_ops;
+			                  f.cm = &pep_cm_ops;
+			                  obj->set_fid(&f.fid);
+		                  });
 		return FI_SUCCESS;
 	});
 }

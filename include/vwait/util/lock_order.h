@@ -3,9 +3,13 @@
  *
  * A thread that holds a lock of level N takes only locks of a level greater than N (outermost
  * first, leaves last). Two locks of the same level are never held together. The order below
- * is the one the code uses today, read from every lock site and followed through the calls;
- * each mutex's declaration points here by its level. The fabric and the domain have no lock
- * of their own on any path (domain::async_mutex_ is only ever try-locked, see exceptions).
+ * is the one the code uses today, read from every lock site and followed through the calls.
+ * Every mutex is an annotated util:: type (util/thread_safety.h, util/fast_mutex.h)
+ * constructed with its level from the enum at the end; a build configured with
+ * --enable-lock-check (CI's unit, ASan and TSan stages; --enable-debug) aborts on a take out
+ * of this order, naming both levels (util/lock_check.h). The fabric and the domain have no
+ * lock of their own on any path (domain::async_mutex_ is only ever try-locked, see
+ * exceptions).
  *
  * ---- the order, outermost first ----------------------------------------------------------
  *
@@ -15,7 +19,7 @@
  *                                                 Control (bind, enable, connect, accept,
  *                                                 getname): enable holds it across
  *                                                 verbs_cntr::add_feed (20..) and
- *                                                 rc_ep::create_qp (50), see "doubtful".
+ *                                                 rc_ep::create_qp (50), why: ep::enable.
  *  10    pep::mutex_ (ep.h)                       the passive endpoint's id and its EQ;
  *                                                 rdma_migrate_id / rdma_listen under it, no
  *                                                 vwait lock.
@@ -29,13 +33,13 @@
  *                                                 notify themselves; calls into them (20, 60).
  *  20    verbs_cntr::feeds_mu_ (cntr.h)           the CQs feeding a counter; under it: the
  *                                                 CQ's progress (60), its event listeners
- *                                                 (76), its cq_events (74), the counter's
+ *                                                 (62), its cq_events (74), the counter's
  *                                                 waiter's sources (32, exclusive).
  *  30    channel_registry::mu_ (channel.h)        the domain's completion channels per waiter;
  *                                                 creating one adds its fd as a source (32).
  *  32    waiter::impl::sources_mu (shared_mutex,  a waiter's fd sources. Shared while draining
  *        wait_impl.h)                             them: the drains run the EQ's progress (40),
- *                                                 cq_events (74) and CQ event listeners (76),
+ *                                                 cq_events (74) and CQ event listeners (62),
  *                                                 the domain's async events (70), notify (90);
  *                                                 exclusive to add/remove; takes 96.
  *  36    eq_registry_mu (eq.cpp)                  the open EQs; under it: 38 (the blocking
@@ -59,15 +63,17 @@
  *        cq.h)                                    62, 70 (try_lock only), 72 (a UD ring's
  *                                                 source, av::source), 74, 80 (queue), then
  *                                                 90 (notify, a counter's wake), FI_WARN.
- *  62    verbs_cq::orphans_mutex_ (cq.h)          rings of closed endpoints; leaf.
+ *                                                 Held across ibv_destroy_cq at close, why:
+ *                                                 verbs_cq::close_begin.
+ *  62    verbs_cq::cold_mutex_ (cq.h)             the CQ's cold-path lists: rings of closed
+ *                                                 endpoints, and the counters fed by its
+ *                                                 events (under it their wake(), 90).
  *  70    domain::async_mutex_ (domain.h)          one reader of the async fd; try_lock only;
  *                                                 under it: a CQ's notify (90), FI_WARN.
  *  72    av::mutex_ (av.h)                        the address table; leaf (ibv_create_ah).
  *  74    cq_events::mu_ (channel.h)               a CQ's armed state and unacked events;
  *                                                 verbs calls and FI_WARN only. event_read
  *                                                 drops it before on_event().
- *  76    verbs_cq::event_listeners_mutex_ (cq.h)  counters fed by this CQ; under it their
- *                                                 wake() (90).
  *  80    util::sw_cq::lock_ (util/cq.h),          the software queues; leaves: notify() runs
  *        util::sw_eq::lock_ (util/eq.h)           after the lock is dropped.
  *  90    waitable::listeners_mu_ (util/waitable.h) a waitable's waiters and poll sets; under
@@ -84,11 +90,11 @@
  *                                                 and stop_all (the provider's cleanup, at
  *                                                 fi_fini) under 97 and it: a thread's body
  *                                                 never starts or stops a helper_thread.
- *   -    inline_mutex (prov/vwait/src/info_probe.cpp) the per-device max_inline cache; taken with
- *                                                 no other lock held, takes none.
- *   -    spare_signals.mu (prov/util/src/wait.cpp) the eventfds of threads that ended
- *                                                 (thread_signal); taken with no other lock
- *                                                 held, takes none.
+ * 100    inline_mutex (prov/vwait/src/           "alone": the per-device max_inline cache;
+ *        info_probe.cpp)                          taken with no other lock held, takes none.
+ * 100    spare_signals.mu (prov/util/src/wait.cpp) "alone": the eventfds of threads that
+ *                                                 ended (thread_signal); taken with no other
+ *                                                 lock held, takes none.
  *
  * ---- the rules ----------------------------------------------------------------------------
  *  1. One mutex per object; drop your own lock before calling into another object. The
@@ -106,23 +112,14 @@
  *  5. A shared_mutex is never taken again, shared, by a thread that holds it (a waiting
  *     writer would deadlock it).
  *
- * ---- checked by the compiler ----------------------------------------------------------------
- * Clang's thread-safety analysis (util/thread_safety.h; every clang build, CI's fuzz stage with
- * -Werror) checks the members these guard and the functions that need them held:
- *  - ep::mutex_ (10): the bound CQs and counters, the internal CQ, the counter feeds;
- *    enable_cntrs and drop_feeds run under it.
- *  - verbs_cq::progress_mutex_ (60): the overrun flag and the idle-poll count; report_overrun,
- *    queue, poll_wc, hand_over and queue_tail run under it. (hw_ is not guarded: it is set
- *    before the CQ is handed out and endpoints read it at fi_enable without this lock.)
- *  - channel_registry::mu_ (30): the channels by waiter.
- *  - av::mutex_ (72): the address table and its index by name; insert_one under it.
- *  - cq_events::mu_ (74): a CQ's unacked and event counts, its armed and closing flags.
- *  - verbs_cq::orphans_mutex_ (62), verbs_cq::event_listeners_mutex_ (76): their lists.
- *  - util::sw_cq::lock_ and util::sw_eq::lock_ (80): the queues and their error records;
- *    read_locked under them.
- *  - pollfd_set::mu_ (98): the fds, their tags, the change index.
- * The others are std::mutex / std::shared_mutex taken through std::lock_guard / unique_lock,
- * which libstdc++ does not annotate: the order above is what holds them.
+ * ---- checked ------------------------------------------------------------------------------
+ * At run time, in a lock-check build: every take of every mutex above against the levels the
+ * thread holds (util/lock_check.h; a try_lock is not checked, it never waits).
+ * At compile time, by Clang's thread-safety analysis (util/thread_safety.h; every clang
+ * build, CI's fuzz stage with -Werror): the members marked VWAIT_GUARDED_BY and the functions
+ * marked VWAIT_REQUIRES, for a lock held through util::lock_guard or util::shared_lock. A lock
+ * held through std::unique_lock / std::shared_lock (an unlock mid-scope, a cv wait:
+ * util::cv_lock) is seen by the run-time check only.
  *
  * ---- known exceptions ----------------------------------------------------------------------
  *  - domain::poll_async_events try-locks async_mutex_ (70) from a CQ's poll_wc, under that
@@ -131,26 +128,19 @@
  *  - rc_ep::probe (under probe_mutex_ 42 and qp_mutex_ 50) posts the keepalive probe with
  *    ibv_post_send without ep::mutex_ (10): it uses the send slot reserved for it.
  *
- * ---- doubtful spots (not inversions; for the lead) ------------------------------------------
- *  - ep::enable (prov/vwait/src/ep.cpp, ep::mutex_ held) calls verbs_cntr::add_feed, which
- *    takes feeds_mu_ (20) and, exclusive, the counter's waiter's sources_mu (32), and
- *    rc_ep::create_qp (50, rdma_create_qp): a fast_mutex held across calls into other objects
- *    and system calls, against rule 1. No path takes ep::mutex_ under those locks, so it is
- *    an order (10 before 20/32/50), not an inversion.
- *  - verbs_cq::close_begin (prov/vwait/src/cq.cpp) holds progress_mutex_ (60) across
- *    ibv_destroy_cq, which waits for the acks of completion events a draining thread (under
- *    sources_mu 32, shared) still owes; that thread acks without taking 60.
- *  - rdma_migrate_id runs under ep::mutex_ / pep::mutex_ (10: connect, accept, pep bind,
- *    take_id) and waits for the acks of the id's CM events, which the EQ's progress (40)
- *    gives: the EQ's progress must never take a level-10 lock (today it takes 42 and 50).
+ * ---- decided where they are --------------------------------------------------------------
+ * Three spots that hold a lock across calls into other objects or blocking verbs calls, each
+ * explained at the code: ep::enable (ep.cpp), verbs_cq::close_begin (cq.cpp) and the
+ * rdma_migrate_id calls under an endpoint's lock (rc_ep::migrate_to_eq, cm.cpp; pep.cpp).
  */
-#ifndef VWAIT_LOCK_ORDER_H
-#define VWAIT_LOCK_ORDER_H
+#ifndef VWAIT_UTIL_LOCK_ORDER_H
+#define VWAIT_UTIL_LOCK_ORDER_H
 
 namespace vwait::lock_level
 {
 
-/* The levels above, for comments, asserts and annotations; constants only, no code. */
+/* The levels above: every mutex is constructed with its own (util/thread_safety.h), and a
+ * lock-check build aborts on a take out of this order (util/lock_check.h). */
 enum : int {
 	endpoint = 10,     /* ep::mutex_, pep::mutex_ */
 	wait_members = 12, /* waiter::impl::members_mu */
@@ -159,16 +149,17 @@ enum : int {
 	cntr_feeds = 20,   /* verbs_cntr::feeds_mu_ */
 	channels = 30,     /* channel_registry::mu_ */
 	wait_sources = 32, /* waiter::impl::sources_mu */
+	eq_registry = 36,  /* eq_registry_mu (eq.cpp) */
+	eq_thread = 38,    /* verbs_eq::thread_mu_ */
 	eq_progress = 40,  /* verbs_eq::progress_mutex_ */
 	eq_probe = 42,     /* verbs_eq::probe_mutex_ */
 	qp = 50,           /* rc_ep::qp_mutex_ */
 	rx_post = 52,      /* ep::rx_mutex_ */
 	cq_progress = 60,  /* verbs_cq::progress_mutex_ */
-	cq_orphans = 62,   /* verbs_cq::orphans_mutex_ */
+	cq_cold = 62,      /* verbs_cq::cold_mutex_ (orphaned rings, event listeners) */
 	async_events = 70, /* domain::async_mutex_ (try_lock only) */
 	av_table = 72,     /* av::mutex_ */
 	cq_events = 74,    /* cq_events::mu_ */
-	cq_listeners = 76, /* verbs_cq::event_listeners_mutex_ */
 	sw_queue = 80,     /* util::sw_cq::lock_, util::sw_eq::lock_ */
 	listeners = 90,    /* waitable::listeners_mu_ */
 	ready = 94,        /* ready_list::mu_ */
@@ -176,6 +167,8 @@ enum : int {
 	threads = 97,      /* helper_thread's registry */
 	fdset = 98,        /* pollfd_set::mu_ */
 	thread = 99,       /* helper_thread::mu_ */
+	alone = 100,       /* taken with no other lock held, takes none: inline_mutex,
+	                    * spare_signals.mu */
 };
 
 } // namespace vwait::lock_level
