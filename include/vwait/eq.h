@@ -90,6 +90,10 @@ public:
 	{
 		return std::unique_lock<std::mutex>(progress_mutex_);
 	}
+	/* A connection attempt that failed inside fi_connect, where an iWARP device makes its
+	 * TCP connection (siw: rdma_connect refuses at once): queued as the error entry that
+	 * RoCE's rdma_cm event makes, err a positive FI_E* code. */
+	void connect_failed(struct fid *fid, int err) noexcept;
 
 protected:
 	void progress() noexcept override;

@@ -291,6 +291,37 @@ void verbs_eq::push_cm_error(struct fid *fid, int err, int prov_errno, const uin
 		throw std::system_error(-ret, std::generic_category(), "EQ error entry");
 }
 
+void verbs_eq::connect_failed(struct fid *fid, int err) noexcept
+{
+	std::lock_guard<std::mutex> lock(progress_mutex_);
+	try {
+		push_cm_error(fid, err, -err, nullptr, 0);
+	} catch (...) {
+		FI_WARN(&prov, FI_LOG_EQ, "connection failure (%s) lost: no memory\n",
+		        fi_strerror(err));
+	}
+}
+
+namespace
+{
+
+/* The data of a reject the peer's application made (fi_reject), else {nullptr, 0}. IB CM
+ * says so with its reject reason; iWARP (iw_cm) with the status of an MPA reject, which only
+ * a peer's rdma_reject sends (a port nobody listens on answers with a TCP reset, no data). */
+std::pair<const uint8_t *, size_t> reject_data(const struct rdma_cm_event *ev) noexcept
+{
+	constexpr int consumer_reject = 28; /* IB CM: the peer application rejected */
+	const bool iwarp = ev->id && ev->id->verbs &&
+	                   ev->id->verbs->device->transport_type == IBV_TRANSPORT_IWARP;
+	const bool by_app = iwarp ? (ev->status == -ECONNRESET || ev->status == -ECONNREFUSED)
+	                          : ev->status == consumer_reject;
+	if (!by_app)
+		return {nullptr, 0};
+	return cm_data(ev->param.conn.private_data, ev->param.conn.private_data_len);
+}
+
+} // namespace
+
 bool verbs_eq::convert(struct rdma_cm_event *ev)
 {
 	auto *target = static_cast<cm_target *>(ev->id ? ev->id->context : nullptr);
@@ -365,11 +396,7 @@ bool verbs_eq::convert(struct rdma_cm_event *ev)
 	case RDMA_CM_EVENT_REJECTED: {
 		if (!target)
 			return false;
-		constexpr int consumer_reject = 28; /* IB CM: the peer application rejected */
-		std::pair<const uint8_t *, size_t> data{nullptr, 0};
-		if (ev->status == consumer_reject)
-			data =
-			    cm_data(ev->param.conn.private_data, ev->param.conn.private_data_len);
+		auto data = reject_data(ev);
 		FI_INFO(&prov, FI_LOG_EQ, "connection rejected (status %d)\n", ev->status);
 		push_cm_error(target->cm_fid(), FI_ECONNREFUSED, ev->status, data.first,
 		              data.second);
