@@ -153,6 +153,13 @@ inline long eq_event(struct fid_eq *eq, uint32_t *event, void *buf, size_t len, 
 }
 
 /* A fabric, an EQ and a domain: what outlives the connections of a test. */
+/* An iWARP device (siw): no immediate data (cq_data_size 0), no acknowledged RDMA write,
+ * reads scatter to fewer buffers, connections only through rdma_cm. */
+inline bool is_iwarp(const struct fi_info *info)
+{
+	return info && info->ep_attr && info->ep_attr->protocol == FI_PROTO_IWARP;
+}
+
 struct stack {
 	struct fi_info *info = nullptr;
 	struct fid_fabric *fabric = nullptr;
