@@ -117,6 +117,10 @@ private:
 	/* keeps events in order across draining threads; lock_order.h: level 40 */
 	std::mutex progress_mutex_;
 	int stop_fd_ = -1; /* eventfd: readable when the thread must end */
+	/* eventfd: readable when a hold began in another thread's progress, while the thread may
+	 * sleep in poll() without a timeout (made with the thread, closed in ~verbs_eq) */
+	std::atomic<int> kick_fd_{-1};
+	void kick_thread() noexcept;
 	/* keepalive: endpoints connected through this EQ; those already given FI_SHUTDOWN */
 	void probe_all() noexcept;
 	std::mutex probe_mutex_; /* lock_order.h: level 42 */
