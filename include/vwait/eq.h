@@ -91,6 +91,10 @@ public:
 	{
 		return std::unique_lock<util::mutex>(progress_mutex_);
 	}
+	/* A connection attempt that failed inside fi_connect, where an iWARP device makes its
+	 * TCP connection (siw: rdma_connect refuses at once): queued as the error entry that
+	 * RoCE's rdma_cm event makes, err a positive FI_E* code. */
+	void connect_failed(struct fid *fid, int err) noexcept;
 
 protected:
 	void progress() noexcept override;
@@ -114,6 +118,10 @@ private:
 	/* keeps events in order across draining threads */
 	util::mutex progress_mutex_{lock_level::eq_progress};
 	int stop_fd_ = -1; /* eventfd: readable when the thread must end */
+	/* eventfd: readable when a hold began in another thread's progress, while the thread may
+	 * sleep in poll() without a timeout (made with the thread, closed in ~verbs_eq) */
+	std::atomic<int> kick_fd_{-1};
+	void kick_thread() noexcept;
 	/* keepalive: endpoints connected through this EQ; those already given FI_SHUTDOWN */
 	void probe_all() noexcept;
 	util::mutex probe_mutex_{lock_level::eq_probe};

@@ -118,12 +118,6 @@ long wait_comp(struct fid_cq *cq, struct fi_cq_data_entry *e, struct fi_cq_err_e
 	return poll_comp(cq, err, ms, [&] { return fi_cq_read(cq, e, 1); });
 }
 
-/* An iWARP device (siw): no immediate data (cq_data_size 0), reads scatter to fewer buffers. */
-bool is_iwarp(const struct fi_info *info)
-{
-	return info && info->ep_attr && info->ep_attr->protocol == FI_PROTO_IWARP;
-}
-
 /* Nothing more on cq for a little while. */
 bool cq_quiet(struct fid_cq *cq, int ms = 200)
 {
@@ -718,22 +712,45 @@ void test_rma_error()
 	int c = 0;
 	uint64_t bad_key = fi_mr_key(w.srv.mr) ^ 0x5a5a00;
 	auto raddr = reinterpret_cast<uint64_t>(w.srv.buf.data());
-	EXPECT_OK(
-	    fi_write(w.cli.ep, w.cli.buf.data(), 64, fi_mr_desc(w.cli.mr), 0, raddr, bad_key, &c));
+	/* iWARP (RFC 5040) acknowledges no RDMA write: its send completes once TCP has the data,
+	 * and the target's TERMINATE for a bad key only fails the QP later. A read waits for its
+	 * response, so there the bad key is a read's. */
+	const bool iwarp = is_iwarp(w.info);
+	if (iwarp)
+		EXPECT_OK(fi_read(w.cli.ep, w.cli.buf.data(), 64, fi_mr_desc(w.cli.mr), 0, raddr,
+		                  bad_key, &c));
+	else
+		EXPECT_OK(fi_write(w.cli.ep, w.cli.buf.data(), 64, fi_mr_desc(w.cli.mr), 0, raddr,
+		                   bad_key, &c));
 	struct fi_cq_data_entry e = {};
 	struct fi_cq_err_entry err = {};
 	long r = wait_comp(w.cli.tx, &e, &err);
 	if (EXPECT(r == -FI_EAVAIL, r)) {
 		EXPECT(err.op_context == &c, 0);
-		EXPECT(err.err == FI_EACCES, err.err);
 		char buf[64];
 		const char *s =
 		    fi_cq_strerror(w.cli.tx, err.prov_errno, err.err_data, buf, sizeof(buf));
 		printf("  bad rkey: err %d (%s), provider says \"%s\"\n", err.err,
 		       fi_strerror(err.err), s ? s : "(null)");
-		EXPECT(s && strstr(s, "access"), 0);
+		/* siw may flush the read when the target's TERMINATE fails the QP first */
+		if (iwarp) {
+			EXPECT(err.err == FI_EACCES || err.err == FI_ECANCELED, err.err);
+		} else {
+			EXPECT(err.err == FI_EACCES, err.err);
+			EXPECT(s && strstr(s, "access"), 0);
+		}
 	}
-	/* out of bounds of a valid key too */
+	/* out of bounds of a valid key too (iWARP: that QP is gone, and siw never completes a
+	 * work request posted to a user QP already in error, so that one needs a new pair) */
+	if (iwarp) {
+		close_side(w.cli);
+		close_side(w.srv);
+		if (EXPECT_OK(connect_pair(w, 4096))) {
+			close_world(w);
+			return;
+		}
+		raddr = reinterpret_cast<uint64_t>(w.srv.buf.data());
+	}
 	c = 0;
 	EXPECT_OK(fi_read(w.cli.ep, w.cli.buf.data(), 64, fi_mr_desc(w.cli.mr), 0, raddr + 8192,
 	                  fi_mr_key(w.srv.mr), &c));
@@ -1077,7 +1094,9 @@ void test_bad_input()
 		EXPECT(fi_read(ep, b, 8, fi_mr_desc(mr), 0, 0, 1ULL << 40, nullptr) == -FI_EINVAL,
 		       0);
 		struct fi_msg_rma rm = {};
-		EXPECT(fi_writemsg(ep, &rm, 0) == 0 || fi_writemsg(ep, &rm, 0) < 0, 0);
+		/* nothing to write, not connected: 0 or a negative code (siw: -FI_ENOTCONN) */
+		ssize_t wr = fi_writemsg(ep, &rm, 0);
+		EXPECT(wr <= 0, wr);
 		EXPECT(fi_readmsg(ep, nullptr, 0) == -FI_EINVAL, 0);
 		EXPECT(fi_tsend(ep, b, 8, nullptr, 0, 0, nullptr) == -FI_ENOSYS, 0);
 		EXPECT(fi_accept(ep, nullptr, 0) == -FI_EOPBADSTATE, 0);
@@ -1506,9 +1525,16 @@ void test_close_after_send()
 		EXPECT(n == sizeof(ce) && ev == FI_SHUTDOWN && ce.fid == &w.srv.ep->fid, n);
 		close_side(w.srv);
 	}
+	/* iWARP: siw's kernel thread sends from the send queue over TCP at its own pace, and the
+	 * QP's destruction drops what it has not sent yet, as fi_endpoint(3) allows ("Outstanding
+	 * operations posted to the endpoint when fi_close is called will be discarded"). A burst
+	 * is only counted there; one message before the close must still arrive. */
+	const bool iwarp = is_iwarp(w.info);
 	for (int k = 0; k < 3; k++) {
-		printf("  %s then fi_close: %d of %d messages lost\n", how[k], lost[k], sent[k]);
-		EXPECT(lost[k] == 0, lost[k]);
+		const bool counted_only = iwarp && k == 2;
+		printf("  %s then fi_close: %d of %d messages lost%s\n", how[k], lost[k], sent[k],
+		       counted_only ? " (iWARP: not asserted)" : "");
+		EXPECT(counted_only || lost[k] == 0, lost[k]);
 	}
 	fi_freeinfo(cli_info);
 	close_world(w);

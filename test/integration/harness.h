@@ -179,6 +179,13 @@ long poll_comp(struct fid_cq *cq, struct fi_cq_err_entry *err, int ms, Read read
 }
 
 /* A fabric, an EQ and a domain: what outlives the connections of a test. */
+/* An iWARP device (siw): no immediate data (cq_data_size 0), no acknowledged RDMA write,
+ * reads scatter to fewer buffers, connections only through rdma_cm. */
+inline bool is_iwarp(const struct fi_info *info)
+{
+	return info && info->ep_attr && info->ep_attr->protocol == FI_PROTO_IWARP;
+}
+
 struct stack {
 	struct fi_info *info = nullptr;
 	struct fid_fabric *fabric = nullptr;

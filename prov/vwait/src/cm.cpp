@@ -13,6 +13,7 @@
 #include <netinet/in.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -308,6 +309,25 @@ struct rdma_conn_param conn_param(const domain &dom, const std::vector<uint8_t> 
 	return p;
 }
 
+/* ret (a negative code of rdma_connect): the FI_E* code of the error entry when it is the
+ * peer's answer (refused, unreachable, timed out), which an iWARP device gives inside
+ * rdma_connect and RoCE as an rdma_cm event; 0 otherwise */
+int peer_failure(int ret) noexcept
+{
+	switch (-ret) {
+	case ECONNREFUSED:
+	case ECONNRESET:
+		return FI_ECONNREFUSED;
+	case ETIMEDOUT:
+		return FI_ETIMEDOUT;
+	case EHOSTUNREACH:
+	case ENETUNREACH:
+		return FI_EHOSTUNREACH;
+	default:
+		return 0;
+	}
+}
+
 } // namespace
 
 int rc_ep::connect(const void *addr, const void *param, size_t paramlen) noexcept
@@ -349,6 +369,14 @@ int rc_ep::connect(const void *addr, const void *param, size_t paramlen) noexcep
 		struct rdma_conn_param p = conn_param(*domain_, data);
 		if (rdma_connect(id_.get(), &p) != 0) {
 			int ret = verbs::errno_code();
+			if (int err = peer_failure(ret)) {
+				/* the peer's answer, not a misuse: on the EQ, as on RoCE */
+				FI_INFO(&prov, FI_LOG_EP_CTRL, "rdma_connect: %s\n",
+				        fi_strerror(-ret));
+				connecting_ = true;
+				eq_->connect_failed(cm_fid(), err);
+				return FI_SUCCESS;
+			}
 			FI_WARN(&prov, FI_LOG_EP_CTRL, "rdma_connect: %s\n", fi_strerror(-ret));
 			return ret;
 		}

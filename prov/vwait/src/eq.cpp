@@ -51,6 +51,18 @@ verbs_eq::~verbs_eq()
 	closing();
 	unwatch(); /* the channel's fd leaves the waiter before it closes */
 	channel_.reset();
+	int kick = kick_fd_.exchange(-1);
+	if (kick >= 0)
+		::close(kick);
+}
+
+void verbs_eq::kick_thread() noexcept
+{
+	int fd = kick_fd_.load(std::memory_order_acquire);
+	uint64_t one = 1;
+	if (fd >= 0 && ::write(fd, &one, sizeof(one)) != sizeof(one))
+		FI_WARN(&prov, FI_LOG_EQ, "EQ progress thread: cannot wake it: %s\n",
+		        ::strerror(errno));
 }
 
 int verbs_eq::start() noexcept
@@ -83,6 +95,15 @@ int verbs_eq::ensure_thread() noexcept
 	util::lock_guard<util::mutex> lock(thread_mu_);
 	if (closed_ || threaded_.load(std::memory_order_relaxed))
 		return 0;
+	if (kick_fd_.load(std::memory_order_relaxed) < 0) {
+		int kick = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (kick < 0) {
+			int ret = verbs::errno_code();
+			FI_WARN(&prov, FI_LOG_EQ, "eventfd: %s\n", fi_strerror(-ret));
+			return ret;
+		}
+		kick_fd_.store(kick, std::memory_order_release);
+	}
 	stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (stop_fd_ < 0) {
 		int ret = verbs::errno_code();
@@ -210,7 +231,9 @@ void verbs_eq::probe_all() noexcept
 
 void verbs_eq::auto_progress() noexcept
 {
-	struct pollfd p[2] = {{channel_->fd, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+	struct pollfd p[3] = {{channel_->fd, POLLIN, 0},
+	                      {stop_fd_, POLLIN, 0},
+	                      {kick_fd_.load(std::memory_order_acquire), POLLIN, 0}};
 	const int period = get_params().keepalive_ms; /* 0: no keepalive, no timeout */
 	auto next = std::chrono::steady_clock::now() + std::chrono::milliseconds(period);
 	for (;;) {
@@ -232,7 +255,7 @@ void verbs_eq::auto_progress() noexcept
 		}
 		if (holding) /* a held FI_SHUTDOWN: look every millisecond */
 			timeout = timeout < 0 ? 1 : std::min(timeout, 1);
-		int n = ::poll(full ? p + 1 : p, full ? 1 : 2, timeout);
+		int n = ::poll(full ? p + 1 : p, full ? 2 : 3, timeout);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -242,6 +265,12 @@ void verbs_eq::auto_progress() noexcept
 		}
 		if (p[1].revents & POLLIN)
 			return;
+		if (p[2].revents & POLLIN) { /* a hold began elsewhere: the timeout is looked at again */
+			uint64_t v;
+			if (::read(p[2].fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+				FI_WARN(&prov, FI_LOG_EQ, "EQ progress thread: read: %s\n",
+				        ::strerror(errno));
+		}
 		if (!full && (p[0].revents & POLLIN)) {
 			progress();
 		} else if (holding) {
@@ -290,6 +319,37 @@ void verbs_eq::push_cm_error(struct fid *fid, int err, int prov_errno, const uin
 	if (int ret = push_error(e, data, len, true))
 		throw std::system_error(-ret, std::generic_category(), "EQ error entry");
 }
+
+void verbs_eq::connect_failed(struct fid *fid, int err) noexcept
+{
+	std::lock_guard<std::mutex> lock(progress_mutex_);
+	try {
+		push_cm_error(fid, err, -err, nullptr, 0);
+	} catch (...) {
+		FI_WARN(&prov, FI_LOG_EQ, "connection failure (%s) lost: no memory\n",
+		        fi_strerror(err));
+	}
+}
+
+namespace
+{
+
+/* The data of a reject the peer's application made (fi_reject), else {nullptr, 0}. IB CM
+ * says so with its reject reason; iWARP (iw_cm) with the status of an MPA reject, which only
+ * a peer's rdma_reject sends (a port nobody listens on answers with a TCP reset, no data). */
+std::pair<const uint8_t *, size_t> reject_data(const struct rdma_cm_event *ev) noexcept
+{
+	constexpr int consumer_reject = 28; /* IB CM: the peer application rejected */
+	const bool iwarp = ev->id && ev->id->verbs &&
+	                   ev->id->verbs->device->transport_type == IBV_TRANSPORT_IWARP;
+	const bool by_app = iwarp ? (ev->status == -ECONNRESET || ev->status == -ECONNREFUSED)
+	                          : ev->status == consumer_reject;
+	if (!by_app)
+		return {nullptr, 0};
+	return cm_data(ev->param.conn.private_data, ev->param.conn.private_data_len);
+}
+
+} // namespace
 
 bool verbs_eq::convert(struct rdma_cm_event *ev)
 {
@@ -365,11 +425,7 @@ bool verbs_eq::convert(struct rdma_cm_event *ev)
 	case RDMA_CM_EVENT_REJECTED: {
 		if (!target)
 			return false;
-		constexpr int consumer_reject = 28; /* IB CM: the peer application rejected */
-		std::pair<const uint8_t *, size_t> data{nullptr, 0};
-		if (ev->status == consumer_reject)
-			data =
-			    cm_data(ev->param.conn.private_data, ev->param.conn.private_data_len);
+		auto data = reject_data(ev);
 		FI_INFO(&prov, FI_LOG_EQ, "connection rejected (status %d)\n", ev->status);
 		push_cm_error(target->cm_fid(), FI_ECONNREFUSED, ev->status, data.first,
 		              data.second);
@@ -409,9 +465,12 @@ void verbs_eq::progress() noexcept
 		held = std::exchange(hold_queued_, false);
 	}
 	/* a held FI_SHUTDOWN is let go by time too, which only the thread watches while nobody
-	 * reads the EQ */
-	if (held)
+	 * reads the EQ; a thread already asleep in poll() without a timeout (this hold began in a
+	 * reader's progress: the thread saw no event) is woken to look again */
+	if (held) {
 		ensure_thread();
+		kick_thread();
+	}
 }
 
 void verbs_eq::drain_channel() noexcept
