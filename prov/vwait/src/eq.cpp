@@ -322,7 +322,7 @@ void verbs_eq::push_cm_error(struct fid *fid, int err, int prov_errno, const uin
 
 void verbs_eq::connect_failed(struct fid *fid, int err) noexcept
 {
-	std::lock_guard<std::mutex> lock(progress_mutex_);
+	util::lock_guard<util::mutex> lock(progress_mutex_);
 	try {
 		push_cm_error(fid, err, -err, nullptr, 0);
 	} catch (...) {
