@@ -129,7 +129,8 @@ void close_during_move(bool accept, enum ibv_qp_state state)
 	if (state == IBV_QPS_RTR && is_iwarp(st.info)) {
 		/* iw_cm moves an iWARP QP to RTS in the kernel; librdmacm's rdma_get_cm_event moves
 		 * it only on IB's CONNECT_RESPONSE, which iWARP never sends: no move to race */
-		printf("  skipped on iWARP: the kernel (iw_cm) moves the QP, not rdma_get_cm_event\n");
+		printf(
+		    "  skipped on iWARP: the kernel (iw_cm) moves the QP, not rdma_get_cm_event\n");
 		close_fid(&pep->fid);
 		close_stack(st);
 		return;

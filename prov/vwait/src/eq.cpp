@@ -265,7 +265,8 @@ void verbs_eq::auto_progress() noexcept
 		}
 		if (p[1].revents & POLLIN)
 			return;
-		if (p[2].revents & POLLIN) { /* a hold began elsewhere: the timeout is looked at again */
+		if (p[2].revents &
+		    POLLIN) { /* a hold began elsewhere: the timeout is looked at again */
 			uint64_t v;
 			if (::read(p[2].fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 				FI_WARN(&prov, FI_LOG_EQ, "EQ progress thread: read: %s\n",
@@ -340,8 +341,8 @@ namespace
 std::pair<const uint8_t *, size_t> reject_data(const struct rdma_cm_event *ev) noexcept
 {
 	constexpr int consumer_reject = 28; /* IB CM: the peer application rejected */
-	const bool iwarp = ev->id && ev->id->verbs &&
-	                   ev->id->verbs->device->transport_type == IBV_TRANSPORT_IWARP;
+	const bool iwarp =
+	    ev->id && ev->id->verbs && ev->id->verbs->device->transport_type == IBV_TRANSPORT_IWARP;
 	const bool by_app = iwarp ? (ev->status == -ECONNRESET || ev->status == -ECONNREFUSED)
 	                          : ev->status == consumer_reject;
 	if (!by_app)
