@@ -116,9 +116,12 @@ configure_in() { # BUILDDIR [configure args...]
 	shift
 	mkdir -p "$b" && cd "$b" && "$top/configure" "$@"
 }
-# CI's build checks the lock order at run time (--enable-lock-check, include/vwait/util/
-# lock_check.h): the unit tier and every VM tier after it abort on a lock taken out of order.
-stage_configure() { (configure_in "$builddir" --enable-lock-check); }
+# The lock order is checked at run time (--enable-lock-check, include/vwait/util/
+# lock_check.h) in the ASan and TSan unit stages. CI's main build, which the VM tiers run, is
+# configured without it: its first VM run found an inversion on the CQ close path (fixed), and
+# the verbs layer's locks have had one such run only. In a build dir of its own:
+# configure --enable-lock-check && make check-integration.
+stage_configure() { (configure_in "$builddir"); }
 # the build, then the one code style (.clang-format; clang-format comes from deps.sh dev)
 stage_build() { make -C "$builddir" -j"$jobs" && make -C "$builddir" format-check; }
 stage_unit() {

@@ -277,6 +277,10 @@ int verbs_cq::create_hw() noexcept
  * Whoever acks a CQ event must never take progress_mutex_. */
 void verbs_cq::close_begin() noexcept
 {
+	/* let go of the channel once progress_mutex_ is released (declared before the guard):
+	 * its last reference takes it out of a waiter's sources (wait_sources, level 32, an
+	 * outer level than cq_progress; the lock-check build aborted on it in the VM tier) */
+	std::shared_ptr<comp_channel> channel;
 	util::lock_guard<util::fast_mutex> lock(progress_mutex_);
 	if (!hw_)
 		return;
@@ -284,7 +288,7 @@ void verbs_cq::close_begin() noexcept
 	ack_all();
 	hw_.reset(); /* waits for any ack a draining thread still owes */
 	channel_->cq_removed();
-	channel_.reset();
+	channel = std::move(channel_);
 	util::lock_guard<util::mutex> cold(cold_mutex_);
 	orphans_.clear();
 }
