@@ -2,9 +2,10 @@
 /* What fi_getinfo answers for one port, pinned: for made-up ports (RoCE, InfiniBand, iWARP, a
  * small device; no device is opened), API versions and a range of hints, the whole fi_info as
  * fi_tostr prints it (fi_info -v), for FI_EP_MSG and FI_EP_DGRAM, compared with
- * test_info.golden (one line per case: its name and a hash of the text, or NULL when the hints
- * cannot be met). A change of what getinfo answers shows here as the cases that differ;
- * VWAIT_INFO_WRITE=FILE writes the lines to FILE and every text to FILE.dump instead. */
+ * test_info-<libfabric release>.golden (one line per case: its name and a hash of the text,
+ * or NULL when the hints cannot be met). A change of what getinfo answers shows here as the cases
+ * that differ; VWAIT_INFO_WRITE=FILE writes the lines to FILE and every text to FILE.dump instead.
+ */
 /* the C++ stream headers first: cmocka defines fail() */
 #include <fstream>
 #include <sstream>
@@ -246,10 +247,21 @@ void pinned_infos(void **)
 		print_message("wrote %zu cases to %s\n", cases.size(), out);
 		return;
 	}
+	/* one golden file per libfabric release that loads the tests: fi_tostr prints other
+	 * fields in 2.x than in 1.x */
+	const uint32_t lib = fi_version();
+	const std::string release =
+	    std::to_string(FI_MAJOR(lib)) + "." + std::to_string(FI_MINOR(lib));
 	const char *srcdir = getenv("srcdir");
-	std::string path = std::string(srcdir ? srcdir : ".") + "/test/unit/test_info.golden";
+	std::string path =
+	    std::string(srcdir ? srcdir : ".") + "/test/unit/test_info-" + release + ".golden";
 	std::ifstream in(path);
-	assert_true(in.good());
+	if (!in.good()) {
+		print_message("no %s: nothing pinned for libfabric %s (VWAIT_INFO_WRITE=FILE makes "
+		              "one)\n",
+		              path.c_str(), release.c_str());
+		skip();
+	}
 	std::vector<std::string> want;
 	for (std::string l; std::getline(in, l);)
 		want.push_back(l);
