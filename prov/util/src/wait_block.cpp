@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* util::waiter's blocking protocol: one loop for every blocking call (fi_cq_sread,
- * fi_cntr_wait, fi_eq_sread, fi_wait) in two phases, poll (look, no arming, no system call)
- * and prepare (the fi_trywait contract: arm, look again, only then sleep on the fds), the
- * time spent polling set by the waiter's wait policy; one leader blocks on the fds while
- * followers wait on a condition variable; fi_wait and fi_trywait; the FI_WAIT_MUTEX_COND
- * helper thread. */
+ * fi_cntr_wait, fi_eq_sread, fi_wait) in two phases that the waiter calls, peek (look, no
+ * arming, no system call) and trywait (the fi_trywait contract: arm, look again, only then
+ * sleep on the fds), the time spent peeking set by the waiter's wait policy; one leader
+ * blocks on the fds while the other sleepers wait on their own signal; fi_wait and
+ * fi_trywait; the FI_WAIT_MUTEX_COND helper thread. */
 #include "wait_impl.h"
 
 #include <rdma/fi_errno.h>
@@ -395,7 +395,7 @@ int waiter::run(clock::time_point deadline, waitable *w, const consume_fn *consu
 		}
 	} scope(c);
 	const clock::time_point start = clock::now();
-	/* the poll phase lasts the policy's budget, never past the deadline */
+	/* the peek phase lasts the policy's budget, never past the deadline */
 	const clock::duration budget = learner_.budget();
 	clock::time_point spin_end = deadline - start > budget ? start + budget : deadline;
 	bool readable = false;
@@ -403,7 +403,7 @@ int waiter::run(clock::time_point deadline, waitable *w, const consume_fn *consu
 	bool preempted = false;
 	unsigned polls = 0;
 	clock::time_point last_read = start;
-	/* the last sleep, for the wake-up cost: how long its prepare took, and whether an
+	/* the last sleep, for the wake-up cost: how long its trywait phase took, and whether an
 	 * event ended it (then the time until the poll below finds the work is its drain) */
 	sleep_note note;
 	clock::duration arm{};
@@ -421,7 +421,7 @@ int waiter::run(clock::time_point deadline, waitable *w, const consume_fn *consu
 	};
 	for (;;) {
 		/* FD / POLLFD: what the leader's poll() found readable is drained after the
-		 * poll phase had a look (a verbs CQ polls its hardware queue itself: the
+		 * peek phase had a look (a verbs CQ polls its hardware queue itself: the
 		 * wakeup costs no read of the event first); an event left in a source is never
 		 * lost, since a readable source ends the next poll() at once. MUTEX_COND with
 		 * its helper thread: the helper drains. */
@@ -500,13 +500,13 @@ int waiter::run(clock::time_point deadline, waitable *w, const consume_fn *consu
 	}
 }
 
-/* fi_wait's poll phase: a wake not yet consumed, or a member with something to report, seen
+/* fi_wait's peek phase: a wake not yet consumed, or a member with something to report, seen
  * through peek() (no arming, no system call). A small set is looked at whole (a verbs CQ's
  * completion reaches the ready list only through a channel event, which needs arming and a
  * read); a large one only through its ready list and its polled members, so that a pass costs
  * what is active, not what exists:
  *  - the members that joined since the last pass are armed here, once, through trywait() (so
- *    that a set whose waits all find their work in this phase, and never reach the prepare
+ *    that a set whose waits all find their work in this phase, and never reach the trywait
  *    phase, which arms, does not look at its idle members on every pass);
  *  - the ready list holds the members that reported something and were not armed since: the
  *    most recent peek_keep of them stay there unarmed (a stream of completions on them is
@@ -515,7 +515,7 @@ int waiter::run(clock::time_point deadline, waitable *w, const consume_fn *consu
  *  - when none of those has something, the recent ones (the last peek_keep members found
  *    with something) are peeked, armed or not, as a small set peeks every member: a few
  *    active members are found by peeking, not through their channel's event and a
- *    prepare phase that arms them. */
+ *    trywait phase that arms them. */
 bool waiter::peek_ready() noexcept
 {
 	if (pending.exchange(false))
@@ -539,7 +539,7 @@ bool waiter::peek_ready() noexcept
 			return true;
 	} catch (const std::bad_alloc &) {
 		for (waitable *w : batch)
-			ready.push(w); /* the prepare phase looks at them */
+			ready.push(w); /* the trywait phase looks at them */
 	}
 	for (auto &slot : recent)
 		if (waitable *w = slot.load(std::memory_order_relaxed))
@@ -618,7 +618,7 @@ int waiter::trywait_members() noexcept
 	return ret;
 }
 
-/* fi_wait's prepare phase: a wake not yet consumed, or a member that is not empty (the empty
+/* fi_wait's trywait phase: a wake not yet consumed, or a member that is not empty (the empty
  * ones are armed). */
 bool waiter::any_ready() noexcept
 {
