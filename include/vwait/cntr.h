@@ -39,6 +39,7 @@
 namespace vwait
 {
 
+class cq_driver;
 class verbs_cq;
 class domain;
 
@@ -80,7 +81,8 @@ private:
 
 	util::held<domain> domain_;
 	util::mutex feeds_mu_{lock_level::cntr_feeds};
-	std::map<verbs_cq *, feed> feeds_;
+	/* what the counter does to a feeding CQ: poll it, arm it */
+	std::map<cq_driver *, feed> feeds_;
 };
 
 /* The vwait counter behind a fid handed to fi_ep_bind: nullptr for anything else. */

@@ -51,13 +51,30 @@ bool translate(const struct ibv_wc &wc, completion *out) noexcept;
 /* The FI_E* value for a work completion status. */
 int wc_status_error(enum ibv_wc_status status) noexcept;
 
+/* What drives a verbs CQ from outside it: the counters it feeds (their progress and their
+ * blocking waits), the CM (a disconnect's unread marks) and an endpoint that closes. */
+class cq_driver
+{
+public:
+	/* Poll the hardware CQ now: its work completions go to its ring (and are counted). */
+	virtual void progress() noexcept = 0;
+	/* Ask for an event on the next completion: 0 or a negative FI_E* code. */
+	virtual int arm() noexcept = 0;
+	/* Returns once no thread is inside progress() (translate()) any more: an endpoint that
+	 * marked its rings closed calls it before its counters may go. */
+	virtual void sync() noexcept = 0;
+
+protected:
+	~cq_driver() = default;
+};
+
 /* The vwait CQ: the util layer's software CQ (formats, error entries, every wait object, wait
  * sets, poll sets, sread, signal) fed from an ibv_cq. progress() moves work completions into
  * the software ring, in order, never more than it has room for. A CQ with a wait object gets
  * its ibv_cq on the completion channel of its waiter (one per device and waiter, shared with
  * the other CQs of that waiter); arm() asks for the next completion event, and an event
  * marks the CQ ready on its waiter and poll sets (on_event -> notify). */
-class verbs_cq final : public util::sw_cq, public cq_events
+class verbs_cq final : public util::sw_cq, public cq_events, public cq_driver
 {
 public:
 	verbs_cq(domain *dom, const struct fi_cq_attr &attr, size_t size);
@@ -76,13 +93,12 @@ public:
 	/* An endpoint's internal CQ (counters but no CQ on a direction): progress() translates
 	 * (and so counts) every work completion and queues nothing. Before create_hw(). */
 	void make_sink() noexcept { sink_ = true; }
-	/* For the counters this CQ feeds: poll the hardware CQ now; arm it for its next
-	 * completion event (0 or a negative FI_E* code). */
-	void drive() noexcept { progress(); }
-	int arm_events() noexcept { return arm(); }
-	/* Returns once no thread is inside progress() (translate()) any more: an endpoint that
-	 * marked its rings closed calls it before its counters may go. */
-	void sync() noexcept { util::lock_guard<util::fast_mutex> lock(progress_mutex_); }
+	/* cq_driver (progress() and arm() serve sw_cq too) */
+	void progress() noexcept override;
+	int arm() noexcept override;
+	void sync() noexcept override { util::lock_guard<util::fast_mutex> lock(progress_mutex_); }
+	/* fi_close's first step; an endpoint closing its internal CQ calls it too */
+	void close_begin() noexcept override;
 	/* The device reported IBV_EVENT_CQ_ERR for this CQ; true the first time. */
 	bool set_overrun() noexcept { return !overrun_.exchange(true, std::memory_order_acq_rel); }
 
@@ -110,11 +126,8 @@ public:
 	const std::shared_ptr<comp_channel> &channel() const noexcept { return channel_; }
 
 protected:
-	void progress() noexcept override;
-	int arm() noexcept override;
 	std::string describe_error(int prov_errno, const void *err_data) const override;
 	void on_event() noexcept override;
-	void close_begin() noexcept override;
 	direct_read read_direct(void *buf, size_t count, fi_addr_t *src) noexcept override;
 
 private:

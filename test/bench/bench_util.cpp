@@ -77,7 +77,14 @@ public:
 	bool ready() noexcept override { return entries.load() > 0; }
 	int trywait() noexcept override { return entries.load() > 0 ? -FI_EAGAIN : 0; }
 	void *poll_context() const noexcept override { return h_.fid.context; }
+	/* a blocking call's trywait phase (waiter::wait_for) */
+	int arm_now() noexcept override
+	{
+		armed.store(true);
+		return 0;
+	}
 	std::atomic<long> entries{0};
+	std::atomic<bool> armed{false};
 
 private:
 	struct holder {
@@ -428,19 +435,13 @@ think_result think_run(vwait::util::wait_policy policy, int gap_us, int n)
 	if (w->add_source(ch.efd.get(), POLLIN, chan::drain, &ch))
 		return r;
 	std::atomic<long> answered{0};
-	std::atomic<bool> armed{false};
 	double cpu_ns = 0;
 	std::thread server([&] {
 		struct timespec c0, c1;
 		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
 		for (long i = 1; i <= n; ++i) {
-			w->wait_until(
-			    vwait::util::deadline_after(5000),
-			    [&] { return obj.entries.load() >= i; },
-			    [&] {
-				    armed.store(true);
-				    return obj.entries.load() >= i;
-			    });
+			w->wait_for(obj, vwait::util::deadline_after(5000),
+			            [&] { return obj.entries.load() >= i; });
 			answered.store(i);
 		}
 		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
@@ -453,7 +454,7 @@ think_result think_run(vwait::util::wait_policy policy, int gap_us, int n)
 		}
 		const clk::time_point t0 = clk::now();
 		obj.entries.fetch_add(1);
-		if (armed.exchange(false)) {
+		if (obj.armed.exchange(false)) {
 			uint64_t one = 1;
 			ssize_t wr = ::write(ch.efd.get(), &one, sizeof(one));
 			(void)wr;

@@ -147,12 +147,21 @@ public:
 	}
 	uint64_t poll_cookie() const noexcept override { return generation.load(); }
 	bool self_notifying() const noexcept override { return notifying; }
+	/* the phases of a blocking call on it (waiter::wait_for), counted */
+	void poll_now() noexcept override { polls.fetch_add(1, std::memory_order_relaxed); }
+	int arm_now() noexcept override
+	{
+		arms.fetch_add(1, std::memory_order_relaxed);
+		return 0;
+	}
 
 	std::atomic<int> entries{0};
 	std::atomic<uint64_t> value{0};
 	std::atomic<uint64_t> generation{0};
 	std::atomic<int> trywaits{0};
 	std::atomic<long> readies{0}; /* ready() calls: what a scan would show */
+	std::atomic<long> polls{0};   /* poll_now() calls: peek phases */
+	std::atomic<long> arms{0};    /* arm_now() calls: trywait phases */
 	bool notifying = true;
 
 private:

@@ -804,28 +804,21 @@ void test_poll_phase_never_arms(void **st)
 	s.a->set_wait_policy({wait_policy_kind::fixed, 10000000});
 	assert_int_equal(s.a->open_wait(&test_prov, s.kind, nullptr), 0);
 	std::atomic<bool> flag{false};
-	std::atomic<long> polls{0}, prepares{0};
 	s.threads.emplace_back([&flag] {
 		std::this_thread::sleep_for(std::chrono::milliseconds(20));
 		flag = true; /* no notify: only polling can see it */
 	});
+	fake_object *a = s.a.get();
 	auto t0 = std::chrono::steady_clock::now();
-	int ret = s.a->wait_object()->wait_until(
-	    vwait::util::deadline_after(5000),
-	    [&] {
-		    polls++;
-		    return flag.load();
-	    },
-	    [&] {
-		    prepares++;
-		    return flag.load();
-	    });
+	int ret = a->wait_object()->wait_for(*a, vwait::util::deadline_after(5000),
+	                                     [&] { return flag.load(); });
 	double dt = seconds_since(t0);
+	const long polls = a->polls.load(), prepares = a->arms.load();
 	print_message("kind %d: fixed spin found the work after %.4f s, %ld polls, %ld prepares\n",
-	              s.kind, dt, polls.load(), prepares.load());
+	              s.kind, dt, polls, prepares);
 	assert_int_equal(ret, 0);
-	assert_int_equal(prepares.load(), 0);
-	assert_true(polls.load() > 1);
+	assert_int_equal(prepares, 0);
+	assert_true(polls > 1);
 }
 
 /* block: one look, then prepare and sleep; the thread does not spin while it waits. */
@@ -835,29 +828,20 @@ void test_block_prepares_at_once(void **st)
 	s.a->set_wait_policy({wait_policy_kind::block, 50});
 	assert_int_equal(s.a->open_wait(&test_prov, s.kind, nullptr), 0);
 	fake_object *a = s.a.get();
-	std::atomic<long> polls{0}, prepares{0};
 	s.threads.emplace_back([a] {
 		std::this_thread::sleep_for(std::chrono::milliseconds(100));
 		a->write();
 	});
-	int ret = a->wait_object()->wait_until(
-	    vwait::util::deadline_after(5000),
-	    [&] {
-		    polls++;
-		    return a->read();
-	    },
-	    [&] {
-		    prepares++;
-		    return a->read();
-	    });
-	print_message("kind %d: block: %ld polls, %ld prepares\n", s.kind, polls.load(),
-	              prepares.load());
+	int ret = a->wait_object()->wait_for(*a, vwait::util::deadline_after(5000),
+	                                     [&] { return a->read(); });
+	const long polls = a->polls.load(), prepares = a->arms.load();
+	print_message("kind %d: block: %ld polls, %ld prepares\n", s.kind, polls, prepares);
 	assert_int_equal(ret, 0);
 	if (s.kind == FI_WAIT_YIELD) {
-		assert_int_equal(prepares.load(), 0); /* nothing sleeps on fds: never arms */
+		assert_int_equal(prepares, 0); /* nothing sleeps on fds: never arms */
 	} else {
-		assert_true(prepares.load() >= 1);
-		assert_true(polls.load() <= 8); /* slept: no spinning */
+		assert_true(prepares >= 1);
+		assert_true(polls <= 8); /* slept: no spinning */
 	}
 }
 
@@ -1226,7 +1210,7 @@ void test_many_members(void **st)
 	print_message("wait set of %zu members: first wait %ld looks, then %d rounds %ld looks "
 	              "(a scan would be %ld)\n",
 	              n, first, rounds, later, static_cast<long>(n) * rounds);
-	/* each round: at most the recently reported ones (waiter::impl::peek_keep, 32) and an
+	/* each round: at most the recently reported ones (waiter::peek_keep, 32) and an
 	 * arm of the one that went idle */
 	assert_true(later <= 40L * rounds);
 

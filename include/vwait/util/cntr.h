@@ -61,6 +61,9 @@ public:
 	int trywait() noexcept override;
 	bool poll_ready(uint64_t &cookie) noexcept override;
 	uint64_t poll_cookie() const noexcept override;
+	/* fi_cntr_wait's phases: progress(); arm() */
+	void poll_now() noexcept override;
+	int arm_now() noexcept override;
 
 protected:
 	/* Extension points for the verbs counter (called without the counter's lock).

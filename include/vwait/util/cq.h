@@ -127,6 +127,8 @@ public:
 	 * else arm(), progress() and check once more. */
 	bool ready() noexcept override;
 	int trywait() noexcept override;
+	/* sread's trywait phase: arm() (its read then polls below) */
+	int arm_now() noexcept override;
 
 	enum fi_cq_format format() const noexcept { return format_; }
 	size_t size() const noexcept { return size_; }

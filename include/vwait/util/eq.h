@@ -94,6 +94,8 @@ public:
 	/* what is queued: progress() reads the rdma_cm channel, a system call */
 	bool peek() noexcept override;
 	int trywait() noexcept override;
+	/* fi_eq_sread's trywait phase: progress() (its peek phase reads only the queue) */
+	int arm_now() noexcept override;
 
 	size_t size() const noexcept { return size_; }
 

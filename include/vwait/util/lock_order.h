@@ -23,8 +23,8 @@
  *  10    pep::mutex_ (ep.h)                       the passive endpoint's id and its EQ;
  *                                                 rdma_migrate_id / rdma_listen under it, no
  *                                                 vwait lock.
- *  12    waiter::impl::members_mu (shared_mutex,  a waiter's / wait set's members. Shared while
- *        prov/util/src/wait_impl.h)               calling into members (their poll/trywait:
+ *  12    waiter::members_mu (shared_mutex,        a waiter's / wait set's members. Shared while
+ *        util/wait.h)                             calling into members (their poll/trywait:
  *                                                 a CQ's progress 60, a counter's feeds 20);
  *                                                 exclusive to attach/detach, which take 90.
  *  14    poll_set::members_mu_ (shared_mutex,     a poll set's members; shared while calling
@@ -37,8 +37,8 @@
  *                                                 waiter's sources (32, exclusive).
  *  30    channel_registry::mu_ (channel.h)        the domain's completion channels per waiter;
  *                                                 creating one adds its fd as a source (32).
- *  32    waiter::impl::sources_mu (shared_mutex,  a waiter's fd sources. Shared while draining
- *        wait_impl.h)                             them: the drains run the EQ's progress (40),
+ *  32    waiter::sources_mu (shared_mutex,        a waiter's fd sources. Shared while draining
+ *        wait.h)                                  them: the drains run the EQ's progress (40),
  *                                                 cq_events (74) and CQ event listeners (62),
  *                                                 the domain's async events (70), notify (90);
  *                                                 exclusive to add/remove; takes 96.
@@ -79,7 +79,7 @@
  *  90    waitable::listeners_mu_ (util/waitable.h) a waitable's waiters and poll sets; under
  *                                                 it their notify(): 94, 96 (wake), signals.
  *  94    ready_list::mu_ (util/ready_list.h)      queued members; leaf.
- *  96    waiter::impl::mu (wait_impl.h)           the sleepers and leader of a blocking wait,
+ *  96    waiter::mu (wait.h)                      the sleepers and leader of a blocking wait,
  *                                                 and for MUTEX_COND the mutex handed out by
  *                                                 FI_GETWAIT; leaf (held across cv waits).
  *  97    helper_thread's registry                 the provider's threads (util/helper_thread.h);
@@ -143,12 +143,12 @@ namespace vwait::lock_level
  * lock-check build aborts on a take out of this order (util/lock_check.h). */
 enum : int {
 	endpoint = 10,     /* ep::mutex_, pep::mutex_ */
-	wait_members = 12, /* waiter::impl::members_mu */
+	wait_members = 12, /* util::waiter::members_mu */
 	poll_members = 14, /* poll_set::members_mu_ */
 	poll_polled = 16,  /* poll_set::polled_mu_ */
 	cntr_feeds = 20,   /* verbs_cntr::feeds_mu_ */
 	channels = 30,     /* channel_registry::mu_ */
-	wait_sources = 32, /* waiter::impl::sources_mu */
+	wait_sources = 32, /* util::waiter::sources_mu */
 	eq_registry = 36,  /* eq_registry_mu (eq.cpp) */
 	eq_thread = 38,    /* verbs_eq::thread_mu_ */
 	eq_progress = 40,  /* verbs_eq::progress_mutex_ */
@@ -163,7 +163,7 @@ enum : int {
 	sw_queue = 80,     /* util::sw_cq::lock_, util::sw_eq::lock_ */
 	listeners = 90,    /* waitable::listeners_mu_ */
 	ready = 94,        /* ready_list::mu_ */
-	wait_block = 96,   /* waiter::impl::mu */
+	wait_block = 96,   /* util::waiter::mu */
 	threads = 97,      /* helper_thread's registry */
 	fdset = 98,        /* pollfd_set::mu_ */
 	thread = 99,       /* helper_thread::mu_ */

@@ -21,13 +21,15 @@
  *    blocking calls poll the fds as for FD (no thread switch per wakeup); YIELD: nothing
  *    (progress + sched_yield).
  *
- * Blocking: one loop for every blocking call, in two phases (wait_until below): poll (read
- * what is there: no arming, no system call) and prepare (the fi_trywait contract: arm the
- * sources below, look again, and only then sleep on the fds). How long a call stays in the
- * poll phase before its first prepare is the waiter's wait_policy (wait_policy.h), given at
+ * Blocking: one loop for every blocking call (wait_for below), whose phases the waiter calls
+ * itself: peek (the object's poll_now(), then what the call consumes: no arming, no system
+ * call) and trywait (the object's arm_now(), then what the call consumes once more; only then
+ * does it sleep on the fds). The object supplies only what its call consumes: the CQ's
+ * threshold read, the counter's >=, the EQ's queue read. How long a call stays in the peek
+ * phase before its first trywait is the waiter's wait_policy (wait_policy.h), given at
  * creation: block (never), fixed (spin_us), adaptive (learnt per waiter). A call that finds
- * work in the poll phase never arms. YIELD has no prepare phase (nothing sleeps on fds): it
- * polls, then polls and sched_yield()s, until the deadline.
+ * work in the peek phase never arms. YIELD has no trywait phase (nothing sleeps on fds): it
+ * peeks, then peeks and sched_yield()s, until the deadline.
  *
  * No lost wakeups: every notify bumps a sequence number before it signals; a blocking thread
  * samples the sequence, drains, checks its predicate, and blocks only while the sequence is
@@ -36,7 +38,7 @@
  * list of sleepers, so no thread ever resets a signal another thread is about to block on.
  * One wakeup per event: a notify of a member wakes one thread waiting for that member (an
  * sread on that CQ; the leader only when no other waits for it), not every sleeper, and the
- * leadership passes to exactly one sleeper when its holder returns (wait_impl.h).
+ * leadership passes to exactly one sleeper when its holder returns (the private part below).
  *
  * Thread safety: every public function may be called from any thread. drain callbacks must be
  * thread safe, non-blocking, and must not add/remove sources of the same waiter.
@@ -44,16 +46,28 @@
 #ifndef VWAIT_UTIL_WAIT_H
 #define VWAIT_UTIL_WAIT_H
 
+#include "vwait/util/fdset.h"
+#include "vwait/util/helper_thread.h"
+#include "vwait/util/ready_list.h"
+#include "vwait/util/signal.h"
+#include "vwait/util/thread_safety.h"
 #include "vwait/util/wait_policy.h"
 #include "vwait/util/waitable.h"
 
 #include <rdma/fabric.h>
 #include <rdma/fi_eq.h>
 
+#include <array>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <memory>
+#include <type_traits>
+#include <unordered_set>
+#include <vector>
 
 namespace vwait::util
 {
@@ -75,8 +89,47 @@ void set_blocking_hook(blocking_hook fn) noexcept;
 bool blocking_seen() noexcept;
 void note_blocking() noexcept;
 
-/* One phase of a blocking call (see waiter::wait_until): true ends the wait. */
-using phase_fn = bool (*)(void *arg) noexcept;
+/* What one blocking call consumes (see waiter::wait_for): a reference, for the length of the
+ * call, to the caller's callable; true ends the call (it read what it waited for, or gives
+ * up). Called with no waiter lock held, possibly from several threads at once. */
+class consume_fn
+{
+public:
+	template <typename F, typename = std::enable_if_t<
+	                          !std::is_same_v<std::remove_cv_t<std::remove_reference_t<F>>,
+	                                          consume_fn>>>
+	consume_fn(F &&f) noexcept // NOLINT(google-explicit-constructor): a lambda converts
+	    : fn(&invoke<std::remove_reference_t<F>>),
+	      arg(const_cast<void *>(static_cast<const void *>(&f)))
+	{
+	}
+	/* the call: fn(arg) */
+	bool (*const fn)(void *) noexcept;
+	void *const arg;
+
+private:
+	template <typename F>
+	static bool invoke(void *f) noexcept
+	{
+		return (*static_cast<F *>(f))();
+	}
+};
+
+/* Who a notify of the object wakes while a call blocks on it (wait_for): one sleeper per
+ * notify (an sread on a CQ: one completion is for one reader), or every one (a counter's
+ * change and an EQ's event concern whoever waits). */
+enum class wakes { one, all };
+
+namespace detail
+{
+/* an fd source of a waiter */
+struct source {
+	int fd;
+	drain_fn drain;
+	void *arg;
+	unsigned refs; /* hold_source users; add_source makes 1 */
+};
+} // namespace detail
 
 /* What the sleeps of a waiter's blocking calls came to, since it was made (relaxed counters,
  * for tests and benchmarks: waiter::counts()). A wakeup is a thread returning from a sleep
@@ -139,39 +192,31 @@ public:
 	void wake() noexcept;
 
 	/* ---- blocking ---- */
-	/* The blocking loop of an object's own sread / cntr_wait / eq_sread:
-	 *   poll()    reads what is there without arming anything and without a system call;
-	 *             true ends the wait (0);
-	 *   prepare() the trywait contract: arms the sources below so that their next event
-	 *             reaches the waiter, then looks once more; true ends the wait (0), false
-	 *             means sleeping is safe.
-	 * The loop: poll(); while the policy's budget lasts, poll() again (spinning); then
-	 * { prepare(); block until a notify/wake, a readable source or the deadline; drain what
-	 * was readable; poll() } until one of them says true, or -FI_ETIMEDOUT at the
-	 * deadline. Spurious wakeups neither shorten nor lengthen the deadline. Both are called
-	 * with no waiter lock held, possibly from several threads at once. */
-	/* target: the member the call waits for (an sread on that CQ), nullptr for anything: a
-	 * notify of a member wakes one sleeper waiting for it, and every sleeper waiting for
-	 * anything (see wait_impl.h). */
-	template <typename Poll, typename Prepare>
-	int wait_until(clock::time_point deadline, Poll &&poll, Prepare &&prepare,
-	               waitable *target = nullptr) noexcept
+	/* The blocking call of w (its sread / cntr_wait / eq_sread, w a member of this waiter or
+	 * the object it belongs to). The waiter calls the phases: peek = w.poll_now(), then
+	 * consume(); while the policy's budget lasts it peeks again (spinning); then trywait =
+	 * w.arm_now() (arm the source below, bring in what came before the arming), then
+	 * consume() once more; false: sleeping is safe: block until a notify/wake, a readable
+	 * source or the deadline, drain what was readable, peek again. 0 once consume() says
+	 * true, -FI_ETIMEDOUT at the deadline, or the error of an arm_now() that failed (other
+	 * than -FI_EAGAIN, which means "look"). Spurious wakeups neither shorten nor lengthen
+	 * the deadline. how: who a notify of w wakes (wakes::one: one sleeper per notify, the
+	 * leader only when no other waits for w; the call passes w's work on when it returns).
+	 */
+	int wait_for(waitable &w, clock::time_point deadline, consume_fn consume,
+	             wakes how = wakes::all) noexcept
 	{
-		struct phases {
-			std::remove_reference_t<Poll> *poll;
-			std::remove_reference_t<Prepare> *prepare;
-		} ph{&poll, &prepare};
-		return wait_until_impl(
-		    deadline,
-		    [](void *p) noexcept -> bool { return (*static_cast<phases *>(p)->poll)(); },
-		    [](void *p) noexcept -> bool { return (*static_cast<phases *>(p)->prepare)(); },
-		    &ph, target);
+		if (peek_phase(&w, &consume))
+			return 0;
+		return run(deadline, &w, &consume, how == wakes::one ? &w : nullptr);
 	}
-	/* For an object with nothing to arm: pred serves as both phases. */
-	template <typename Pred>
-	int wait_until(clock::time_point deadline, Pred &&pred) noexcept
+	/* For a caller with nothing below to poll or arm (tests, benchmarks): pred is the
+	 * whole call, peek and trywait alike. */
+	int wait_until(clock::time_point deadline, consume_fn pred) noexcept
 	{
-		return wait_until(deadline, pred, pred);
+		if (peek_phase(nullptr, &pred))
+			return 0;
+		return run(deadline, nullptr, &pred, nullptr);
 	}
 	/* fi_wait: 0 once a member is ready or any wake()/notify() arrived since the previous
 	 * fi_wait / fi_trywait consumed one; -FI_ETIMEDOUT at the deadline; timeout_ms < 0 means
@@ -195,13 +240,189 @@ public:
 	/* What its blocking calls' sleeps came to so far (see wake_counts). */
 	wake_counts counts() const noexcept;
 
-	class impl;
-
 private:
-	explicit waiter(std::unique_ptr<impl> p) noexcept;
-	int wait_until_impl(clock::time_point deadline, phase_fn poll, phase_fn prepare, void *arg,
-	                    waitable *target) noexcept;
-	std::unique_ptr<impl> p_;
+	struct call;
+	waiter(const struct fi_provider *prov, enum fi_wait_obj kind, wait_policy policy);
+	int open() noexcept;
+	/* detach; unregister: also leave w's listeners (not when w is closing: forget) */
+	int drop_member(waitable *w, bool unregister) noexcept;
+	void drain_ready() noexcept;
+
+	/* The blocking loop (wait_block.cpp), once the caller's first peek found nothing. w
+	 * nullptr: consume is the whole call (wait_until), or, consume nullptr too, fi_wait on
+	 * the members (peek_ready, then any_ready). target: the member whose notify wakes one
+	 * sleeper (wakes::one), nullptr for anything.
+	 * Work found by the first peek: the call does not wait, and teaches the policy nothing.
+	 * Counted as a short wait, such a call (a send completion found at once, between two
+	 * long waits for the peer) would keep an adaptive waiter spinning through every long
+	 * wait. It is no blocking call either (no leadership, nothing to pass on). */
+	int run(clock::time_point deadline, waitable *w, const consume_fn *consume,
+	        waitable *target) noexcept;
+	/* its two phases: peek (what is there, without arming and without a system call) and
+	 * trywait (arm, then look again; false: sleeping is safe) */
+	bool peek_phase(waitable *w, const consume_fn *consume) noexcept
+	{
+		if (!consume)
+			return peek_ready();
+		if (w)
+			w->poll_now();
+		return consume->fn(consume->arg);
+	}
+	bool trywait_phase(call &c) noexcept;
+	/* fi_wait's two phases: peek_ready looks (no arming, no system call), any_ready
+	 * trywaits the members (arms them) */
+	bool peek_ready() noexcept;
+	bool peek_batch(const std::vector<waitable *> &batch, size_t nfresh) noexcept;
+	bool any_ready() noexcept;
+	int trywait_members() noexcept;
+
+	/* fi_wait's poll phase looks at every member of a set this small */
+	static constexpr size_t peek_all_max = 16;
+	/* in a larger set, at most this many members stay on the ready list unarmed (the ones
+	 * most recently reported: a stream of completions on each is read by peeking) */
+	static constexpr size_t peek_keep = 32;
+
+	const struct fi_provider *const prov_;
+	const enum fi_wait_obj kind_;
+	spin_learner learner_; /* how long a blocking call polls before it arms */
+
+	/* members: shared while calling into them, exclusive to attach/detach */
+	mutable shared_mutex members_mu{lock_level::wait_members};
+	std::unordered_set<waitable *> members;
+	std::vector<waitable *> polled; /* members that are not self_notifying() */
+	ready_list ready;
+	/* the last peek_keep distinct members that fi_wait's poll phase found with something:
+	 * peeked on every pass of a large set whether armed or not, as a small set peeks all
+	 * its members, so that a few active members are found by peeking, not through their
+	 * channel's event (written under members_mu shared, cleared under it exclusive) */
+	std::array<std::atomic<waitable *>, peek_keep> recent{};
+	std::atomic<size_t> recent_next{0};
+	void remember(waitable *w) noexcept;
+
+	/* sources: shared while draining, exclusive to remove */
+	shared_mutex sources_mu{lock_level::wait_sources};
+	std::list<detail::source> sources;
+	pollfd_set source_fds; /* tags: source * */
+	std::atomic<size_t> nsources{0};
+	uint64_t sources_gen = 0; /* moves on every add/remove (under sources_mu, exclusive) */
+
+	/* signalling */
+	std::atomic<uint64_t> seq{0};
+	std::atomic<bool> pending{false}; /* a wake() not yet consumed by fi_wait/fi_trywait */
+	signal pub;                       /* FD / POLLFD: the application's signal */
+	epoll_set ep;                     /* FD: pub + sources */
+
+	/* Blocking (wait_block.cpp). Every thread that sleeps in a blocking call is a sleeper:
+	 * it sleeps on its own thread signal (thread_signal()), and one of them, the leader, on
+	 * the sources too (only one thread at a time polls them, so that one event wakes one
+	 * thread). A sleeper is woken by whoever takes it off the list, under mu, and raises its
+	 * signal once mu is released: a notify of member w takes one sleeper waiting for w (sread
+	 * on w; the leader last) and every sleeper waiting for anything (fi_wait, cntr / EQ waits);
+	 * a wake, or a notify that names no member, takes every sleeper waiting for w or anything.
+	 * The leadership is held from the first sleep of a call to its return (a leader that wakes
+	 * and sleeps again keeps it), then handed to exactly one sleeper, raised for it. A
+	 * thread that was taken off the list (or that read its own member's event) and returns
+	 * while its member still has something and another sleeper waits for it, takes that one
+	 * off the list: one wakeup passes the work on, none is lost.
+	 * For MUTEX_COND, mu/cv are the object handed out by FI_GETWAIT; once its helper thread
+	 * runs, blocking threads wait on cv for seq to move (the helper polls the sources). */
+	struct sleeper {
+		signal *sig = nullptr;            /* nullptr: no eventfd; sleeps 1 ms at a time */
+		const waitable *target = nullptr; /* what its call waits for; nullptr: anything */
+		bool leads = false;
+		bool sig_ready = false; /* its signal was readable when its sleep ended */
+		bool handoff = false;   /* taken off the list to lead */
+		/* taken off the list (under mu; the taker's last touch of the sleeper; sig is
+		 * raised after): a sleeper that sees it needs no mu to leave */
+		std::atomic<bool> woken{false};
+		sleeper *prev = nullptr, *next = nullptr;
+	};
+	/* one blocking call (run), as block() and notify() see it */
+	struct call {
+		waiter *self;
+		waitable *w;               /* whose phases run calls; nullptr: none */
+		const consume_fn *consume; /* nullptr: fi_wait */
+		waitable *target;
+		bool leading = false; /* holds the leadership */
+		bool owes = false;    /* was woken for work, or read its member's event itself */
+		int err = 0;          /* the error of a failed arm_now() */
+	};
+	/* the blocking call the calling thread is in (wait_block.cpp), nullptr outside one */
+	static thread_local call *current_call;
+	mutex mu{lock_level::wait_block};
+	std::condition_variable cv;
+	bool leader = false;                                  /* guarded by mu */
+	sleeper *sleep_head = nullptr, *sleep_tail = nullptr; /* guarded by mu */
+	std::atomic<int> nsleeping{0};
+	std::atomic<int> followers{0}; /* MUTEX_COND with its helper: threads waiting on cv */
+
+	/* MUTEX_COND helper thread: needed only once the application holds the mutex and cond
+	 * (FI_GETWAIT) and may wait on them itself; started then (or at the first source after
+	 * that), joined at close. Until then a blocking thread polls the fds as FD does. */
+	helper_thread helper;
+	std::atomic<bool> helper_on{false};
+	std::atomic<bool> helper_wanted{false};
+	std::atomic<bool> counts_as_blocking_{true}; /* set_counts_as_blocking */
+	std::atomic<bool> helper_stop{false};
+	signal hsig; /* the helper's own wakeup (the leader's is its thread's) */
+
+	/* waiter::counts() */
+	struct {
+		std::atomic<uint64_t> sleeps{0}, wakeups{0}, empty{0}, handoffs{0}, calib{0},
+		    timeouts{0};
+	} stats;
+	static void bump(std::atomic<uint64_t> &c) noexcept
+	{
+		c.fetch_add(1, std::memory_order_relaxed);
+	}
+
+	void wake_blocker() noexcept;
+	/* The signals of the sleepers taken off the list under mu, raised when it goes out of
+	 * scope: declared before the lock, so after mu is released (a thread woken while mu is
+	 * still held runs straight into it). More than fit are raised at once. */
+	struct raises {
+		signal *sig[8];
+		size_t n = 0;
+		void add(signal *s) noexcept
+		{
+			if (n < sizeof(sig) / sizeof(sig[0]))
+				sig[n++] = s;
+			else
+				s->raise();
+		}
+		~raises()
+		{
+			for (size_t i = 0; i < n; ++i)
+				sig[i]->raise();
+		}
+	};
+	/* under mu: put s on the list / take it off (unlink) / take it off to be raised */
+	void link(sleeper *s) noexcept;
+	void unlink(sleeper *s) noexcept;
+	void take(sleeper *s, bool handoff, raises &r) noexcept;
+	/* under mu: the sleepers a notify(w, wake) concerns (see above); from_call: the
+	 * calling thread's own blocking call on this waiter, if any */
+	void take_for(const waitable *w, bool all, call *from_call, raises &r) noexcept;
+	/* under mu: one sleeper waiting for w (not the leader unless it is the only one) */
+	sleeper *first_for(const waitable *w) noexcept;
+	/* the end of a blocking call: hand the leadership on, pass its member's work on */
+	void leave(call &c) noexcept;
+	int start_helper() noexcept;
+	void stop_helper() noexcept;
+
+	/* one sleep of the blocking loop, as the wait policy sees it: a calibration timer due
+	 * `calib` into it (zero: none; set by the caller), and what the sleep was (set by block) */
+	struct sleep_note {
+		clock::duration calib{};
+		clock::time_point woke_at{}; /* when poll() returned */
+		bool event = false;          /* an fd other than the calibration timer ended it */
+		bool timer_only = false;     /* only the calibration timer ended it */
+		clock::duration late{};      /* then: how long after its expiry */
+	};
+	bool block(uint64_t s, clock::time_point deadline, sleep_note &note, call &c) noexcept;
+	bool sleep(sleeper &me, clock::time_point deadline, sleep_note &note) noexcept;
+	void drain_polled() noexcept;
+	void helper_main() noexcept;
 };
 
 /* fi_wait_open for a fabric: a wait set of attr->wait_obj. flags != 0, FI_WAIT_NONE,

@@ -18,11 +18,11 @@
  *                    changed, fi_eq signal): wakes blocked waiters, ends one fi_wait on its
  *                    wait set, makes the next fi_trywait on its wait object return -FI_EAGAIN,
  *                    and marks it on poll sets' ready lists too;
- *  5. blocks in sread / cntr_wait / eq_sread with wait_object()->wait_until(deadline, poll,
- *     prepare): poll reads what is there (no arming, no system call), prepare arms the
- *     source below and looks again (see util::waiter::wait_until; the deadline from
- *     util::deadline_after(timeout) computed once at entry; -FI_ETIMEDOUT
- *     at the deadline, which sread / eq_sread turn into -FI_EAGAIN);
+ *  5. blocks in sread / cntr_wait / eq_sread with wait_object()->wait_for(*this, deadline,
+ *     consume): the waiter calls the phases (poll_now() then consume(): peek; arm_now() then
+ *     consume(): trywait; see util::waiter::wait_for), the object supplies what its call
+ *     consumes (the deadline from util::deadline_after(timeout) computed once at entry;
+ *     -FI_ETIMEDOUT at the deadline, which sread / eq_sread turn into -FI_EAGAIN);
  *     FI_WAIT_MUTEX_COND: never call notify()/wake() while holding the mutex handed out by
  *     FI_GETWAIT (notify takes it to broadcast the cond);
  *  6. FIRST THING in its close (before any member is destroyed): if in_poll_set() refuse with
@@ -133,6 +133,16 @@ public:
 		(void)out;
 		return false;
 	}
+	/* The two phases of a blocking call on this object (waiter::wait_for), before the
+	 * waiter asks the call what it consumes:
+	 *   poll_now()  peek: bring in what is below without arming and without a system call.
+	 *               Default: nothing (a CQ's read polls below itself; an EQ's source is a
+	 *               system call).
+	 *   arm_now()   trywait: arm the source below so that its next event reaches the
+	 *               waiter, then bring in what came before the arming: 0 or -FI_EAGAIN
+	 *               (look), another -FI_E* ends the call. Default: 0. */
+	virtual void poll_now() noexcept {}
+	virtual int arm_now() noexcept { return 0; }
 
 	/* ---- what the object calls ---- */
 

@@ -95,32 +95,29 @@ int sw_cntr::wait(uint64_t threshold, int timeout) noexcept
 		return -FI_EINVAL;
 	}
 	const uint64_t err0 = err_.load(std::memory_order_acquire);
-	/* decided inside the phases, on the values that ended the wait */
+	/* what the call consumes: the value reaching threshold, or a new error, decided on the
+	 * values that ended the wait (the waiter runs progress() and arm() around it) */
 	int result = -FI_ETIMEDOUT;
-	auto done = [&]() noexcept {
+	const int ret = w->wait_for(*this, until, [&]() noexcept {
 		if (value_.load(std::memory_order_acquire) >= threshold)
 			result = FI_SUCCESS;
 		else if (err_.load(std::memory_order_acquire) != err0)
 			result = -FI_EAVAIL;
 		return result != -FI_ETIMEDOUT;
-	};
-	w->wait_until(
-	    until,
-	    [&]() noexcept {
-		    progress();
-		    return done();
-	    },
-	    [&]() noexcept {
-		    /* about to block: ask the sources below (verbs CQs) for an event on their
-		     * next completion; arm() looks once more for what came before the arming */
-		    int ret = arm();
-		    if (ret && ret != -FI_EAGAIN) {
-			    result = ret;
-			    return true;
-		    }
-		    return done();
-	    });
-	return result;
+	});
+	return ret == FI_SUCCESS ? result : ret;
+}
+
+void sw_cntr::poll_now() noexcept
+{
+	progress();
+}
+
+int sw_cntr::arm_now() noexcept
+{
+	/* the sources below (verbs CQs) raise an event on their next completion; arm() looks
+	 * once more for what came before the arming */
+	return arm();
 }
 
 bool sw_cntr::ready() noexcept

@@ -109,6 +109,11 @@ bool sw_cq::ready() noexcept
 	return queued() > 0;
 }
 
+int sw_cq::arm_now() noexcept
+{
+	return arm();
+}
+
 int sw_cq::trywait() noexcept
 {
 	if (queued() > 0)
@@ -289,43 +294,31 @@ ssize_t sw_cq::sread(void *buf, size_t count, fi_addr_t *src, const void *cond,
 	 * several are blocked ends all of them */
 	const uint64_t raised_at_entry = signals_raised_.load(std::memory_order_acquire);
 	const bool pending = raised_at_entry != signals_consumed_.load(std::memory_order_acquire);
-	/* the read happens inside the phases, so that entries another reader takes between a
-	 * wakeup and the read never end this sread before its deadline */
+	/* What the call consumes, read inside the phases (the waiter polls nothing below for a
+	 * CQ: the read does; arm_now() arms): entries another reader takes between a wakeup and
+	 * the read never end this sread before its deadline. A signal ends it; so does an error
+	 * at the head (the caller must see -FI_EAVAIL). One entry is enough: from below straight
+	 * into buf when the subclass can (read_direct), as fi_cq_read does. */
 	ssize_t result = -FI_EAGAIN;
-	auto signalled = [&]() noexcept {
-		return signals_raised_.load(std::memory_order_acquire) != raised_at_entry;
-	};
-	/* an error at the head ends the wait too: the caller must see -FI_EAVAIL */
-	auto try_read = [&]() noexcept {
+	auto consume = [&]() noexcept {
+		if (signals_raised_.load(std::memory_order_acquire) != raised_at_entry)
+			return true;
+		if (threshold == 1 && count) {
+			direct_read direct = read_direct(buf, count, src);
+			if (direct.taken()) {
+				result = direct.result();
+				return result != -FI_EAGAIN;
+			}
+		}
+		progress();
 		util::lock_guard<util::mutex> g(lock_);
 		if (count_ < threshold && !(count_ && ring_[head_].is_error))
 			return false;
 		result = read_locked(buf, count, src);
 		return result != -FI_EAGAIN;
 	};
-	/* poll: what is there, from below straight into buf when one entry is enough */
-	auto poll = [&]() noexcept {
-		if (signalled())
-			return true;
-		direct_read direct = threshold == 1 && count ? read_direct(buf, count, src)
-		                                             : direct_read::via_ring();
-		if (direct.taken()) {
-			result = direct.result();
-			return result != -FI_EAGAIN;
-		}
-		progress();
-		return try_read();
-	};
-	/* prepare: ask the source below (a verbs CQ) for an event on its next completion, then
-	 * look once more for what came before the arming */
-	auto prepare = [&]() noexcept {
-		if (signalled() || arm() != 0)
-			return true;
-		progress();
-		return try_read();
-	};
 	if (!pending)
-		w->wait_until(until, poll, prepare, this);
+		w->wait_for(*this, until, consume, wakes::one);
 	const uint64_t raised = signals_raised_.load(std::memory_order_acquire);
 	uint64_t consumed = signals_consumed_.load(std::memory_order_acquire);
 	while (consumed < raised && !signals_consumed_.compare_exchange_weak(

@@ -264,21 +264,23 @@ ssize_t sw_eq::sread(uint32_t *event, void *buf, size_t len, int timeout, uint64
 		FI_WARN(prov_, FI_LOG_EQ, "fi_eq_sread: the EQ was opened with FI_WAIT_NONE\n");
 		return -FI_EINVAL;
 	}
-	/* read inside the phases: an entry another reader takes after a wakeup does not end
-	 * this sread before its deadline */
+	/* what the call consumes, read inside the phases: an entry another reader takes after a
+	 * wakeup does not end this sread before its deadline */
 	ssize_t result = -FI_EAGAIN;
-	auto read_queued = [&]() noexcept {
+	w->wait_for(*this, until, [&]() noexcept {
 		util::lock_guard<util::mutex> g(lock_);
 		result = read_locked(event, buf, len, flags);
 		return result != -FI_EAGAIN;
-	};
-	/* poll: what is queued (progress() reads the rdma_cm channel: a system call, so it
-	 * belongs to the prepare phase) */
-	w->wait_until(until, read_queued, [&]() noexcept {
-		progress();
-		return read_queued();
 	});
 	return result;
+}
+
+int sw_eq::arm_now() noexcept
+{
+	/* its source needs no arming; reading the rdma_cm channel is a system call, so it is
+	 * the trywait phase's look, not the peek's */
+	progress();
+	return FI_SUCCESS;
 }
 
 void sw_eq::drain_source(void *self) noexcept

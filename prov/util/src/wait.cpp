@@ -137,15 +137,15 @@ signal *thread_signal() noexcept
 	return s;
 }
 
-int waiter::impl::open() noexcept
+int waiter::open() noexcept
 {
 	int ret = 0;
-	if (kind == FI_WAIT_FD || kind == FI_WAIT_POLLFD) {
+	if (kind_ == FI_WAIT_FD || kind_ == FI_WAIT_POLLFD) {
 		ret = pub.open();
 		if (ret)
 			return ret;
 	}
-	if (kind == FI_WAIT_FD) {
+	if (kind_ == FI_WAIT_FD) {
 		ret = ep.open();
 		if (!ret)
 			ret = ep.add(pub.fd(), POLLIN);
@@ -155,7 +155,7 @@ int waiter::impl::open() noexcept
 	return 0;
 }
 
-int waiter::impl::attach(waitable *w, listener *self) noexcept
+int waiter::attach(waitable *w) noexcept
 {
 	if (!w)
 		return -FI_EINVAL;
@@ -168,7 +168,7 @@ int waiter::impl::attach(waitable *w, listener *self) noexcept
 			if (!w->self_notifying())
 				polled.push_back(w);
 			ready.add(w, true); /* fresh: armed once by the next wait or trywait */
-			w->add_listener(self);
+			w->add_listener(this);
 		} catch (...) {
 			ready.remove(w);
 			polled.erase(std::remove(polled.begin(), polled.end(), w), polled.end());
@@ -183,13 +183,13 @@ int waiter::impl::attach(waitable *w, listener *self) noexcept
 	return 0;
 }
 
-int waiter::impl::detach(waitable *w, listener *self, bool unregister) noexcept
+int waiter::drop_member(waitable *w, bool unregister) noexcept
 {
 	std::unique_lock<util::shared_mutex> lock(members_mu);
 	if (!members.erase(w))
 		return -FI_ENOENT;
 	if (unregister)
-		w->remove_listener(self);
+		w->remove_listener(this);
 	ready.remove(w);
 	polled.erase(std::remove(polled.begin(), polled.end(), w), polled.end());
 	for (auto &slot : recent)
@@ -198,7 +198,7 @@ int waiter::impl::detach(waitable *w, listener *self, bool unregister) noexcept
 	return 0;
 }
 
-void waiter::impl::wake_blocker() noexcept
+void waiter::wake_blocker() noexcept
 {
 	/* The leader (or, with none, a sleeper that will lead) re-reads the sources; the
 	 * helper (MUTEX_COND) too. */
@@ -217,10 +217,10 @@ void waiter::impl::wake_blocker() noexcept
 		hsig.raise();
 }
 
-int waiter::impl::add_source(int raw_fd, short events, drain_fn drain, void *arg) noexcept
+int waiter::add_source(int raw_fd, short events, drain_fn drain, void *arg) noexcept
 {
 	if (raw_fd < 0 || !drain) {
-		FI_WARN(prov, FI_LOG_CORE, "wait source: fd %d / drain %s is invalid\n", raw_fd,
+		FI_WARN(prov_, FI_LOG_CORE, "wait source: fd %d / drain %s is invalid\n", raw_fd,
 		        drain ? "set" : "NULL");
 		return -FI_EINVAL;
 	}
@@ -234,7 +234,7 @@ int waiter::impl::add_source(int raw_fd, short events, drain_fn drain, void *arg
 		return -FI_ENOMEM;
 	}
 	int ret = source_fds.add(raw_fd, events, &sources.back());
-	if (!ret && kind == FI_WAIT_FD) {
+	if (!ret && kind_ == FI_WAIT_FD) {
 		ret = ep.add(raw_fd, events);
 		if (ret)
 			source_fds.del(raw_fd);
@@ -246,7 +246,7 @@ int waiter::impl::add_source(int raw_fd, short events, drain_fn drain, void *arg
 	nsources.fetch_add(1);
 	sources_gen++;
 	lock.unlock();
-	if (kind == FI_WAIT_MUTEX_COND && helper_wanted.load()) {
+	if (kind_ == FI_WAIT_MUTEX_COND && helper_wanted.load()) {
 		ret = start_helper();
 		if (ret) {
 			remove_source(raw_fd);
@@ -255,12 +255,12 @@ int waiter::impl::add_source(int raw_fd, short events, drain_fn drain, void *arg
 	}
 	wake_blocker();
 	/* POLLFD: the application's set changed (change_index moved): make it look. */
-	if (kind == FI_WAIT_POLLFD)
+	if (kind_ == FI_WAIT_POLLFD)
 		pub.raise();
 	return 0;
 }
 
-int waiter::impl::remove_source(int raw_fd) noexcept
+int waiter::remove_source(int raw_fd) noexcept
 {
 	std::unique_lock<util::shared_mutex> lock(sources_mu);
 	auto it = sources.begin();
@@ -268,7 +268,7 @@ int waiter::impl::remove_source(int raw_fd) noexcept
 		++it;
 	if (it == sources.end())
 		return -FI_ENOENT;
-	if (kind == FI_WAIT_FD)
+	if (kind_ == FI_WAIT_FD)
 		ep.del(raw_fd);
 	source_fds.del(raw_fd);
 	sources.erase(it);
@@ -279,7 +279,7 @@ int waiter::impl::remove_source(int raw_fd) noexcept
 	return 0;
 }
 
-int waiter::impl::hold_source(int raw_fd, short events, drain_fn drain, void *arg) noexcept
+int waiter::hold_source(int raw_fd, short events, drain_fn drain, void *arg) noexcept
 {
 	{
 		std::unique_lock<util::shared_mutex> lock(sources_mu);
@@ -288,7 +288,7 @@ int waiter::impl::hold_source(int raw_fd, short events, drain_fn drain, void *ar
 				continue;
 			if (s.drain != drain || s.arg != arg) {
 				FI_WARN(
-				    prov, FI_LOG_CORE,
+				    prov_, FI_LOG_CORE,
 				    "wait source: fd %d is a source already, with another drain\n",
 				    raw_fd);
 				return -FI_EALREADY;
@@ -300,7 +300,7 @@ int waiter::impl::hold_source(int raw_fd, short events, drain_fn drain, void *ar
 	return add_source(raw_fd, events, drain, arg);
 }
 
-int waiter::impl::drop_source(int raw_fd) noexcept
+int waiter::drop_source(int raw_fd) noexcept
 {
 	{
 		std::unique_lock<util::shared_mutex> lock(sources_mu);
@@ -317,7 +317,7 @@ int waiter::impl::drop_source(int raw_fd) noexcept
 }
 
 /* Non-blocking: poll the sources once and run the drain of each readable one. */
-void waiter::impl::drain_ready() noexcept
+void waiter::drain_ready() noexcept
 {
 	if (nsources.load() == 0)
 		return;
@@ -349,14 +349,14 @@ void waiter::impl::drain_ready() noexcept
 	}
 }
 
-void waiter::impl::notify(waitable *w, bool wake) noexcept
+void waiter::notify(waitable *w, bool wake) noexcept
 {
 	if (w)
 		ready.push(w);
 	if (wake)
 		pending.store(true);
 	seq.fetch_add(1);
-	switch (kind) {
+	switch (kind_) {
 	case FI_WAIT_FD:
 	case FI_WAIT_POLLFD:
 		pub.raise();
@@ -374,27 +374,27 @@ void waiter::impl::notify(waitable *w, bool wake) noexcept
 	}
 	/* after the seq bump: a sleeper registers, then looks at seq (block()) */
 	if (nsleeping.load() > 0) {
-		call *mine = detail::current_call;
+		call *mine = current_call;
 		raises r;
 		std::lock_guard<util::mutex> lock(mu);
 		take_for(w, wake || !w, mine && mine->self == this ? mine : nullptr, r);
 	}
 }
 
-int waiter::impl::control(int command, void *arg) noexcept
+int waiter::control(int command, void *arg) noexcept
 {
 	if (!arg) {
-		FI_WARN(prov, FI_LOG_CORE, "fi_control(%d) on a %s wait object: arg is NULL\n",
-		        command, kind_name(kind));
+		FI_WARN(prov_, FI_LOG_CORE, "fi_control(%d) on a %s wait object: arg is NULL\n",
+		        command, kind_name(kind_));
 		return -FI_EINVAL;
 	}
 	switch (command) {
 	case FI_GETWAITOBJ:
-		*static_cast<enum fi_wait_obj *>(arg) = kind;
+		*static_cast<enum fi_wait_obj *>(arg) = kind_;
 		return 0;
 	case FI_GETWAIT:
 		note_blocking(); /* the application will sleep on what it takes */
-		switch (kind) {
+		switch (kind_) {
 		case FI_WAIT_FD:
 			*static_cast<int *>(arg) = ep.fd();
 			return 0;
@@ -425,17 +425,21 @@ int waiter::impl::control(int command, void *arg) noexcept
 
 /* ------------------------------------------------------------------ waiter */
 
-waiter::waiter(std::unique_ptr<impl> p) noexcept : p_(std::move(p)) {}
+waiter::waiter(const struct fi_provider *prov, enum fi_wait_obj kind, wait_policy policy)
+    : prov_(prov), kind_(kind), learner_(policy)
+{
+}
 
 waiter::~waiter()
 {
 	std::vector<waitable *> left;
 	{
-		std::shared_lock<util::shared_mutex> lock(p_->members_mu);
-		left.assign(p_->members.begin(), p_->members.end());
+		std::shared_lock<util::shared_mutex> lock(members_mu);
+		left.assign(members.begin(), members.end());
 	}
 	for (waitable *w : left)
-		p_->detach(w, this, true);
+		drop_member(w, true);
+	stop_helper();
 }
 
 int waiter::create(const struct fi_provider *prov, int wait_obj, std::unique_ptr<waiter> &out,
@@ -458,14 +462,14 @@ int waiter::create(const struct fi_provider *prov, int wait_obj, std::unique_ptr
 		return -FI_EINVAL;
 	}
 	try {
-		auto p = std::make_unique<impl>(prov, kind, policy);
-		int ret = p->open();
+		std::unique_ptr<waiter> w(new waiter(prov, kind, policy));
+		int ret = w->open();
 		if (ret) {
 			FI_WARN(prov, FI_LOG_CORE, "cannot create a %s wait object: %s\n",
 			        kind_name(kind), fi_strerror(-ret));
 			return ret;
 		}
-		out.reset(new waiter(std::move(p)));
+		out = std::move(w);
 		return 0;
 	} catch (const std::bad_alloc &) {
 		return -FI_ENOMEM;
@@ -476,95 +480,47 @@ int waiter::create(const struct fi_provider *prov, int wait_obj, std::unique_ptr
 
 enum fi_wait_obj waiter::kind() const noexcept
 {
-	return p_->kind;
+	return kind_;
 }
 const struct fi_provider *waiter::provider() const noexcept
 {
-	return p_->prov;
+	return prov_;
 }
 const spin_learner &waiter::learner() const noexcept
 {
-	return p_->learner;
-}
-int waiter::attach(waitable *w) noexcept
-{
-	return p_->attach(w, this);
+	return learner_;
 }
 int waiter::detach(waitable *w) noexcept
 {
-	return p_->detach(w, this, true);
+	return drop_member(w, true);
 }
 size_t waiter::member_count() const noexcept
 {
-	std::shared_lock<util::shared_mutex> lock(p_->members_mu);
-	return p_->members.size();
-}
-int waiter::add_source(int raw_fd, short events, drain_fn drain, void *arg) noexcept
-{
-	return p_->add_source(raw_fd, events, drain, arg);
-}
-int waiter::remove_source(int raw_fd) noexcept
-{
-	return p_->remove_source(raw_fd);
-}
-int waiter::hold_source(int raw_fd, short events, drain_fn drain, void *arg) noexcept
-{
-	return p_->hold_source(raw_fd, events, drain, arg);
-}
-int waiter::drop_source(int raw_fd) noexcept
-{
-	return p_->drop_source(raw_fd);
-}
-void waiter::notify(waitable *w, bool wake) noexcept
-{
-	p_->notify(w, wake);
+	std::shared_lock<util::shared_mutex> lock(members_mu);
+	return members.size();
 }
 void waiter::forget(waitable *w) noexcept
 {
-	p_->detach(w, this, false);
+	drop_member(w, false);
 }
 void waiter::wake() noexcept
 {
-	p_->notify(nullptr, true);
+	notify(nullptr, true);
 }
-int waiter::wait_until_impl(clock::time_point deadline, phase_fn poll, phase_fn prepare, void *arg,
-                            waitable *target) noexcept
-{
-	return p_->wait_until(deadline, poll, prepare, arg, target);
-}
-int waiter::wait(int timeout_ms) noexcept
-{
-	impl *p = p_.get();
-	return p->wait_until(
-	    deadline_after(timeout_ms),
-	    [](void *a) noexcept { return static_cast<impl *>(a)->peek_ready(); },
-	    [](void *a) noexcept { return static_cast<impl *>(a)->any_ready(); }, p, nullptr);
-}
-int waiter::trywait() noexcept
-{
-	return p_->trywait();
-}
-
 void waiter::set_counts_as_blocking(bool on) noexcept
 {
-	p_->counts_as_blocking.store(on, std::memory_order_relaxed);
-}
-
-int waiter::control(int command, void *arg) noexcept
-{
-	return p_->control(command, arg);
+	counts_as_blocking_.store(on, std::memory_order_relaxed);
 }
 
 wake_counts waiter::counts() const noexcept
 {
-	const auto &c = p_->stats;
 	wake_counts out;
-	out.sleeps = c.sleeps.load(std::memory_order_relaxed);
-	out.wakeups = c.wakeups.load(std::memory_order_relaxed);
-	out.empty = c.empty.load(std::memory_order_relaxed);
-	out.handoffs = c.handoffs.load(std::memory_order_relaxed);
-	out.calib = c.calib.load(std::memory_order_relaxed);
-	out.timeouts = c.timeouts.load(std::memory_order_relaxed);
+	out.sleeps = stats.sleeps.load(std::memory_order_relaxed);
+	out.wakeups = stats.wakeups.load(std::memory_order_relaxed);
+	out.empty = stats.empty.load(std::memory_order_relaxed);
+	out.handoffs = stats.handoffs.load(std::memory_order_relaxed);
+	out.calib = stats.calib.load(std::memory_order_relaxed);
+	out.timeouts = stats.timeouts.load(std::memory_order_relaxed);
 	return out;
 }
 

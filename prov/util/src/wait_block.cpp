@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* util::waiter's blocking protocol: one loop for every blocking call (fi_cq_sread,
- * fi_cntr_wait, fi_eq_sread, fi_wait) in two phases, poll (look, no arming, no system call)
- * and prepare (the fi_trywait contract: arm, look again, only then sleep on the fds), the
- * time spent polling set by the waiter's wait policy; one leader blocks on the fds while
- * followers wait on a condition variable; fi_wait and fi_trywait; the FI_WAIT_MUTEX_COND
- * helper thread. */
+ * fi_cntr_wait, fi_eq_sread, fi_wait) in two phases that the waiter calls, peek (look, no
+ * arming, no system call) and trywait (the fi_trywait contract: arm, look again, only then
+ * sleep on the fds), the time spent peeking set by the waiter's wait policy; one leader
+ * blocks on the fds while the other sleepers wait on their own signal; fi_wait and
+ * fi_trywait; the FI_WAIT_MUTEX_COND helper thread. */
 #include "wait_impl.h"
 
 #include <rdma/fi_errno.h>
@@ -89,7 +89,7 @@ bool arm_calib_timer(int t, clock::time_point at) noexcept
 /* One sleep of a listed sleeper: on its signal, the sources when it leads, and the
  * calibration timer when the policy asks for one. true when a source was readable
  * (drain_polled reads it). */
-bool waiter::impl::sleep(sleeper &me, clock::time_point deadline, sleep_note &note) noexcept
+bool waiter::sleep(sleeper &me, clock::time_point deadline, sleep_note &note) noexcept
 {
 	thread_local std::vector<struct pollfd> fds;
 	thread_local std::vector<void *> tags;
@@ -167,7 +167,7 @@ bool waiter::impl::sleep(sleeper &me, clock::time_point deadline, sleep_note &no
 
 /* The sources this thread's poll() found readable: drain exactly those (no second poll),
  * unless the sources changed meanwhile, then look at all of them. */
-void waiter::impl::drain_polled() noexcept
+void waiter::drain_polled() noexcept
 {
 	{
 		std::shared_lock<util::shared_mutex> lock(sources_mu);
@@ -182,12 +182,9 @@ void waiter::impl::drain_polled() noexcept
 	drain_ready();
 }
 
-namespace detail
-{
-thread_local waiter::impl::call *current_call = nullptr;
-} // namespace detail
+thread_local waiter::call *waiter::current_call = nullptr;
 
-void waiter::impl::link(sleeper *s) noexcept
+void waiter::link(sleeper *s) noexcept
 {
 	s->prev = sleep_tail;
 	s->next = nullptr;
@@ -195,7 +192,7 @@ void waiter::impl::link(sleeper *s) noexcept
 	sleep_tail = s;
 }
 
-void waiter::impl::unlink(sleeper *s) noexcept
+void waiter::unlink(sleeper *s) noexcept
 {
 	(s->prev ? s->prev->next : sleep_head) = s->next;
 	(s->next ? s->next->prev : sleep_tail) = s->prev;
@@ -203,7 +200,7 @@ void waiter::impl::unlink(sleeper *s) noexcept
 	nsleeping.fetch_sub(1);
 }
 
-void waiter::impl::take(sleeper *s, bool handoff, raises &r) noexcept
+void waiter::take(sleeper *s, bool handoff, raises &r) noexcept
 {
 	unlink(s);
 	signal *sig = s->sig; /* a thread's signal outlives the thread (thread_signal) */
@@ -214,7 +211,7 @@ void waiter::impl::take(sleeper *s, bool handoff, raises &r) noexcept
 		r.add(sig);
 }
 
-waiter::impl::sleeper *waiter::impl::first_for(const waitable *w) noexcept
+waiter::sleeper *waiter::first_for(const waitable *w) noexcept
 {
 	sleeper *lead = nullptr;
 	for (sleeper *s = sleep_head; s; s = s->next) {
@@ -227,7 +224,7 @@ waiter::impl::sleeper *waiter::impl::first_for(const waitable *w) noexcept
 	return lead;
 }
 
-void waiter::impl::take_for(const waitable *w, bool all, call *from_call, raises &r) noexcept
+void waiter::take_for(const waitable *w, bool all, call *from_call, raises &r) noexcept
 {
 	for (sleeper *s = sleep_head; s;) {
 		sleeper *next = s->next;
@@ -247,7 +244,7 @@ void waiter::impl::take_for(const waitable *w, bool all, call *from_call, raises
 		take(s, false, r);
 }
 
-void waiter::impl::leave(call &c) noexcept
+void waiter::leave(call &c) noexcept
 {
 	/* its member still has something and another thread sleeps waiting for it */
 	const bool pass = c.owes && c.target && nsleeping.load() > 0 && c.target->peek();
@@ -270,9 +267,9 @@ void waiter::impl::leave(call &c) noexcept
 }
 
 /* true when this thread polled the fds and a source was readable (drain_polled reads it) */
-bool waiter::impl::block(uint64_t s, clock::time_point deadline, sleep_note &note, call &c) noexcept
+bool waiter::block(uint64_t s, clock::time_point deadline, sleep_note &note, call &c) noexcept
 {
-	if (kind == FI_WAIT_YIELD) {
+	if (kind_ == FI_WAIT_YIELD) {
 		sched_yield();
 		return false;
 	}
@@ -280,7 +277,7 @@ bool waiter::impl::block(uint64_t s, clock::time_point deadline, sleep_note &not
 	me.target = c.target;
 	me.sig = thread_signal();
 	cv_lock lock(mu);
-	if (kind == FI_WAIT_MUTEX_COND && helper_on.load()) {
+	if (kind_ == FI_WAIT_MUTEX_COND && helper_on.load()) {
 		/* The helper thread polls the sources and turns their events into notify(),
 		 * which broadcasts the cond. */
 		if (c.leading) {
@@ -358,39 +355,55 @@ inline void cpu_relax() noexcept
 }
 } // namespace
 
-int waiter::impl::wait_until(clock::time_point deadline, phase_fn poll, phase_fn prepare, void *arg,
-                             waitable *target) noexcept
+/* The trywait phase: arm, then look again; false: sleeping is safe. */
+bool waiter::trywait_phase(call &c) noexcept
 {
-	/* Work already there: the call does not wait, and teaches the policy nothing. Counted
-	 * as a short wait, such a call (a send completion found at once, between two long waits
-	 * for the peer) would keep an adaptive waiter spinning through every long wait. It is
-	 * no blocking call either (no leadership, nothing to pass on): the fast path stays. */
-	if (poll(arg))
-		return 0;
-	call c{this, target};
+	if (!c.consume)
+		return any_ready();
+	if (c.w) {
+		const int ret = c.w->arm_now();
+		if (ret && ret != -FI_EAGAIN) {
+			c.err = ret; /* cannot arm: the call ends with the error */
+			return true;
+		}
+	}
+	return c.consume->fn(c.consume->arg);
+}
+
+int waiter::wait(int timeout_ms) noexcept
+{
+	const clock::time_point deadline = deadline_after(timeout_ms);
+	return peek_phase(nullptr, nullptr) ? 0 : run(deadline, nullptr, nullptr, nullptr);
+}
+
+int waiter::run(clock::time_point deadline, waitable *w, const consume_fn *consume,
+                waitable *target) noexcept
+{
+	/* the caller's first peek found nothing (wait_for, wait_until, wait) */
+	call c{this, w, consume, target};
 	struct in_call {
 		call &c;
 		call *outer;
-		explicit in_call(call &c_) noexcept : c(c_), outer(detail::current_call)
+		explicit in_call(call &c_) noexcept : c(c_), outer(current_call)
 		{
-			detail::current_call = &c;
+			current_call = &c;
 		}
 		~in_call()
 		{
-			detail::current_call = outer;
+			current_call = outer;
 			c.self->leave(c);
 		}
 	} scope(c);
 	const clock::time_point start = clock::now();
-	/* the poll phase lasts the policy's budget, never past the deadline */
-	const clock::duration budget = learner.budget();
+	/* the peek phase lasts the policy's budget, never past the deadline */
+	const clock::duration budget = learner_.budget();
 	clock::time_point spin_end = deadline - start > budget ? start + budget : deadline;
 	bool readable = false;
 	bool spinning = spin_end > start;
 	bool preempted = false;
 	unsigned polls = 0;
 	clock::time_point last_read = start;
-	/* the last sleep, for the wake-up cost: how long its prepare took, and whether an
+	/* the last sleep, for the wake-up cost: how long its trywait phase took, and whether an
 	 * event ended it (then the time until the poll below finds the work is its drain) */
 	sleep_note note;
 	clock::duration arm{};
@@ -400,20 +413,20 @@ int waiter::impl::wait_until(clock::time_point deadline, phase_fn poll, phase_fn
 	auto found = [&]() noexcept {
 		const clock::time_point now = clock::now();
 		if (event_woke)
-			learner.record_sleep(arm, note.woke_at - slept_from, now - note.woke_at);
+			learner_.record_sleep(arm, note.woke_at - slept_from, now - note.woke_at);
 		if (preempted)
-			learner.record_preempted();
+			learner_.record_preempted();
 		else
-			learner.record(now - start, true);
+			learner_.record(now - start, true);
 	};
 	for (;;) {
 		/* FD / POLLFD: what the leader's poll() found readable is drained after the
-		 * poll phase had a look (a verbs CQ polls its hardware queue itself: the
+		 * peek phase had a look (a verbs CQ polls its hardware queue itself: the
 		 * wakeup costs no read of the event first); an event left in a source is never
 		 * lost, since a readable source ends the next poll() at once. MUTEX_COND with
 		 * its helper thread: the helper drains. */
 		uint64_t s = seq.load();
-		if (poll(arg)) {
+		if (peek_phase(w, consume)) {
 			/* read before its event was: drain the event now, or the thread that
 			 * leads next would wake at once for it */
 			if (readable && nsleeping.load() > 0)
@@ -441,15 +454,15 @@ int waiter::impl::wait_until(clock::time_point deadline, phase_fn poll, phase_fn
 		const clock::time_point now = clock::now();
 		if (now >= deadline) {
 			if (preempted)
-				learner.record_preempted();
+				learner_.record_preempted();
 			else
-				learner.record(now - start, false);
+				learner_.record(now - start, false);
 			return -FI_ETIMEDOUT;
 		}
 		if (spinning) {
 			/* a jump between two clock reads of the spin: this thread lost its CPU for
 			 * longer than a sleep costs, so the CPUs are short; stop spinning */
-			if (learner.preempted(now - last_read)) {
+			if (learner_.preempted(now - last_read)) {
 				preempted = true;
 				spin_end = now;
 			}
@@ -460,9 +473,9 @@ int waiter::impl::wait_until(clock::time_point deadline, phase_fn poll, phase_fn
 			continue;
 		}
 		spinning = false;
-		if (counts_as_blocking.load(std::memory_order_relaxed))
+		if (counts_as_blocking_.load(std::memory_order_relaxed))
 			note_blocking();
-		if (kind == FI_WAIT_YIELD) {
+		if (kind_ == FI_WAIT_YIELD) {
 			/* nothing sleeps on fds: no arming; the sources (an EQ's rdma_cm fd) are
 			 * read on every pass instead */
 			drain_ready();
@@ -470,30 +483,30 @@ int waiter::impl::wait_until(clock::time_point deadline, phase_fn poll, phase_fn
 			continue;
 		}
 		const clock::time_point armed_from = now;
-		if (prepare(arg)) {
+		if (trywait_phase(c)) {
 			event_woke = false;
 			found();
-			return 0;
+			return c.err;
 		}
 		slept_from = clock::now();
 		arm = slept_from - armed_from;
 		note = sleep_note{};
-		note.calib = learner.calibration();
+		note.calib = learner_.calibration();
 		readable = block(s, deadline, note, c);
 		slept = true;
 		event_woke = note.event;
 		if (note.timer_only)
-			learner.record_wake(note.late);
+			learner_.record_wake(note.late);
 	}
 }
 
-/* fi_wait's poll phase: a wake not yet consumed, or a member with something to report, seen
+/* fi_wait's peek phase: a wake not yet consumed, or a member with something to report, seen
  * through peek() (no arming, no system call). A small set is looked at whole (a verbs CQ's
  * completion reaches the ready list only through a channel event, which needs arming and a
  * read); a large one only through its ready list and its polled members, so that a pass costs
  * what is active, not what exists:
  *  - the members that joined since the last pass are armed here, once, through trywait() (so
- *    that a set whose waits all find their work in this phase, and never reach the prepare
+ *    that a set whose waits all find their work in this phase, and never reach the trywait
  *    phase, which arms, does not look at its idle members on every pass);
  *  - the ready list holds the members that reported something and were not armed since: the
  *    most recent peek_keep of them stay there unarmed (a stream of completions on them is
@@ -502,8 +515,8 @@ int waiter::impl::wait_until(clock::time_point deadline, phase_fn poll, phase_fn
  *  - when none of those has something, the recent ones (the last peek_keep members found
  *    with something) are peeked, armed or not, as a small set peeks every member: a few
  *    active members are found by peeking, not through their channel's event and a
- *    prepare phase that arms them. */
-bool waiter::impl::peek_ready() noexcept
+ *    trywait phase that arms them. */
+bool waiter::peek_ready() noexcept
 {
 	if (pending.exchange(false))
 		return true;
@@ -526,7 +539,7 @@ bool waiter::impl::peek_ready() noexcept
 			return true;
 	} catch (const std::bad_alloc &) {
 		for (waitable *w : batch)
-			ready.push(w); /* the prepare phase looks at them */
+			ready.push(w); /* the trywait phase looks at them */
 	}
 	for (auto &slot : recent)
 		if (waitable *w = slot.load(std::memory_order_relaxed))
@@ -536,7 +549,7 @@ bool waiter::impl::peek_ready() noexcept
 }
 
 /* members_mu held shared: w had something; one of the recent ones from now on */
-void waiter::impl::remember(waitable *w) noexcept
+void waiter::remember(waitable *w) noexcept
 {
 	for (auto &slot : recent)
 		if (slot.load(std::memory_order_relaxed) == w)
@@ -548,7 +561,7 @@ void waiter::impl::remember(waitable *w) noexcept
 /* peek_ready's pass over batch (members_mu held shared): its first nfresh members, and all but
  * the last peek_keep of the others, are trywait()ed (armed when empty); the rest peek()ed until
  * one has something. Those not armed go back on the ready list. */
-bool waiter::impl::peek_batch(const std::vector<waitable *> &batch, size_t nfresh) noexcept
+bool waiter::peek_batch(const std::vector<waitable *> &batch, size_t nfresh) noexcept
 {
 	const size_t n = batch.size();
 	const size_t old = std::max(nfresh, n > peek_keep ? n - peek_keep : 0);
@@ -575,7 +588,7 @@ bool waiter::impl::peek_batch(const std::vector<waitable *> &batch, size_t nfres
  * when every one is empty and armed. trywait, not ready(): a member found empty is armed
  * before the caller blocks (a verbs CQ asks for its next completion event), so it may leave
  * the ready list: its next event puts it back. */
-int waiter::impl::trywait_members() noexcept
+int waiter::trywait_members() noexcept
 {
 	thread_local std::vector<waitable *> batch;
 	std::shared_lock<util::shared_mutex> lock(members_mu);
@@ -605,17 +618,17 @@ int waiter::impl::trywait_members() noexcept
 	return ret;
 }
 
-/* fi_wait's prepare phase: a wake not yet consumed, or a member that is not empty (the empty
+/* fi_wait's trywait phase: a wake not yet consumed, or a member that is not empty (the empty
  * ones are armed). */
-bool waiter::impl::any_ready() noexcept
+bool waiter::any_ready() noexcept
 {
 	return pending.exchange(false) || trywait_members() != 0;
 }
 
-int waiter::impl::trywait() noexcept
+int waiter::trywait() noexcept
 {
 	note_blocking();
-	if (kind == FI_WAIT_FD || kind == FI_WAIT_POLLFD)
+	if (kind_ == FI_WAIT_FD || kind_ == FI_WAIT_POLLFD)
 		pub.reset();
 	drain_ready();
 	if (pending.exchange(false))
@@ -623,7 +636,7 @@ int waiter::impl::trywait() noexcept
 	return trywait_members();
 }
 
-int waiter::impl::start_helper() noexcept
+int waiter::start_helper() noexcept
 {
 	std::lock_guard<util::mutex> lock(mu);
 	if (helper.running())
@@ -631,7 +644,7 @@ int waiter::impl::start_helper() noexcept
 	if (!hsig.is_open()) {
 		int ret = hsig.open();
 		if (ret) {
-			FI_WARN(prov, FI_LOG_CORE,
+			FI_WARN(prov_, FI_LOG_CORE,
 			        "FI_WAIT_MUTEX_COND helper: cannot open its signal: %s\n",
 			        fi_strerror(-ret));
 			return ret;
@@ -643,21 +656,21 @@ int waiter::impl::start_helper() noexcept
 		                       hsig.raise();
 	                       });
 	if (ret) {
-		FI_WARN(prov, FI_LOG_CORE, "cannot start the FI_WAIT_MUTEX_COND helper thread\n");
+		FI_WARN(prov_, FI_LOG_CORE, "cannot start the FI_WAIT_MUTEX_COND helper thread\n");
 		return ret;
 	}
 	helper_on.store(true);
 	return 0;
 }
 
-void waiter::impl::stop_helper() noexcept
+void waiter::stop_helper() noexcept
 {
 	helper.stop();
 }
 
 /* MUTEX_COND: nobody blocks on the fds but this thread; it drains them, and the drains'
  * notify() broadcasts the cond. */
-void waiter::impl::helper_main() noexcept
+void waiter::helper_main() noexcept
 {
 	std::vector<struct pollfd> fds;
 	std::vector<void *> tags;

@@ -263,7 +263,7 @@ void rc_ep::unread_marks(std::vector<cq_mark> &marks) noexcept
 	for (verbs_cq *q : {tx, rx == tx ? nullptr : rx}) {
 		if (!q)
 			continue;
-		q->drive();
+		q->progress();
 		if (!q->queued())
 			continue;
 		try {

@@ -95,7 +95,7 @@ void verbs_cntr::progress() noexcept
 	{
 		util::lock_guard<util::mutex> lock(feeds_mu_);
 		for (auto &f : feeds_)
-			f.first->drive();
+			f.first->progress();
 	}
 	control_progress_if_due(); /* a spinning reader's share of control progress (eq.h) */
 }
@@ -109,12 +109,12 @@ int verbs_cntr::arm() noexcept
 		for (auto &f : feeds_) {
 			if (!f.second.channel)
 				continue;
-			if (int ret = f.first->arm_events())
+			if (int ret = f.first->arm())
 				return ret;
 		}
 		/* what completed before the arming raised no event: look once more */
 		for (auto &f : feeds_)
-			f.first->drive();
+			f.first->progress();
 	}
 	return poll_cookie() != before ? -FI_EAGAIN : 0;
 }

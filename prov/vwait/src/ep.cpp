@@ -65,7 +65,7 @@ ep::~ep()
 			q->sync();
 	drop_feeds();
 	if (own_cq_) {
-		static_cast<util::sw_cq *>(own_cq_.get())->close_begin(); /* as fi_close does */
+		own_cq_->close_begin(); /* as fi_close does */
 		own_cq_->close_wait();
 		own_cq_.reset();
 	}
