@@ -858,8 +858,9 @@ private:
 			       opt_.members, usec / opt_.iters / 2, cpu / opt_.iters / 2,
 			       bench_reads_empty, bench_reads_full, threads);
 		else
-			printf("SERVER prov=%s mode=%s threads=%d\n", opt_.prov.c_str(),
-			       opt_.mode_name.c_str(), threads);
+			printf("SERVER prov=%s mode=%s threads=%d cpu_us_per_msg=%.2f\n",
+			       opt_.prov.c_str(), opt_.mode_name.c_str(), threads,
+			       cpu / opt_.iters / 2);
 		return 0;
 	}
 

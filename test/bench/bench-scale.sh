@@ -48,7 +48,7 @@ pingpong() {
 		"$bench -p vwait -m $mode -N $n -S 64 -I $iters -W 20 -P $port $RXE_ADDR" >/dev/null 2>&1
 	local lat cpu
 	lat=$(sed -n 's/^RESULT.* lat_us=\([^ ]*\).*/\1/p' "$name.client.log" | head -1)
-	cpu=$(sed -n 's/^RESULT.* cpu_us_per_msg=\([^ ]*\).*/\1/p' "$name.server.log" | head -1)
+	cpu=$(sed -n 's/^SERVER.* cpu_us_per_msg=\([^ ]*\).*/\1/p' "$name.server.log" | head -1)
 	echo "$name mode=$mode N=$n lat_us=${lat:-FAIL} server_cpu_us=${cpu:-FAIL}" >>"$raw"
 	echo "${lat:-nan} ${cpu:-nan}"
 }
