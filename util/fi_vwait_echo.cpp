@@ -531,11 +531,22 @@ int run_client(const options &o)
 		return fi_recv(c.ep, rx_buf(c.index), max_size, fi_mr_desc(mr), 0,
 		               &rx_ctx[c.index]);
 	};
+	/* connections whose send met -FI_EAGAIN (a provider's queue or credits full): sent again
+	 * after the next completions */
+	std::vector<size_t> again;
 	auto send_next = [&](client_conn &c) {
 		fill(tx_buf(c.index), o.size, c.index, c.sent);
-		c.send_busy = true;
-		c.sent++;
-		return fi_send(c.ep, tx_buf(c.index), o.size, fi_mr_desc(mr), 0, &tx_ctx[c.index]);
+		ssize_t sret =
+		    fi_send(c.ep, tx_buf(c.index), o.size, fi_mr_desc(mr), 0, &tx_ctx[c.index]);
+		if (sret == -FI_EAGAIN) {
+			again.push_back(c.index);
+			return static_cast<ssize_t>(0);
+		}
+		if (sret == 0) {
+			c.send_busy = true;
+			c.sent++;
+		}
+		return sret;
 	};
 	do {
 		struct fi_eq_attr ea = {};
@@ -600,6 +611,11 @@ int run_client(const options &o)
 				err = true;
 		size_t done = o.msgs ? 0 : o.conns;
 		while (done < o.conns && !err) {
+			std::vector<size_t> retry;
+			retry.swap(again);
+			for (size_t i : retry)
+				if (failed(static_cast<int>(send_next(cc[i])), "fi_send"))
+					err = true;
 			struct fi_cq_msg_entry e[16];
 			ssize_t n = fi_cq_sread(cq, e, 16, nullptr, cm_timeout_ms);
 			if (n == -FI_EAVAIL) {
@@ -662,6 +678,11 @@ int run_client(const options &o)
 		for (size_t r = 0; r < o.rounds && !err; r++) {
 			for (client_conn &c : cc) {
 				err = failed(post_recv(c), "fi_recv") || failed(send_next(c), "fi_send");
+				if (!err && !again.empty()) {
+					fprintf(stderr, "fi_vwait_echo: round-robin: fi_send: %s\n",
+					        fi_strerror(FI_EAGAIN));
+					err = true;
+				}
 				bool got = false;
 				while (!err && (!got || c.send_busy)) {
 					struct fi_cq_msg_entry e;
