@@ -59,6 +59,12 @@ cd "$work" || exit 1
 raw=$work/raw.txt
 port=7700
 
+# strace_total FILE: the calls column of strace -c's total row (its 4th field: the 5th is the
+# errors column when there are errors, and the first run of this script read that one)
+strace_total() { awk '$NF=="total"{print $4}' "$1" 2>/dev/null; }
+# strace_calls FILE NAME: the calls of one system call in strace -c's table (0: none)
+strace_calls() { awk -v n="$2" '$NF==n{c=$4} END{print c+0}' "$1" 2>/dev/null; }
+
 # pingpong NAME MODE N [WRAP]: one run; prints "lat cpu" (client latency us, server CPU us)
 pingpong() {
 	local name=$1 mode=$2 n=$3 wrap=${4:-}
@@ -99,11 +105,11 @@ has members && for mode in waitset pollset; do
 	declare -A sc=()
 	for n in $ns; do
 		pingpong "strace-$mode-$n" "$mode" "$n" "strace -f -c -o $work/strace-$mode-$n.txt" >/dev/null
-		total=$(awk '$NF=="total"{print $(NF-1)}' "$work/strace-$mode-$n.txt" 2>/dev/null)
+		total=$(strace_total "$work/strace-$mode-$n.txt")
 		sc[$n]=$(awk -v t="${total:-0}" -v r=$((iters + 20)) 'BEGIN{printf "%.1f", t/r}')
 		{
 			echo "== strace -f -c, server, $mode N=$n"
-			head -15 "$work/strace-$mode-$n.txt"
+			cat "$work/strace-$mode-$n.txt"
 		} >>"$raw"
 	done
 	{
@@ -132,7 +138,11 @@ cqrun() {
 	local e
 	e=$(sed 's/.* first_error=//; s/ fds_left=.*//' <<<"$line")
 	echo "desc $* $(field fds_per_cq <<<"$line") $(field set_fds <<<"$line") $(field rss_kb_per_cq <<<"$line") $(field opened <<<"$line")" >>"$dat"
-	echo "$(field fds_per_cq <<<"$line") $(field rss_kb_per_cq <<<"$line") $(field opened <<<"$line") ${e:--}"
+	local f k o
+	f=$(field fds_per_cq <<<"$line")
+	k=$(field rss_kb_per_cq <<<"$line")
+	o=$(field opened <<<"$line")
+	echo "${f:--} ${k:--} ${o:-0} ${e:--}"
 }
 
 has descriptors && {
@@ -171,15 +181,13 @@ stream() {
 	grep -h '^STREAM\|closed: .* arms' "$name.server.log" | tee -a "$raw"
 	grep -q '^STREAM' "$name.server.log" || { echo "== $name failed" >>"$raw"; cat "$name.server.log" "$name.client.log" >>"$raw"; }
 }
-# strace_total FILE: the total of strace -c's calls column
-strace_total() { awk '$NF=="total"{print $(NF-1)}' "$1" 2>/dev/null; }
 
 has streaming && {
 	small=$((stream_n / 10))
 	echo "## Streaming: 64 B at gap 0, receiver in fi_cq_sread (fi_vwait_bench -X 32, $stream_n messages)"
 	echo
-	echo "| receiver | messages/s | CPU us per message | completions | transitions to idle | arms | arms per completion | arms per transition to idle | system calls per message (strace, $stream_n - $small) |"
-	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+	echo "| receiver | messages/s | CPU us per message | completions | transitions to idle | arms | arms per completion | arms per transition to idle | system calls per message (strace, $stream_n - $small) | of which the receiver's own sends | the rest, per message | the rest by call |"
+	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
 	for arm in "vwait sread-fd adaptive" "vwait sread-fd block" "verbs sread-fd -"; do
 		read -r p mode pol <<<"$arm"
 		envs=""
@@ -189,21 +197,33 @@ has streaming && {
 		arms=$(sed -n 's/.*closed: \([0-9]*\) arms.*/\1/p' <<<"$out1" | head -1)
 		comp=$(field completions <<<"$line")
 		idle=$(field idle <<<"$line")
+		declare -A sends=()
 		for k in "$small" "$stream_n"; do
-			stream "strace-$p-$pol-$k" "$p" "$mode" "$k" "strace -f -c -o $work/stream-$p-$pol-$k.txt" \
-				"${envs/FI_LOG_LEVEL=info/}" >/dev/null
+			l=$(stream "strace-$p-$pol-$k" "$p" "$mode" "$k" "strace -f -c -o $work/stream-$p-$pol-$k.txt" \
+				"${envs/FI_LOG_LEVEL=info/}" | grep '^STREAM')
+			# the receiver's sends (grants, the last message): completions - received
+			sends[$k]=$(awk -v c="$(field completions <<<"$l")" -v r="$(field received <<<"$l")" 'BEGIN{print c-r}')
 			echo "== strace -f -c, receiver, $p $pol, $k messages" >>"$raw"
-			head -12 "$work/stream-$p-$pol-$k.txt" >>"$raw" 2>/dev/null
+			cat "$work/stream-$p-$pol-$k.txt" >>"$raw" 2>/dev/null
 		done
-		s1=$(strace_total "$work/stream-$p-$pol-$small.txt")
-		s2=$(strace_total "$work/stream-$p-$pol-$stream_n.txt")
-		sc=$(awk -v a="${s1:-}" -v b="${s2:-}" -v n=$((stream_n - small)) 'BEGIN{if(a==""||b==""){print "-";exit} printf "%.4f", (b-a)/n}')
+		f1=$work/stream-$p-$pol-$small.txt f2=$work/stream-$p-$pol-$stream_n.txt
+		per() { awk -v a="$1" -v b="$2" -v n=$((stream_n - small)) 'BEGIN{if(a==""||b==""){print "-";exit} printf "%.4f", (b-a)/n}'; }
+		s1=$(strace_total "$f1")
+		s2=$(strace_total "$f2")
+		sc=$(per "$s1" "$s2")
+		sd=$(per "${sends[$small]}" "${sends[$stream_n]}")
+		rest=$(awk -v a="$sc" -v b="$sd" 'BEGIN{if(a=="-"||b=="-"){print "-";exit} printf "%.4f", a-b}')
+		bycall=""
+		for call in read write poll ppoll epoll_wait epoll_pwait ioctl timerfd_settime openat futex sched_yield; do
+			d=$(per "$(strace_calls "$f1" "$call")" "$(strace_calls "$f2" "$call")")
+			awk -v d="$d" 'BEGIN{exit !(d+0 >= 0.001 || d+0 <= -0.001)}' && bycall+="$call $d, "
+		done
 		label=$p
 		[ "$pol" != - ] && label="$p $pol"
-		echo "| $label | $(field msgs_per_s <<<"$line") | $(field cpu_us_per_msg <<<"$line") | ${comp:--} | ${idle:--} | ${arms:--} | $(ratio "$arms" "$comp") | $(ratio "$arms" "$idle") | $sc |"
+		echo "| $label | $(field msgs_per_s <<<"$line") | $(field cpu_us_per_msg <<<"$line") | ${comp:--} | ${idle:--} | ${arms:--} | $(ratio "$arms" "$comp") | $(ratio "$arms" "$idle") | $sc | $sd | $rest | ${bycall%, } |"
 	done
 	echo
-	echo "(completions: the receiver's, its grants' send completions included; a transition to idle: fi_cq_read found the CQ empty and fi_cq_sread followed; arms: vwait's ibv_req_notify_cq calls for the CQ, -: upstream verbs does not say.)"
+	echo "(completions: the receiver's, its grants' send completions included; a transition to idle: fi_cq_read found the CQ empty and fi_cq_sread followed; arms: vwait's ibv_req_notify_cq calls for the CQ, -: upstream verbs does not say. System calls: the strace runs' difference per message; on rxe each fi_send is one write(2) (its doorbell), so the receiver's own grants (one per 16 messages) are counted apart; the rest is what receiving and waiting cost. strace slows every system call, so the receiver sleeps less often under it than in the first columns' run.)"
 	echo
 } >>"$out" 2>&1
 
