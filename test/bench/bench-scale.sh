@@ -182,12 +182,23 @@ stream() {
 	grep -q '^STREAM' "$name.server.log" || { echo "== $name failed" >>"$raw"; cat "$name.server.log" "$name.client.log" >>"$raw"; }
 }
 
+# perf_syscalls: "perf stat -e raw_syscalls:sys_enter" works here (tracefs mounted): a count
+# of system calls that does not stop the process at each one, as strace does
+perf_syscalls() {
+	mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null
+	mountpoint -q /sys/kernel/debug || mount -t debugfs nodev /sys/kernel/debug 2>/dev/null
+	perf stat -e raw_syscalls:sys_enter -x, -o "$work/perf-probe.txt" -- true >/dev/null 2>&1 &&
+		grep -q '^[0-9]*,.*raw_syscalls:sys_enter' "$work/perf-probe.txt"
+}
+
 has streaming && {
 	small=$((stream_n / 10))
+	use_perf=0
+	perf_syscalls && use_perf=1
 	echo "## Streaming: 64 B at gap 0, receiver in fi_cq_sread (fi_vwait_bench -X 32, $stream_n messages)"
 	echo
-	echo "| receiver | messages/s | CPU us per message | completions | transitions to idle | arms | arms per completion | arms per transition to idle | system calls per message (strace, $stream_n - $small) | of which the receiver's own sends | the rest, per message | the rest by call |"
-	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+	echo "| receiver | messages/s | CPU us per message | completions | transitions to idle | arms | arms per completion | arms per transition to idle | system calls per message (strace, $stream_n - $small) | of which the receiver's own sends | the rest, per message | the rest by call | the rest per message, perf stat (no strace) |"
+	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"
 	for arm in "vwait sread-fd adaptive" "vwait sread-fd block" "verbs sread-fd -"; do
 		read -r p mode pol <<<"$arm"
 		envs=""
@@ -206,6 +217,17 @@ has streaming && {
 			echo "== strace -f -c, receiver, $p $pol, $k messages" >>"$raw"
 			cat "$work/stream-$p-$pol-$k.txt" >>"$raw" 2>/dev/null
 		done
+		# the same count from perf (no stops), when it works in this guest
+		declare -A pc=() psends=()
+		for k in "$small" "$stream_n"; do
+			[ $use_perf = 1 ] || continue
+			l=$(stream "perf-$p-$pol-$k" "$p" "$mode" "$k" \
+				"perf stat -e raw_syscalls:sys_enter -x, -o $work/perf-$p-$pol-$k.txt --" \
+				"${envs/FI_LOG_LEVEL=info/}" | grep '^STREAM')
+			psends[$k]=$(awk -v c="$(field completions <<<"$l")" -v r="$(field received <<<"$l")" 'BEGIN{print c-r}')
+			pc[$k]=$(awk -F, '/raw_syscalls:sys_enter/{print $1}' "$work/perf-$p-$pol-$k.txt" 2>/dev/null)
+			echo "== perf stat, receiver, $p $pol, $k messages: ${pc[$k]:-?} system calls; $l" >>"$raw"
+		done
 		f1=$work/stream-$p-$pol-$small.txt f2=$work/stream-$p-$pol-$stream_n.txt
 		per() { awk -v a="$1" -v b="$2" -v n=$((stream_n - small)) 'BEGIN{if(a==""||b==""){print "-";exit} printf "%.4f", (b-a)/n}'; }
 		s1=$(strace_total "$f1")
@@ -213,6 +235,12 @@ has streaming && {
 		sc=$(per "$s1" "$s2")
 		sd=$(per "${sends[$small]}" "${sends[$stream_n]}")
 		rest=$(awk -v a="$sc" -v b="$sd" 'BEGIN{if(a=="-"||b=="-"){print "-";exit} printf "%.4f", a-b}')
+		prest="-"
+		if [ $use_perf = 1 ]; then
+			psc=$(per "${pc[$small]:-}" "${pc[$stream_n]:-}")
+			psd=$(per "${psends[$small]:-}" "${psends[$stream_n]:-}")
+			prest=$(awk -v a="$psc" -v b="$psd" 'BEGIN{if(a=="-"||b=="-"){print "-";exit} printf "%.4f (all: %.4f)", a-b, a}')
+		fi
 		bycall=""
 		for call in read write poll ppoll epoll_wait epoll_pwait ioctl timerfd_settime openat futex sched_yield; do
 			d=$(per "$(strace_calls "$f1" "$call")" "$(strace_calls "$f2" "$call")")
@@ -220,7 +248,7 @@ has streaming && {
 		done
 		label=$p
 		[ "$pol" != - ] && label="$p $pol"
-		echo "| $label | $(field msgs_per_s <<<"$line") | $(field cpu_us_per_msg <<<"$line") | ${comp:--} | ${idle:--} | ${arms:--} | $(ratio "$arms" "$comp") | $(ratio "$arms" "$idle") | $sc | $sd | $rest | ${bycall%, } |"
+		echo "| $label | $(field msgs_per_s <<<"$line") | $(field cpu_us_per_msg <<<"$line") | ${comp:--} | ${idle:--} | ${arms:--} | $(ratio "$arms" "$comp") | $(ratio "$arms" "$idle") | $sc | $sd | $rest | ${bycall%, } | $prest |"
 	done
 	echo
 	echo "(completions: the receiver's, its grants' send completions included; a transition to idle: fi_cq_read found the CQ empty and fi_cq_sread followed; arms: vwait's ibv_req_notify_cq calls for the CQ, -: upstream verbs does not say. System calls: the strace runs' difference per message; on rxe each fi_send is one write(2) (its doorbell), so the receiver's own grants (one per 16 messages) are counted apart; the rest is what receiving and waiting cost. strace slows every system call, so the receiver sleeps less often under it than in the first columns' run.)"
