@@ -48,8 +48,10 @@ plot "$tmp/waitset" using 1:4 with linespoints title "wait set: system calls per
 set title "descriptors to wait on N CQs (ulimit -n 1024)"
 set ylabel "descriptors"
 set logscale y 2
+set yrange [1:*]
+set key bottom right
 set arrow from 16,1024 to 16384,1024 nohead dashtype 3
-plot "$tmp/fd-verbs" using 1:2 with linespoints title "verbs: N FI_WAIT_FD CQs", \
+plot "$tmp/fd-verbs" using 1:2 with linespoints linewidth 5 title "verbs: N FI_WAIT_FD CQs", \
      "$tmp/fd-vwait" using 1:2 with linespoints pointsize 2 title "vwait: N FI_WAIT_FD CQs (the last point: the most that opened)", \
      "$tmp/set" using 1:2 with linespoints title "vwait: one wait set of N CQs"
 unset multiplot
