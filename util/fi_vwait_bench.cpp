@@ -47,6 +47,14 @@
  * read(2), leaving the CPUs to the one that runs. Without -G a spinning server backs off
  * between bursts (a 500 us sleep between reads after 2 ms without a message).
  *
+ * -X window (-e msg, sread-* modes): a one-way stream instead of the ping-pong. The client sends
+ * -W + -I messages of -S bytes back to back (gap 0), as fast as the server's credits allow,
+ * polling its CQ; both sides keep window + 1 receives posted; the server reads every completion with
+ * fi_cq_read and, when that finds none (a transition to idle, counted), with fi_cq_sread, and
+ * grants window / 2 credits in one message per window / 2 receives reposted. The server prints
+ * STREAM prov=.. received=.. completions=.. idle=.. cpu_us_per_msg=.. msgs_per_s=.. (its
+ * counts over the whole stream, warmup included; the rate and CPU over the -I messages).
+ *
  * Uses the public libfabric API only. Exit status 0 on success, 1 on any error, 2 on usage,
  * 3 when the provider does not support the mode (e.g. a wait object it refuses). */
 #include "vwait/fi_deprecated.h"
@@ -135,6 +143,7 @@ struct options {
 	std::string port = "7471";
 	std::string server; /* empty: be the server */
 	int cm_wait_s = 30; /* -C: how long each side waits for a connection event */
+	int window = 0;     /* -X: a one-way stream with this many receives posted; 0: none */
 };
 
 struct mode_desc {
@@ -220,7 +229,8 @@ void usage()
 	    stderr,
 	    "usage: fi_vwait_bench [-p provider] [-e msg|rdm] [-m mode] [-S size] "
 	    "[-I iterations] [-W warmup] [-N set members] [-T think,... [-B us]] [-D] "
-	    "[-R bursts [-G go_fifo,done_fifo]] [-C seconds] [-P port] [server address]\nmodes:\n");
+	    "[-R bursts [-G go_fifo,done_fifo]] [-X window] [-C seconds] [-P port] [server "
+	    "address]\nmodes:\n");
 	for (const mode_desc &m : modes)
 		fprintf(stderr, "  %-13s %s\n", m.name, m.what);
 }
@@ -825,8 +835,141 @@ private:
 		return 0;
 	}
 
+	/* -X: reposts slot i of the stream's receive buffers (i == window: rbuf_) */
+	int stream_repost(size_t i)
+	{
+		if (i == stream_ctx_.size())
+			return post_recv();
+		for (;;) {
+			ssize_t ret = vwait_bench_recv(ep_, &stream_buf_[i * opt_.size], opt_.size,
+			                               fi_mr_desc(stream_mr_), FI_ADDR_UNSPEC,
+			                               &stream_ctx_[i]);
+			if (ret != -FI_EAGAIN)
+				return static_cast<int>(ret);
+		}
+	}
+
+	/* -X: the slot of a receive's context (window: rbuf_'s) */
+	size_t stream_slot(void *ctx) const
+	{
+		if (ctx == &rctx_)
+			return stream_ctx_.size();
+		return static_cast<size_t>(static_cast<struct fi_context *>(ctx) -
+		                           stream_ctx_.data());
+	}
+
+	/* -X, the server: one completion, from fi_cq_read, or from fi_cq_sread once the CQ is
+	 * found empty (counted in *idle) */
+	int stream_wait(struct fi_cq_entry *e, unsigned long long *idle)
+	{
+		ssize_t n = vwait_bench_cq_read(cq_, e, 1);
+		if (n == -FI_EAGAIN) {
+			++*idle;
+			do
+				n = fi_cq_sread(cq_, e, 1, nullptr, -1);
+			while (n == -FI_EAGAIN);
+		}
+		if (n == 1)
+			return 0;
+		if (n == -FI_EAVAIL) {
+			struct fi_cq_err_entry err = {};
+			fi_cq_readerr(cq_, &err, 0);
+			fprintf(stderr, "completion error: %s\n", fi_strerror(err.err));
+			return -err.err;
+		}
+		fprintf(stderr, "fi_cq_sread: %s\n", fi_strerror(static_cast<int>(-n)));
+		return n < 0 ? static_cast<int>(n) : -FI_EOTHER;
+	}
+
+	/* -X: the one-way stream (see the header): credits in grants of window / 2; the client
+	 * counts the server's messages, the last of which says that everything came */
+	int stream_run()
+	{
+		const bool client = !opt_.server.empty();
+		const size_t w = static_cast<size_t>(opt_.window), grant = std::max<size_t>(w / 2, 1);
+		const unsigned long long total =
+		    static_cast<unsigned long long>(opt_.warmup) + opt_.iters;
+		stream_buf_.assign(w * opt_.size, 0);
+		stream_ctx_.assign(w, fi_context{});
+		FI_CALL(fi_mr_reg(domain_, stream_buf_.data(), stream_buf_.size(), FI_RECV, 0, 2, 0,
+		                  &stream_mr_, nullptr));
+		for (size_t i = 0; i < w; i++)
+			FI_CALL(stream_repost(i));
+		if (client) {
+			/* the server's messages: the first grant (the window), one grant per grant
+			 * receives but the last, the last message; their receives are the slots */
+			const unsigned long long expected = 2 + (total - 1) / grant;
+			unsigned long long sent = 0, sends_done = 0, got = 0;
+			size_t credits = 0;
+			while (got < expected || sends_done < sent) {
+				while (credits > 0 && sent < total) {
+					FI_CALL(post_send());
+					credits--;
+					sent++;
+				}
+				struct fi_cq_entry e = {};
+				ssize_t n = vwait_bench_cq_read(cq_, &e, 1);
+				if (n == -FI_EAGAIN)
+					continue;
+				if (n != 1) {
+					fprintf(stderr, "client: reading the CQ: %s\n",
+					        fi_strerror(static_cast<int>(-n)));
+					return n < 0 ? static_cast<int>(n) : -FI_EOTHER;
+				}
+				if (e.op_context == &sctx_) {
+					sends_done++;
+					continue;
+				}
+				credits += got++ == 0 ? w : grant;
+				FI_CALL(stream_repost(stream_slot(e.op_context)));
+			}
+			printf("RESULT prov=%s mode=stream size=%zu iters=%d window=%zu sent=%llu\n",
+			       opt_.prov.c_str(), opt_.size, opt_.iters, w, sent);
+			return 0;
+		}
+		FI_CALL(post_send()); /* the first grant: the whole window */
+		unsigned long long received = 0, completions = 0, idle = 0, idle0 = 0, sends = 1,
+		                   sends_done = 0;
+		size_t since_grant = 0;
+		double cpu0 = 0;
+		std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+		while (received < total || sends_done < sends) {
+			if (received == static_cast<unsigned long long>(opt_.warmup) && cpu0 == 0) {
+				cpu0 = cpu_now_us();
+				t0 = std::chrono::steady_clock::now();
+				idle0 = idle;
+			}
+			struct fi_cq_entry e = {};
+			FI_CALL(stream_wait(&e, &idle));
+			completions++;
+			if (e.op_context == &sctx_) {
+				sends_done++;
+				continue;
+			}
+			received++;
+			FI_CALL(stream_repost(stream_slot(e.op_context)));
+			if (received == total || ++since_grant == grant) {
+				since_grant = 0; /* a grant, or the last message */
+				FI_CALL(post_send());
+				sends++;
+			}
+		}
+		const double usec = std::chrono::duration<double, std::micro>(
+		                        std::chrono::steady_clock::now() - t0)
+		                        .count();
+		const double cpu = cpu_now_us() - cpu0;
+		printf("STREAM prov=%s mode=%s size=%zu window=%zu received=%llu completions=%llu "
+		       "idle=%llu idle_measured=%llu cpu_us_per_msg=%.2f msgs_per_s=%.0f\n",
+		       opt_.prov.c_str(), opt_.mode_name.c_str(), opt_.size, w, received,
+		       completions, idle, idle - idle0, cpu / opt_.iters,
+		       opt_.iters / usec * 1e6);
+		return 0;
+	}
+
 	int pingpong()
 	{
+		if (opt_.window)
+			return stream_run();
 		if (!opt_.thinks.empty())
 			return think_run();
 		if (opt_.bursts)
@@ -858,8 +1001,9 @@ private:
 			       opt_.members, usec / opt_.iters / 2, cpu / opt_.iters / 2,
 			       bench_reads_empty, bench_reads_full, threads);
 		else
-			printf("SERVER prov=%s mode=%s threads=%d\n", opt_.prov.c_str(),
-			       opt_.mode_name.c_str(), threads);
+			printf("SERVER prov=%s mode=%s threads=%d cpu_us_per_msg=%.2f\n",
+			       opt_.prov.c_str(), opt_.mode_name.c_str(), threads,
+			       cpu / opt_.iters / 2);
 		return 0;
 	}
 
@@ -964,6 +1108,8 @@ private:
 			fi_close(&mr_->fid);
 		if (rmr_)
 			fi_close(&rmr_->fid);
+		if (stream_mr_)
+			fi_close(&stream_mr_->fid);
 		if (pollset_) {
 			if (cq_)
 				fi_sets::poll_del(pollset_, &cq_->fid, 0);
@@ -1020,12 +1166,16 @@ private:
 	std::chrono::steady_clock::time_point idle_since_; /* -R: when that run reached 256 */
 	std::vector<char> buf_, rbuf_;
 	struct fi_context sctx_ = {}, rctx_ = {};
+	/* -X: receive slots (the server's messages on the client) */
+	std::vector<char> stream_buf_;
+	std::vector<struct fi_context> stream_ctx_;
+	struct fid_mr *stream_mr_ = nullptr;
 };
 
 bool parse(int argc, char **argv, options *o)
 {
 	int c;
-	while ((c = getopt(argc, argv, "p:e:m:S:I:P:W:N:T:B:R:G:C:Dh")) != -1) {
+	while ((c = getopt(argc, argv, "p:e:m:S:I:P:W:N:T:B:R:G:C:X:Dh")) != -1) {
 		switch (c) {
 		case 'p':
 			o->prov = optarg;
@@ -1092,6 +1242,11 @@ bool parse(int argc, char **argv, options *o)
 		case 'D':
 			o->data_first = true;
 			break;
+		case 'X':
+			o->window = atoi(optarg);
+			if (o->window < 2 || o->window > 48)
+				return false;
+			break;
 		case 'R':
 			o->bursts = atoi(optarg);
 			if (o->bursts <= 0)
@@ -1119,6 +1274,11 @@ bool parse(int argc, char **argv, options *o)
 	}
 	if (o->bursts && (o->how == mode::empty_read || !o->thinks.empty())) {
 		fprintf(stderr, "-R: not with empty-read, no -T\n");
+		return false;
+	}
+	if (o->window && (o->rdm || o->bursts || !o->thinks.empty() ||
+	                  (o->server.empty() && o->how != mode::sread) || o->size == 0)) {
+		fprintf(stderr, "-X: -e msg, sread-* modes on the server, -S >= 1, no -R or -T\n");
 		return false;
 	}
 	if (!o->go_fifo.empty() && !o->bursts) {

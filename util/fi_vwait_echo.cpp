@@ -4,7 +4,8 @@
  * application's own epoll set beside its timers and signals.
  *
  *   server: fi_vwait_echo [-p PROV] [-P PORT] [-T SECONDS] [-q] -s ADDR
- *   client: fi_vwait_echo [-p PROV] [-P PORT] -c CONNS [-m MSGS] [-S SIZE] [-H SECONDS] ADDR
+ *   client: fi_vwait_echo [-p PROV] [-P PORT] -c CONNS [-m MSGS] [-S SIZE] [-R ROUNDS]
+ *                         [-H SECONDS] ADDR
  *
  * Server: one thread and one epoll set holding
  *   - the descriptor of the EQ of its passive endpoint (FI_WAIT_FD, fi_control(FI_GETWAIT)),
@@ -21,7 +22,10 @@
  *
  * Client: CONNS connections (default 1) opened from one thread, MSGS messages (default 10) of
  * SIZE bytes (default 64, at most 4096) on each, one in flight per connection and all
- * connections at once; each reply is checked byte by byte. -H holds the connections open and
+ * connections at once; each reply is checked byte by byte. Prints how long connecting took
+ * ("client: C connections up in S s"). -R then sends ROUNDS rounds round-robin, one message
+ * in flight in all: each connection in turn sends one and waits for its reply, and the mean
+ * round trip is printed ("client: round-robin ... us per round trip"). -H holds the connections open and
  * idle for SECONDS before they are shut down (to measure an idle server). Prints
  * "client: C connections, R replies verified".
  *
@@ -68,6 +72,7 @@ struct options {
 	size_t msgs = 10;
 	size_t size = 64;
 	int hold_s = 0;
+	size_t rounds = 0; /* -R: round-robin rounds after the all-at-once messages */
 };
 
 uint32_t api_version()
@@ -526,11 +531,22 @@ int run_client(const options &o)
 		return fi_recv(c.ep, rx_buf(c.index), max_size, fi_mr_desc(mr), 0,
 		               &rx_ctx[c.index]);
 	};
+	/* connections whose send met -FI_EAGAIN (a provider's queue or credits full): sent again
+	 * after the next completions */
+	std::vector<size_t> again;
 	auto send_next = [&](client_conn &c) {
 		fill(tx_buf(c.index), o.size, c.index, c.sent);
-		c.send_busy = true;
-		c.sent++;
-		return fi_send(c.ep, tx_buf(c.index), o.size, fi_mr_desc(mr), 0, &tx_ctx[c.index]);
+		ssize_t sret =
+		    fi_send(c.ep, tx_buf(c.index), o.size, fi_mr_desc(mr), 0, &tx_ctx[c.index]);
+		if (sret == -FI_EAGAIN) {
+			again.push_back(c.index);
+			return static_cast<ssize_t>(0);
+		}
+		if (sret == 0) {
+			c.send_busy = true;
+			c.sent++;
+		}
+		return sret;
 	};
 	do {
 		struct fi_eq_attr ea = {};
@@ -584,13 +600,22 @@ int run_client(const options &o)
 		}
 		if (err)
 			break;
-		printf("client: %zu connections up\n", up);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		const double up_s = static_cast<double>(t1.tv_sec - t0.tv_sec) +
+		                    static_cast<double>(t1.tv_nsec - t0.tv_nsec) / 1e9;
+		printf("client: %zu connections up in %.3f s (%.1f per s)\n", up, up_s,
+		       up_s > 0 ? static_cast<double>(up) / up_s : 0.0);
 		fflush(stdout);
 		for (client_conn &c : cc)
 			if (o.msgs && failed(send_next(c), "fi_send"))
 				err = true;
 		size_t done = o.msgs ? 0 : o.conns;
 		while (done < o.conns && !err) {
+			std::vector<size_t> retry;
+			retry.swap(again);
+			for (size_t i : retry)
+				if (failed(static_cast<int>(send_next(cc[i])), "fi_send"))
+					err = true;
 			struct fi_cq_msg_entry e[16];
 			ssize_t n = fi_cq_sread(cq, e, 16, nullptr, cm_timeout_ms);
 			if (n == -FI_EAVAIL) {
@@ -635,6 +660,72 @@ int run_client(const options &o)
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 		double s = static_cast<double>(t1.tv_sec - t0.tv_sec) +
 		           static_cast<double>(t1.tv_nsec - t0.tv_nsec) / 1e9;
+		/* -R: each connection in turn, one message in flight; first the completions of
+		 * the last sends, whose replies may have come before them */
+		for (client_conn &c : cc) {
+			while (o.rounds && !err && c.send_busy) {
+				struct fi_cq_msg_entry e;
+				ssize_t n = fi_cq_sread(cq, &e, 1, nullptr, cm_timeout_ms);
+				if (n != 1 || !(e.flags & FI_SEND)) {
+					fprintf(stderr, "fi_vwait_echo: waiting for the last sends\n");
+					err = true;
+					break;
+				}
+				auto *ctx = static_cast<struct fi_context *>(e.op_context);
+				cc[static_cast<size_t>(ctx - tx_ctx.data())].send_busy = false;
+			}
+		}
+		for (size_t r = 0; r < o.rounds && !err; r++) {
+			for (client_conn &c : cc) {
+				err = failed(post_recv(c), "fi_recv") || failed(send_next(c), "fi_send");
+				if (!err && !again.empty()) {
+					fprintf(stderr, "fi_vwait_echo: round-robin: fi_send: %s\n",
+					        fi_strerror(FI_EAGAIN));
+					err = true;
+				}
+				bool got = false;
+				while (!err && (!got || c.send_busy)) {
+					struct fi_cq_msg_entry e;
+					ssize_t n = fi_cq_sread(cq, &e, 1, nullptr, cm_timeout_ms);
+					if (n != 1) {
+						failed(n < 0 ? static_cast<int>(n) : -FI_EOTHER,
+						       "fi_cq_sread (round-robin)");
+						err = true;
+						break;
+					}
+					auto *ctx = static_cast<struct fi_context *>(e.op_context);
+					if (ctx == &tx_ctx[c.index]) {
+						c.send_busy = false;
+					} else if (ctx == &rx_ctx[c.index]) {
+						got = true;
+						if (e.len == o.size &&
+						    matches(rx_buf(c.index), o.size, c.index, c.replied))
+							verified++;
+						else
+							wrong++;
+						c.replied++;
+					} else {
+						fprintf(stderr, "fi_vwait_echo: round-robin: a "
+						                "completion of another connection\n");
+						err = true;
+					}
+				}
+				if (err)
+					break;
+			}
+		}
+		if (err)
+			break;
+		if (o.rounds) {
+			struct timespec t2;
+			clock_gettime(CLOCK_MONOTONIC, &t2);
+			const double rr_s = static_cast<double>(t2.tv_sec - t1.tv_sec) +
+			                    static_cast<double>(t2.tv_nsec - t1.tv_nsec) / 1e9;
+			printf("client: round-robin %zu rounds over %zu connections, %.1f us per "
+			       "round trip\n",
+			       o.rounds, o.conns,
+			       rr_s * 1e6 / static_cast<double>(o.rounds * o.conns));
+		}
 		printf("client: %zu connections, %zu replies verified, %zu wrong, %.2f s\n",
 		       o.conns, verified, wrong, s);
 		fflush(stdout);
@@ -644,7 +735,7 @@ int run_client(const options &o)
 			fflush(stdout);
 			sleep(static_cast<unsigned>(o.hold_s));
 		}
-		ok = wrong == 0 && verified == o.conns * o.msgs;
+		ok = wrong == 0 && verified == o.conns * (o.msgs + o.rounds);
 	} while (false);
 	for (client_conn &c : cc) {
 		if (c.ep && c.connected)
@@ -664,7 +755,7 @@ int usage()
 {
 	fprintf(stderr, "usage: fi_vwait_echo [-p PROV] [-P PORT] [-T SECONDS] [-q] -s ADDR\n"
 	                "       fi_vwait_echo [-p PROV] [-P PORT] -c CONNS [-m MSGS] [-S SIZE] "
-	                "[-H SECONDS] ADDR\n");
+	                "[-R ROUNDS] [-H SECONDS] ADDR\n");
 	return 2;
 }
 
@@ -674,7 +765,7 @@ int main(int argc, char **argv)
 {
 	options o;
 	int opt;
-	while ((opt = getopt(argc, argv, "p:P:T:qs:c:m:S:H:h")) != -1) {
+	while ((opt = getopt(argc, argv, "p:P:T:qs:c:m:S:R:H:h")) != -1) {
 		switch (opt) {
 		case 'p':
 			o.prov = optarg;
@@ -700,6 +791,9 @@ int main(int argc, char **argv)
 			break;
 		case 'S':
 			o.size = strtoul(optarg, nullptr, 0);
+			break;
+		case 'R':
+			o.rounds = strtoul(optarg, nullptr, 0);
 			break;
 		case 'H':
 			o.hold_s = atoi(optarg);

@@ -53,6 +53,8 @@ public:
 	bool armed() const noexcept;
 	/* Events read from the channel for this CQ so far (tests, statistics). */
 	uint64_t events() const noexcept;
+	/* ibv_req_notify_cq calls made for this CQ so far (statistics). */
+	uint64_t arms() const noexcept;
 
 	/* Acks every event read so far; then nothing of this CQ is left unacked unless another
 	 * thread is draining right now. Call before ibv_destroy_cq, after begin_close(). */
@@ -77,6 +79,7 @@ private:
 	mutable util::mutex mu_{lock_level::cq_events};
 	unsigned unacked_ VWAIT_GUARDED_BY(mu_) = 0;
 	uint64_t events_ VWAIT_GUARDED_BY(mu_) = 0;
+	uint64_t arms_ VWAIT_GUARDED_BY(mu_) = 0;
 	bool armed_ VWAIT_GUARDED_BY(mu_) = false;
 	bool closing_ VWAIT_GUARDED_BY(mu_) = false;
 };

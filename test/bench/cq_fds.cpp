@@ -8,7 +8,8 @@
  *   cq_fds -p vwait|verbs [-w fd|unspec|set|none] [-N count] [-s cq size]
  *
  * RESULT prov=.. wait=.. asked=N opened=M fds_per_cq=.. rss_kb_per_cq=.. first_error=..
- * fds_left=.. (descriptors after closing everything, against those before the first CQ).
+ * fds_left=.. (descriptors after closing everything, against those before the first CQ)
+ * set_fds=.. (-w set: the descriptors the wait set itself holds).
  * Exit 0 when every CQ opened or a limit stopped it with a clear error, 1 on anything else. */
 #include "proc_self.h"
 #include "vwait/fi_deprecated.h"
@@ -89,6 +90,7 @@ int main(int argc, char **argv)
 	struct fid_fabric *fabric = nullptr;
 	struct fid_domain *domain = nullptr;
 	struct fid_wait *set = nullptr;
+	int set_fds = 0;
 	if ((ret = fi_fabric(info->fabric_attr, &fabric, nullptr)) ||
 	    (ret = fi_domain(fabric, info, &domain, nullptr))) {
 		fprintf(stderr, "fi_fabric/fi_domain: %s\n", fi_strerror(-ret));
@@ -97,11 +99,13 @@ int main(int argc, char **argv)
 	if (obj == FI_WAIT_SET) {
 		struct fi_wait_attr wa = {};
 		wa.wait_obj = FI_WAIT_FD;
+		set_fds = -proc_open_fds();
 		if ((ret = fi_sets::wait_open(fabric, &wa, &set))) {
 			printf("RESULT prov=%s wait=%s asked=%d opened=0 first_error=%s\n",
 			       prov.c_str(), wait.c_str(), n, fi_strerror(-ret));
 			return 0;
 		}
+		set_fds += proc_open_fds();
 	}
 	/* a descriptor kept spare, closed before counting: a run that ends at the descriptor
 	 * limit can still open /proc/self/fd */
@@ -142,9 +146,10 @@ int main(int argc, char **argv)
 	double per = opened ? static_cast<double>(fds1 - fds0) / static_cast<double>(opened) : 0;
 	double kb = opened ? static_cast<double>(rss1 - rss0) / static_cast<double>(opened) : 0;
 	printf("RESULT prov=%s wait=%s asked=%d opened=%zu fds_per_cq=%.2f rss_kb_per_cq=%.1f "
-	       "first_error=%s fds_left=%d close_errors=%d\n",
+	       "first_error=%s fds_left=%d close_errors=%d set_fds=%d\n",
 	       prov.c_str(), wait.c_str(), n, opened, per, kb,
-	       first_error ? fi_strerror(-first_error) : "none", fds2 - fds0, close_errors);
+	       first_error ? fi_strerror(-first_error) : "none", fds2 - fds0, close_errors,
+	       set_fds);
 	if (set)
 		fi_close(&set->fid);
 	fi_close(&domain->fid);

@@ -26,6 +26,7 @@ int cq_events::arm() noexcept
 		return ret;
 	}
 	armed_ = true;
+	arms_++;
 	return 0;
 }
 
@@ -39,6 +40,12 @@ uint64_t cq_events::events() const noexcept
 {
 	util::lock_guard<util::mutex> lock(mu_);
 	return events_;
+}
+
+uint64_t cq_events::arms() const noexcept
+{
+	util::lock_guard<util::mutex> lock(mu_);
+	return arms_;
 }
 
 void cq_events::event_read() noexcept

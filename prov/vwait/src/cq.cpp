@@ -286,6 +286,10 @@ void verbs_cq::close_begin() noexcept
 		return;
 	begin_close();
 	ack_all();
+	/* statistics: make bench-scale's streaming section reads this line (FI_LOG_LEVEL=info) */
+	FI_INFO(&prov, FI_LOG_CQ, "CQ %p closed: %llu arms, %llu channel events\n",
+	        static_cast<void *>(this), static_cast<unsigned long long>(arms()),
+	        static_cast<unsigned long long>(events()));
 	hw_.reset(); /* waits for any ack a draining thread still owes */
 	channel_->cq_removed();
 	channel = std::move(channel_);
