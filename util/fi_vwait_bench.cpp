@@ -49,8 +49,8 @@
  *
  * -X window (-e msg, sread-* modes): a one-way stream instead of the ping-pong. The client sends
  * -W + -I messages of -S bytes back to back (gap 0), as fast as the server's credits allow,
- * polling its CQ; both sides keep window + 1 receives posted; the server reads every completion with
- * fi_cq_read and, when that finds none (a transition to idle, counted), with fi_cq_sread, and
+ * polling its CQ; both sides keep window + 1 receives posted; the server reads every completion
+ * with fi_cq_read and, when that finds none (a transition to idle, counted), with fi_cq_sread, and
  * grants window / 2 credits in one message per window / 2 receives reposted. The server prints
  * STREAM prov=.. received=.. completions=.. idle=.. cpu_us_per_msg=.. msgs_per_s=.. (its
  * counts over the whole stream, warmup included; the rate and CPU over the -I messages).
@@ -225,12 +225,11 @@ void think(int us)
 
 void usage()
 {
-	fprintf(
-	    stderr,
-	    "usage: fi_vwait_bench [-p provider] [-e msg|rdm] [-m mode] [-S size] "
-	    "[-I iterations] [-W warmup] [-N set members] [-T think,... [-B us]] [-D] "
-	    "[-R bursts [-G go_fifo,done_fifo]] [-X window] [-C seconds] [-P port] [server "
-	    "address]\nmodes:\n");
+	fprintf(stderr,
+	        "usage: fi_vwait_bench [-p provider] [-e msg|rdm] [-m mode] [-S size] "
+	        "[-I iterations] [-W warmup] [-N set members] [-T think,... [-B us]] [-D] "
+	        "[-R bursts [-G go_fifo,done_fifo]] [-X window] [-C seconds] [-P port] [server "
+	        "address]\nmodes:\n");
 	for (const mode_desc &m : modes)
 		fprintf(stderr, "  %-13s %s\n", m.name, m.what);
 }
@@ -886,7 +885,8 @@ private:
 	int stream_run()
 	{
 		const bool client = !opt_.server.empty();
-		const size_t w = static_cast<size_t>(opt_.window), grant = std::max<size_t>(w / 2, 1);
+		const size_t w = static_cast<size_t>(opt_.window),
+		             grant = std::max<size_t>(w / 2, 1);
 		const unsigned long long total =
 		    static_cast<unsigned long long>(opt_.warmup) + opt_.iters;
 		stream_buf_.assign(w * opt_.size, 0);
@@ -923,8 +923,9 @@ private:
 				credits += got++ == 0 ? w : grant;
 				FI_CALL(stream_repost(stream_slot(e.op_context)));
 			}
-			printf("RESULT prov=%s mode=stream size=%zu iters=%d window=%zu sent=%llu\n",
-			       opt_.prov.c_str(), opt_.size, opt_.iters, w, sent);
+			printf(
+			    "RESULT prov=%s mode=stream size=%zu iters=%d window=%zu sent=%llu\n",
+			    opt_.prov.c_str(), opt_.size, opt_.iters, w, sent);
 			return 0;
 		}
 		FI_CALL(post_send()); /* the first grant: the whole window */
@@ -954,15 +955,14 @@ private:
 				sends++;
 			}
 		}
-		const double usec = std::chrono::duration<double, std::micro>(
-		                        std::chrono::steady_clock::now() - t0)
-		                        .count();
+		const double usec =
+		    std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+		        .count();
 		const double cpu = cpu_now_us() - cpu0;
 		printf("STREAM prov=%s mode=%s size=%zu window=%zu received=%llu completions=%llu "
 		       "idle=%llu idle_measured=%llu cpu_us_per_msg=%.2f msgs_per_s=%.0f\n",
 		       opt_.prov.c_str(), opt_.mode_name.c_str(), opt_.size, w, received,
-		       completions, idle, idle - idle0, cpu / opt_.iters,
-		       opt_.iters / usec * 1e6);
+		       completions, idle, idle - idle0, cpu / opt_.iters, opt_.iters / usec * 1e6);
 		return 0;
 	}
 
