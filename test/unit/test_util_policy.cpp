@@ -161,7 +161,7 @@ void test_learner(void **)
 }
 
 /* W on fake samples: the median sleep path (arm + drain) plus the median wake-up latency, the
- * budget twice W under the cap, the process's W for a learner that has not slept, the
+ * budget W under the cap, the process's W for a learner that has not slept, the
  * calibration timer's cadence, and waits short or long against that budget. */
 void test_learner_wake_cost(void **)
 {
@@ -185,8 +185,8 @@ void test_learner_wake_cost(void **)
 	assert_true(a.own_wake().known(fake_now()));
 	assert_int_equal(a.wake_cost_ns(), 40000);
 	assert_int_equal(proc.cost_ns(fake_now()), 40000);
-	assert_true(a.spin_budget() == d(80));
-	assert_true(a.budget(outside) == d(80));
+	assert_true(a.spin_budget() == d(40));
+	assert_true(a.budget(outside) == d(40));
 	/* once known, a calibration when the newest wake-up sample is calib_interval_ms old, due
 	 * half-way into sleeps like the recent ones */
 	for (int i = 0; i < 100; i++)
@@ -197,19 +197,19 @@ void test_learner_wake_cost(void **)
 	a.record_wake(us(25));
 	assert_true(a.calibration() == clock::duration::zero());
 	/* the cap bounds the budget */
-	spin_learner capped({wait_policy_kind::adaptive, 60, &in});
-	assert_true(capped.budget(outside) == d(60)); /* W from the process: 2W = 80 > 60 */
+	spin_learner capped({wait_policy_kind::adaptive, 30, &in});
+	assert_true(capped.budget(outside) == d(30)); /* W from the process: 40 > 30 */
 	/* a learner that has not slept takes the process's W */
 	spin_learner fresh({wait_policy_kind::adaptive, 1000, &in});
 	assert_int_equal(fresh.wake_cost_ns(), 40000);
-	assert_true(fresh.budget(outside) == d(80));
-	/* waits of 70 us are short against 80: spinning goes on */
+	assert_true(fresh.budget(outside) == d(40));
+	/* waits of 35 us are short against 40: spinning goes on */
 	for (int i = 0; i < 20; i++)
-		a.record(us(70), true);
+		a.record(us(35), true);
 	assert_true(a.score() >= spin_learner::score_one / 2);
-	/* waits of 100 us are long: it stops spinning (probes aside) */
+	/* waits of 60 us are long (past W, if short of 2W): it stops spinning (probes aside) */
 	for (int i = 0; i < 20; i++)
-		a.record(us(100), true);
+		a.record(us(60), true);
 	assert_true(a.score() < spin_learner::score_one / 2);
 	/* a slower machine: wake-ups of 200 us make waits of 100 us short again */
 	for (int i = 0; i < 8; i++)
@@ -220,7 +220,7 @@ void test_learner_wake_cost(void **)
 		a.record(us(100), true);
 	}
 	assert_true(a.score() >= spin_learner::score_one / 2);
-	assert_true(a.budget(outside) == d(430));
+	assert_true(a.budget(outside) == d(215));
 	/* block and fixed measure nothing */
 	vwait::util::wake_stats none;
 	const policy_inputs in2{spin_learner::wall_ms_now, never_short, &none, fake_now};
@@ -249,7 +249,7 @@ void test_estimator_warmup(void **)
 	assert_int_equal(a.own_wake().path_samples(), 3);
 	assert_int_equal(a.wake_cost_ns(), 40000);
 	assert_int_equal(proc.cost_ns(fake_now()), 40000);
-	assert_true(a.budget(outside) == d(80));
+	assert_true(a.budget(outside) == d(40));
 	/* a second waiter warms up on its own: its first sleeps move neither W */
 	spin_learner b({wait_policy_kind::adaptive, 1000, &in});
 	warm_up(b);
@@ -279,7 +279,7 @@ void test_estimator_ageing(void **)
 	fake_ms.store(t0 + 1000); /* a second: sample_max_age_ms */
 	assert_int_equal(a.wake_cost_ns(), 40000);
 	assert_int_equal(proc.cost_ns(fake_now()), 40000);
-	assert_true(a.budget(outside) == d(80));
+	assert_true(a.budget(outside) == d(40));
 	/* no sleep for another second: no W at all, for the waiter or for the process (fi_info
 	 * says "not measured yet" rather than an old figure) */
 	advance_ms(1000);
@@ -316,7 +316,7 @@ void test_estimator_outlier(void **)
 	/* two outliers of four: the lower median is still a real one */
 	a.record_wake(us(10000));
 	assert_int_equal(a.wake_cost_ns(), 40000);
-	assert_true(a.budget(outside) == d(80));
+	assert_true(a.budget(outside) == d(40));
 	/* the window alone */
 	sample_window w;
 	w.push(10000000, 7);
@@ -349,14 +349,16 @@ void test_fallback_budget(void **)
 	assert_int_equal(a.wake_cost_ns(), 0);
 	assert_true(a.budget(outside) == d(vwait::util::default_spin_us));
 	a.record_wake(us(400));
-	assert_true(a.budget(outside) == d(1000)); /* 2 x 800, capped */
+	assert_true(a.budget(outside) == d(800)); /* W = 400 + 400 */
 }
 
-/* A fake busy CPU: runnable counts fed to a cpu_gauge of 2 CPUs. One ping-pong (2 spinners and
- * a kernel worker now and then) is no shortage; K = 3 pairs spinning (6) is one at once, and
- * it stays one while they all block (3: one side of each pair runs), so that they behave like
- * block rather than spinning again as soon as the first snapshot finds them asleep; it ends
- * when the load goes. A learner reading the gauge arms at once while it says so. */
+/* A fake busy CPU: samples of one thread's time on a CPU and time runnable without one, each
+ * over 10 ms, fed to a cpu_gauge. One ping-pong on 2 CPUs (spinning: a kernel worker takes a
+ * CPU now and then; blocking: a wake-up waits a little) is no shortage; K = 3 pairs spinning on
+ * 2 CPUs (each runnable thread waits two thirds of its time) is one at once, and it stays one
+ * while they all block (a wake-up queues behind the others: a third of the runnable time),
+ * also through a share between the two thresholds; it ends when the load goes. A learner
+ * reading the gauge arms at once while it says so, probes included. */
 cpu_gauge *test_gauge;
 bool gauge_short() noexcept
 {
@@ -365,52 +367,62 @@ bool gauge_short() noexcept
 
 void test_cpu_gauge(void **)
 {
-	cpu_gauge g(2);
+	cpu_gauge g;
 	test_gauge = &g;
 	const policy_inputs in{spin_learner::wall_ms_now, gauge_short, nullptr, fake_now};
 	spin_learner a({wait_policy_kind::adaptive, 1000, &in});
 	assert_true(g.mean256() < 0);
-	const int k1[] = {2, 2, 3, 2, 2, 3, 2, 2, 3, 2};
+	/* one pair, spinning then blocking: (us on a CPU, us waiting for one) per sample */
+	const long k1[][2] = {{10000, 0}, {9800, 200}, {10000, 0}, {9500, 500}, {2000, 100},
+	                      {1500, 150}, {2500, 0}, {9000, 1000}};
 	long most = 0;
+	int n = 0;
 	for (int round = 0; round < 20; round++)
-		for (int r : k1) {
-			assert_false(g.feed(r));
+		for (const auto &s : k1) {
+			assert_false(g.feed(s[0] * 1000, s[1] * 1000));
 			most = std::max(most, g.mean256());
 		}
-	print_message("one pair: mean at most %.2f runnable on 2 CPUs\n", most / 256.0);
+	print_message("one pair: mean share at most %ld/256 waiting for a CPU\n", most);
 	assert_true(a.budget(outside) == d(vwait::util::default_spin_us));
-	/* three pairs spinning: short at the first snapshot of 6 */
-	assert_true(g.feed(6));
+	/* three pairs spinning: short within 3 samples */
+	n = 0;
+	while (!g.feed(3300000, 6700000))
+		n++;
+	assert_true(n < 3);
 	assert_true(a.budget(outside) == clock::duration::zero());
 	assert_true(a.budget(inside) == clock::duration::zero()); /* probes too */
-	/* all blocking now: 3 runnable, for a second of snapshots: still short */
+	/* all blocking now: a third of the runnable time queued, for a second: still short */
 	for (int i = 0; i < 100; i++)
-		assert_true(g.feed(3));
+		assert_true(g.feed(1000000, 500000));
+	/* a share between the thresholds (3/16) keeps the verdict, either way */
+	for (int i = 0; i < 20; i++)
+		assert_true(g.feed(1300000, 300000));
 	assert_true(a.budget(outside) == clock::duration::zero());
-	/* an unreadable count changes nothing */
-	assert_true(g.feed(-1));
-	/* the load gone: not short within 8 snapshots (80 ms), spinning again */
-	int n = 0;
-	while (g.feed(1))
+	/* a sample of nothing changes nothing */
+	assert_true(g.feed(0, 0));
+	/* the load gone: not short within 8 samples (80 ms), spinning again */
+	n = 0;
+	while (g.feed(2000000, 0))
 		n++;
-	print_message("load gone: short for %d more snapshots\n", n);
+	print_message("load gone: short for %d more samples\n", n);
 	assert_true(n < 8);
 	assert_true(a.budget(outside) == d(vwait::util::default_spin_us));
-	/* a process that starts oversubscribed: its first snapshot decides */
-	cpu_gauge first(2);
-	assert_true(first.feed(6));
-	cpu_gauge one(1);
-	assert_false(one.feed(1)); /* a single CPU and this thread: no shortage */
-	/* the default signal answers (whatever the host's load) and reads /proc at most once per
-	 * cpu_check_ms */
+	for (int i = 0; i < 20; i++)
+		assert_false(g.feed(1300000, 300000)); /* 3/16 does not start a shortage */
+	/* a process that starts oversubscribed: its first sample decides */
+	cpu_gauge first;
+	assert_true(first.feed(3300000, 6700000));
+	assert_false(cpu_gauge().feed(3300000, 0));
+	/* the default signal answers (whatever the host's load): the first call of a thread
+	 * reads, the next within cpu_check_ms do not */
 	(void)vwait::util::cpu_short_now();
 	(void)vwait::util::cpu_short_now();
 }
 
 /* A starved peer: CPUs short (always_short) -> adaptive arms at once, fixed and block as
  * ever; a spin that lost its CPU for longer than preempt_gap_us stops, whatever W is (an
- * inflated W must not blunt it), and a few such waits stop spinning until a probe finds the
- * CPU back. */
+ * inflated W must not blunt it), but teaches nothing: a host that deschedules the VM's vCPU
+ * now and then must not stop the spinning of the waits after it (the gauge judges CPUs). */
 void test_learner_busy_cpu(void **)
 {
 	const policy_inputs busy{spin_learner::wall_ms_now, always_short, nullptr, fake_now};
@@ -432,20 +444,109 @@ void test_learner_busy_cpu(void **)
 	assert_int_equal(p.wake_cost_ns(), 2500000);
 	assert_true(p.preempted(us(200)));
 	assert_false(p.preempted(us(60)));
-	/* waits whose spins were preempted count as long ones: spinning stops */
-	for (int i = 0; i < 4; i++)
+	/* waits whose spins were preempted, even after a sleep, move nothing */
+	const unsigned before = p.score();
+	for (int i = 0; i < 4; i++) {
+		(void)p.budget(outside);
+		p.record_sleep(us(10), us(3000), us(5));
 		p.record_preempted();
-	assert_true(p.score() < spin_learner::score_one / 2);
-	int spins = 0;
-	for (int i = 0; i < 8; i++)
-		if (p.budget(outside) != clock::duration::zero())
-			spins++;
-	assert_true(spins <= 2);
-	/* the CPU comes back: a probe's short wait, a few more, and it spins again */
-	for (int i = 0; i < 4; i++)
-		p.record(us(20), true);
-	assert_true(p.score() >= spin_learner::score_one / 2);
+	}
+	assert_int_equal(p.score(), before);
 	assert_true(p.budget(outside) == d(1000));
+	/* and the flag of their sleeps does not reach the next wait: a wait found after 900 us
+	 * of spin is short against 1000 us (judged as slept, 900 - 2500 us, it would be too,
+	 * so look at the mean of short waits) */
+	p.record(us(900), true);
+	assert_true(p.mean_short_ns() >= 800000);
+}
+
+/* One wait of a learner whose wake-up costs w_us: one of true_us spins through when the
+ * budget covers it, else it spins the budget (or not at all), sleeps, and is found a
+ * wake-up later; the sleep's path is 15 us. Returns the budget it had. */
+clock::duration wait_of(spin_learner &l, long true_us, long w_us)
+{
+	const clock::duration b = l.budget(outside);
+	if (d(true_us) <= b) {
+		l.record(us(true_us), true);
+		return b;
+	}
+	l.record_sleep(us(10), us(true_us), us(5));
+	l.record(us(true_us + w_us), true);
+	return b;
+}
+
+/* The budget is W, not 2W: waits a little longer than a wake-up (1.5 W) make the learner
+ * sleep at once, and it spins only on probes after that (a wait that spins W first and then
+ * sleeps pays both: boot s at think 200-500 us). A wait that spun its budget and then slept
+ * is long, whatever the wake-up cost it paid. */
+void test_budget_is_w(void **)
+{
+	vwait::util::wake_stats proc;
+	const policy_inputs in{spin_learner::wall_ms_now, never_short, &proc, fake_now};
+	spin_learner a({wait_policy_kind::adaptive, 1000, &in});
+	warm_up(a);
+	sleeps(a, 15, 25, 3);
+	assert_int_equal(a.wake_cost_ns(), 40000);
+	assert_true(a.budget(outside) == d(40));
+	for (int i = 0; i < 3; i++)
+		assert_true(wait_of(a, 60, 40) == d(40));
+	assert_true(a.score() < spin_learner::score_one / 2);
+	int spun = 0;
+	for (int i = 0; i < 64; i++)
+		spun += wait_of(a, 60, 40) != clock::duration::zero();
+	print_message("waits of 1.5 W: %d of the next 64 spun (probes)\n", spun);
+	assert_true(spun <= 6);
+	/* a wait found after 70 us that had spun its 40 us budget first: 70 - W = 30 is under the
+	 * budget, but it outlasted the spin: long */
+	spin_learner b({wait_policy_kind::adaptive, 1000, &in});
+	for (int i = 0; i < 3; i++) {
+		assert_true(b.budget(outside) == d(40));
+		b.record_sleep(us(10), us(30), us(5));
+		b.record(us(70), true);
+	}
+	assert_true(b.score() < spin_learner::score_one / 2);
+}
+
+/* Waits that slept are judged by their length less W against the budget of now: after long
+ * waits, short traffic whose waits all sleep at once (no probe due) brings spinning back
+ * within a few; so does a W that became known after waits that slept with none (the 50 us
+ * fallback against waits of 66 us: a phase of think 20 us after one of think 0). With no W a
+ * slept wait is long; a wait of the peer's wake-up plus W stays long (peers that both sleep:
+ * the shared probe window's business). */
+void test_slept_waits(void **)
+{
+	vwait::util::wake_stats proc;
+	const policy_inputs in{spin_learner::wall_ms_now, never_short, &proc, fake_now};
+	spin_learner a({wait_policy_kind::adaptive, 1000, &in});
+	warm_up(a);
+	/* no W: waits of 66 us spin the 50 us fallback and sleep: long */
+	for (int i = 0; i < 3; i++)
+		assert_true(wait_of(a, 66, 150) == d(vwait::util::default_spin_us));
+	assert_true(a.score() < spin_learner::score_one / 2);
+	/* the first probe (due at once) misses too, and the next is 8 waits away */
+	assert_true(wait_of(a, 66, 150) == d(vwait::util::default_spin_us));
+	/* W known (150 us): the next waits sleep at once, and their length less W says 66 */
+	sleeps(a, 15, 135, 3);
+	assert_int_equal(a.wake_cost_ns(), 150000);
+	int waits = 0;
+	while (a.score() < spin_learner::score_one / 2 && waits < 10) {
+		wait_of(a, 66, 150);
+		waits++;
+	}
+	print_message("spinning again after %d waits that slept\n", waits);
+	assert_true(waits <= 4);
+	assert_true(wait_of(a, 66, 150) == d(150));
+	/* long waits (5 ms) put it to sleep, then short traffic, every wait asleep at once */
+	for (int i = 0; i < 12; i++)
+		wait_of(a, 5000, 150);
+	assert_true(a.score() < spin_learner::score_one / 2);
+	for (int i = 0; i < 3; i++)
+		wait_of(a, 30, 150);
+	assert_true(a.score() >= spin_learner::score_one / 2);
+	/* a wait of the peer's wake-up and its own (2 W plus 30 us): long */
+	for (int i = 0; i < 3; i++)
+		wait_of(a, 150 + 30, 150);
+	assert_true(a.score() < spin_learner::score_one / 2);
 }
 
 } // namespace
@@ -458,7 +559,8 @@ int main()
 	    cmocka_unit_test(test_learner_wake_cost), cmocka_unit_test(test_estimator_warmup),
 	    cmocka_unit_test(test_estimator_ageing),  cmocka_unit_test(test_estimator_outlier),
 	    cmocka_unit_test(test_fallback_budget),   cmocka_unit_test(test_cpu_gauge),
-	    cmocka_unit_test(test_learner_busy_cpu),
+	    cmocka_unit_test(test_learner_busy_cpu),  cmocka_unit_test(test_budget_is_w),
+	    cmocka_unit_test(test_slept_waits),
 	};
 	return cmocka_run_group_tests_name("util_policy", tests, nullptr, nullptr);
 }

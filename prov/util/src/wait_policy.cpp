@@ -3,7 +3,6 @@
 #include "vwait/util/wait_policy.h"
 
 #include <fcntl.h>
-#include <sched.h>
 #include <strings.h>
 #include <unistd.h>
 
@@ -57,38 +56,27 @@ uint64_t steady_ms() noexcept
 	        .count());
 }
 
-/* runnable threads of the system, from /proc/loadavg's fourth field ("running/total");
- * -1 when it cannot be read */
-int runnable_now() noexcept
+/* this thread's time on a CPU and time runnable but waiting for one, in ns, from
+ * /proc/thread-self/schedstat ("exec run_delay slices"); false when it cannot be read */
+bool sched_times(uint64_t *exec_ns, uint64_t *delay_ns) noexcept
 {
-	int f = ::open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+	int f = ::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
 	if (f < 0)
-		return -1;
+		return false;
 	char buf[128];
 	ssize_t n = ::read(f, buf, sizeof(buf) - 1);
 	::close(f);
 	if (n <= 0)
-		return -1;
+		return false;
 	buf[n] = '\0';
-	double l1, l5, l15;
-	int running, total;
-	if (sscanf(buf, "%lf %lf %lf %d/%d", &l1, &l5, &l15, &running, &total) != 5)
-		return -1;
-	return running;
+	unsigned long long e, d;
+	if (sscanf(buf, "%llu %llu", &e, &d) != 2)
+		return false;
+	*exec_ns = e;
+	*delay_ns = d;
+	return true;
 }
 
-int cpus_of_process() noexcept
-{
-	cpu_set_t set;
-	CPU_ZERO(&set);
-	if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-		int n = CPU_COUNT(&set);
-		if (n > 0)
-			return n;
-	}
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
-	return n > 0 ? static_cast<int>(n) : 1;
-}
 } // namespace
 
 bool sample_window::push(uint64_t ns, uint64_t now_ms) noexcept
@@ -147,31 +135,51 @@ wake_stats &process_wake_stats() noexcept
 	return stats;
 }
 
-bool cpu_gauge::feed(int runnable) noexcept
+bool cpu_gauge::feed(uint64_t exec_ns, uint64_t delay_ns) noexcept
 {
-	if (runnable < 0)
-		return short_now();
-	const long r = 256L * runnable;
+	const uint64_t all = exec_ns + delay_ns;
+	if (all == 0)
+		return short_now(); /* neither ran nor waited: nothing learnt */
+	const long r = static_cast<long>(std::min<uint64_t>(256, delay_ns * 256 / all));
 	long m = mean_.load(std::memory_order_relaxed);
 	m = m < 0 ? r : m + (r - m) / gauge_weight;
 	mean_.store(m, std::memory_order_relaxed);
-	const bool s = m > 256L * cpus_ + 128;
+	/* hysteresis: the verdict makes the waiters arm, which lowers the share it is made of */
+	const bool s = short_now() ? m > leave256 : m > enter256;
 	short_.store(s, std::memory_order_relaxed);
 	return s;
 }
 
+namespace
+{
+/* this thread's last schedstat reading (steady ns 0: none yet) */
+struct sched_sample {
+	uint64_t at_ns = 0;
+	uint64_t exec_ns = 0;
+	uint64_t delay_ns = 0;
+};
+thread_local sched_sample last_sched;
+
+/* the budget this thread was last given, and whether the wait it is in slept (record_sleep):
+ * record() judges the wait by them (a wait is one thread's, from budget() to record()) */
+thread_local clock::duration given_budget{};
+thread_local bool wait_slept = false;
+} // namespace
+
 bool cpu_short_now() noexcept
 {
-	static std::atomic<uint64_t> checked_ms{0};
-	static cpu_gauge gauge(cpus_of_process());
-	const uint64_t now = steady_ms();
-	uint64_t last = checked_ms.load(std::memory_order_relaxed);
-	if (now - last < cpu_check_ms && last != 0)
+	static cpu_gauge gauge;
+	const uint64_t now = ns_of(clock::now().time_since_epoch());
+	sched_sample &l = last_sched;
+	if (l.at_ns != 0 && now - l.at_ns < cpu_check_ms * 1000000)
 		return gauge.short_now();
-	/* one thread of the process looks; the others keep the last answer meanwhile */
-	if (!checked_ms.compare_exchange_strong(last, now, std::memory_order_relaxed))
+	uint64_t e, d;
+	if (!sched_times(&e, &d))
 		return gauge.short_now();
-	return gauge.feed(runnable_now());
+	if (l.at_ns != 0 && e >= l.exec_ns && d >= l.delay_ns)
+		gauge.feed(e - l.exec_ns, d - l.delay_ns);
+	l = {now, e, d};
+	return gauge.short_now();
 }
 
 policy_inputs default_policy_inputs() noexcept
@@ -206,7 +214,7 @@ clock::duration spin_learner::spin_budget() const noexcept
 		return cap();
 	const uint64_t w = wake_cost_ns();
 	const clock::duration b =
-	    w ? std::chrono::duration_cast<clock::duration>(std::chrono::nanoseconds(2 * w))
+	    w ? std::chrono::duration_cast<clock::duration>(std::chrono::nanoseconds(w))
 	      : std::chrono::microseconds(default_spin_us);
 	return std::min(b, std::chrono::duration_cast<clock::duration>(cap()));
 }
@@ -223,12 +231,20 @@ clock::duration spin_learner::budget(wall_clock_fn wall_ms) noexcept
 	case wait_policy_kind::adaptive:
 		break;
 	}
+	wait_slept = false;
+	given_budget = adaptive_budget(wall_ms);
+	return given_budget;
+}
+
+clock::duration spin_learner::adaptive_budget(wall_clock_fn wall_ms) noexcept
+{
 	/* CPUs are short: a spin would take the CPU the awaited thread needs */
 	if (in_.cpu_short && in_.cpu_short())
 		return clock::duration::zero();
 	if (score_.load(std::memory_order_relaxed) >= score_one / 2)
 		return spin_budget();
-	/* long waits lately: spin only on a probe, in the shared window or by the gap */
+	/* long waits lately: sleep at once, but spin on a probe, in the shared window or by the
+	 * gap */
 	if (wall_ms() % probe_period_ms == 0)
 		return spin_budget();
 	unsigned left = until_probe_.load(std::memory_order_relaxed);
@@ -244,10 +260,27 @@ void spin_learner::record(clock::duration waited, bool found) noexcept
 {
 	if (!adaptive())
 		return;
+	const bool slept = wait_slept;
+	wait_slept = false;
 	const clock::duration b = spin_budget();
 	if (!found && waited < b)
 		return; /* a short timeout says nothing about how long waits last */
-	learn(found && waited <= b, waited);
+	if (!found || !slept) {
+		learn(found && waited <= b, waited);
+		return;
+	}
+	/* it slept: the wait itself lasted about `waited` less the wake-up cost, and longer than
+	 * the spin it was given; short when that is under the budget it would get now (a wait
+	 * that slept at once after waits judged against a smaller budget, or before W was known) */
+	const uint64_t w = wake_cost_ns();
+	if (w == 0) {
+		learn(false, waited);
+		return;
+	}
+	const clock::duration est = std::max<clock::duration>(
+	    given_budget,
+	    waited - std::chrono::duration_cast<clock::duration>(std::chrono::nanoseconds(w)));
+	learn(est < b, est);
 }
 
 void spin_learner::learn(bool hit, clock::duration waited) noexcept
@@ -272,6 +305,7 @@ void spin_learner::record_sleep(clock::duration arm, clock::duration slept,
 {
 	if (!adaptive())
 		return;
+	wait_slept = true;
 	const uint64_t path = ns_of(arm) + ns_of(drain);
 	const uint64_t now = now_ms();
 	if (own_.add_path(path, now)) {
@@ -331,8 +365,10 @@ bool spin_learner::preempted(clock::duration gap) noexcept
 
 void spin_learner::record_preempted() noexcept
 {
-	if (adaptive())
-		learn(false, clock::duration::zero());
+	/* the wait's length says little (it includes the time without a CPU), and a shortage of
+	 * CPUs is cpu_gauge's to judge: one lost spin (a host that descheduled a vCPU, an
+	 * interrupt storm) must not stop the spinning of the waits after it */
+	wait_slept = false;
 }
 
 } // namespace vwait::util
