@@ -432,6 +432,8 @@ void test_learner_busy_cpu(void **)
 		assert_true(a.budget(outside) == clock::duration::zero());
 		assert_true(a.budget(inside) == clock::duration::zero()); /* probes too */
 		assert_true(f.budget(outside) == d(100));
+		/* and no calibration timer, W unknown as it is (its extra wake-ups cost CPU) */
+		assert_true(a.calibration() == clock::duration::zero());
 	}
 	spin_learner p({wait_policy_kind::adaptive, 1000, &quiet});
 	assert_false(p.preempted(us(30)));

@@ -322,6 +322,11 @@ clock::duration spin_learner::calibration() noexcept
 {
 	if (!adaptive())
 		return clock::duration::zero();
+	/* no W is used while CPUs are short (every wait arms at once), and a calibrated sleep
+	 * costs system calls and, when the timer ends it, one more wake-up: CPU the others
+	 * queue for (K = 3 pairs on 2 CPUs: adaptive 1.5x block with the waits all slept) */
+	if (in_.cpu_short && in_.cpu_short())
+		return clock::duration::zero();
 	/* every other sleep while the wake-up latency is not known (warm-up, or its samples aged
 	 * out: a sleep that the timer ended is followed by one that it does not, so that a long
 	 * wait is not a chain of calibrations); then one whenever the newest sample is
