@@ -352,13 +352,11 @@ void test_fallback_budget(void **)
 	assert_true(a.budget(outside) == d(800)); /* W = 400 + 400 */
 }
 
-/* A fake busy CPU: samples of one thread's time on a CPU and time runnable without one, each
- * over 10 ms, fed to a cpu_gauge. One ping-pong on 2 CPUs (spinning: a kernel worker takes a
- * CPU now and then; blocking: a wake-up waits a little) is no shortage; K = 3 pairs spinning on
- * 2 CPUs (each runnable thread waits two thirds of its time) is one at once, and it stays one
- * while they all block (a wake-up queues behind the others: a third of the runnable time),
- * also through a share between the two thresholds; it ends when the load goes. A learner
- * reading the gauge arms at once while it says so, probes included. */
+/* A fake busy CPU: runnable counts fed to a cpu_gauge of 2 CPUs. One ping-pong (2 spinners and
+ * a kernel worker now and then) is no shortage; K = 3 pairs spinning (6) is one at once, and
+ * it stays one while they all block (3: one side of each pair runs), so that they behave like
+ * block rather than spinning again as soon as the first snapshot finds them asleep; it ends
+ * when the load goes. A learner reading the gauge arms at once while it says so. */
 cpu_gauge *test_gauge;
 bool gauge_short() noexcept
 {
@@ -367,54 +365,44 @@ bool gauge_short() noexcept
 
 void test_cpu_gauge(void **)
 {
-	cpu_gauge g;
+	cpu_gauge g(2);
 	test_gauge = &g;
 	const policy_inputs in{spin_learner::wall_ms_now, gauge_short, nullptr, fake_now};
 	spin_learner a({wait_policy_kind::adaptive, 1000, &in});
 	assert_true(g.mean256() < 0);
-	/* one pair, spinning then blocking: (us on a CPU, us waiting for one) per sample */
-	const long k1[][2] = {{10000, 0}, {9800, 200}, {10000, 0}, {9500, 500}, {2000, 100},
-	                      {1500, 150}, {2500, 0}, {9000, 1000}};
+	const int k1[] = {2, 2, 3, 2, 2, 3, 2, 2, 3, 2};
 	long most = 0;
-	int n = 0;
 	for (int round = 0; round < 20; round++)
-		for (const auto &s : k1) {
-			assert_false(g.feed(s[0] * 1000, s[1] * 1000));
+		for (int r : k1) {
+			assert_false(g.feed(r));
 			most = std::max(most, g.mean256());
 		}
-	print_message("one pair: mean share at most %ld/256 waiting for a CPU\n", most);
+	print_message("one pair: mean at most %.2f runnable on 2 CPUs\n", most / 256.0);
 	assert_true(a.budget(outside) == d(vwait::util::default_spin_us));
-	/* three pairs spinning: short within 3 samples */
-	n = 0;
-	while (!g.feed(3300000, 6700000))
-		n++;
-	assert_true(n < 3);
+	/* three pairs spinning: short at the first snapshot of 6 */
+	assert_true(g.feed(6));
 	assert_true(a.budget(outside) == clock::duration::zero());
 	assert_true(a.budget(inside) == clock::duration::zero()); /* probes too */
-	/* all blocking now: a third of the runnable time queued, for a second: still short */
+	/* all blocking now: 3 runnable, for a second of snapshots: still short */
 	for (int i = 0; i < 100; i++)
-		assert_true(g.feed(1000000, 500000));
-	/* a share between the thresholds (3/16) keeps the verdict, either way */
-	for (int i = 0; i < 20; i++)
-		assert_true(g.feed(1300000, 300000));
+		assert_true(g.feed(3));
 	assert_true(a.budget(outside) == clock::duration::zero());
-	/* a sample of nothing changes nothing */
-	assert_true(g.feed(0, 0));
-	/* the load gone: not short within 8 samples (80 ms), spinning again */
-	n = 0;
-	while (g.feed(2000000, 0))
+	/* an unreadable count changes nothing */
+	assert_true(g.feed(-1));
+	/* the load gone: not short within 8 snapshots (80 ms), spinning again */
+	int n = 0;
+	while (g.feed(1))
 		n++;
-	print_message("load gone: short for %d more samples\n", n);
+	print_message("load gone: short for %d more snapshots\n", n);
 	assert_true(n < 8);
 	assert_true(a.budget(outside) == d(vwait::util::default_spin_us));
-	for (int i = 0; i < 20; i++)
-		assert_false(g.feed(1300000, 300000)); /* 3/16 does not start a shortage */
-	/* a process that starts oversubscribed: its first sample decides */
-	cpu_gauge first;
-	assert_true(first.feed(3300000, 6700000));
-	assert_false(cpu_gauge().feed(3300000, 0));
-	/* the default signal answers (whatever the host's load): the first call of a thread
-	 * reads, the next within cpu_check_ms do not */
+	/* a process that starts oversubscribed: its first snapshot decides */
+	cpu_gauge first(2);
+	assert_true(first.feed(6));
+	cpu_gauge one(1);
+	assert_false(one.feed(1)); /* a single CPU and this thread: no shortage */
+	/* the default signal answers (whatever the host's load) and reads /proc at most once per
+	 * cpu_check_ms */
 	(void)vwait::util::cpu_short_now();
 	(void)vwait::util::cpu_short_now();
 }

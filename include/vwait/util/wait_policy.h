@@ -77,11 +77,14 @@
  * (100 us: more than an interrupt or a soft-RoCE softirq takes in the emulated VM): the spinner
  * lost its CPU, so it arms at once; the wait teaches nothing (until boot t it counted as a
  * long one, and a host descheduling the VM's vCPUs stopped spinning at think 20-50 us, which
- * no sleep in the guest helps); (2) policy_inputs::cpu_short, by default the process's
- * cpu_gauge (below) over the share of the waiting threads' runnable time spent waiting for a
- * CPU: while it is high every wait arms at once, probes included. Both are cheap: the first
- * costs nothing (the spin reads the clock anyway), the second one read of a small /proc file
- * per thread per cpu_check_ms. The state is a few relaxed atomics: several threads may wait on
+ * no sleep in the guest helps); (2) policy_inputs::cpu_short, by default a cpu_gauge
+ * (below) over the system's count of runnable threads (/proc/loadavg, read at most once per
+ * cpu_check_ms per process): while their mean exceeds the CPUs this process may use by more
+ * than half a thread, every wait arms at once, probes included, and no sleep is calibrated
+ * (W is not used then, and a calibration costs system calls and a wake-up). Boot t's debug
+ * run read that count with K = 3 blocking pairs on 2 vCPUs: mean 5.95 (block), 6.03
+ * (adaptive); one pair: 1.95 and 1.51. Both are cheap: the first costs nothing (the spin
+ * reads the clock anyway), the second one read of a small /proc file per cpu_check_ms. The state is a few relaxed atomics: several threads may wait on
  * one waiter; their samples mix, which is what "recent waits of this waiter" means. */
 #ifndef VWAIT_UTIL_WAIT_POLICY_H
 #define VWAIT_UTIL_WAIT_POLICY_H
@@ -213,38 +216,32 @@ struct policy_inputs {
 /* wall_ms_now, cpu_short_now, &process_wake_stats(), steady_ms_now */
 policy_inputs default_policy_inputs() noexcept;
 
-/* The CPU-shortage verdict from the share of their runnable time that the process's waiting
- * threads spent waiting for a CPU (schedstat's run_delay against run_delay plus time on a
- * CPU, each thread over its last cpu_check_ms or more): the exponentially weighted mean of
- * that share (weight 1/gauge_weight for the newest sample, the first taken as the mean), short
- * above enter256/256 (1/4) and again not short below leave256/256 (1/8). A share, not a count
- * of runnable threads: the count (/proc/loadavg's, the signal before boot t) reads low
- * exactly when it matters, since K = 3 blocking pairs on 2 CPUs are mostly asleep at any
- * instant (1-3 runnable, around the CPUs + 1/2 threshold) while each of their wake-ups queues
- * behind the others; and a share of the thread's own runnable time ignores how long it
- * slept. It is the guest's own scheduler's figure: a host that deschedules a vCPU (steal)
- * is not in it, and neither are the softirqs (soft-RoCE's packet work) that interrupt a
- * spinner. Hysteresis: the verdict makes the waiters arm, which lowers the share. */
+/* The CPU-shortage verdict from snapshots of the system's runnable threads (this one included):
+ * their exponentially weighted mean (weight 1/gauge_weight for the newest, the first snapshot
+ * taken as the mean) above the CPUs plus one half. A mean, not one snapshot: a ping-pong's two
+ * sides spinning on two CPUs are 2, and soft-RoCE's kernel workers come and go on top (one
+ * snapshot of 3 is no shortage); and a verdict that makes every waiter arm lowers the next
+ * snapshots (the spinners are gone), so one snapshot would turn it off at once and the
+ * waiters would spin again into the same shortage. The mean of K = 3 ping-pong pairs on 2
+ * CPUs stays near 3 while they all block (one side of each pair runs), above 2.5. */
 class cpu_gauge
 {
 public:
-	static constexpr int gauge_weight = 4;
-	static constexpr long enter256 = 64;
-	static constexpr long leave256 = 32;
-	/* one sample: a thread ran exec_ns and waited delay_ns for a CPU since its last; the
-	 * verdict after it (a sample of neither changes nothing) */
-	bool feed(uint64_t exec_ns, uint64_t delay_ns) noexcept;
+	static constexpr int gauge_weight = 8;
+	explicit cpu_gauge(int cpus) noexcept : cpus_(cpus > 0 ? cpus : 1) {}
+	/* one snapshot (a negative count, unreadable, changes nothing): the verdict after it */
+	bool feed(int runnable) noexcept;
 	bool short_now() const noexcept { return short_.load(std::memory_order_relaxed); }
-	/* the mean share, in 1/256 (-1 before the first sample) */
+	/* the mean, in 1/256 of a thread (-1 before the first snapshot) */
 	long mean256() const noexcept { return mean_.load(std::memory_order_relaxed); }
 
 private:
+	const int cpus_;
 	std::atomic<long> mean_{-1};
 	std::atomic<bool> short_{false};
 };
-/* The process's cpu_gauge, fed by each thread that asks (from a wait's start) at most once per
- * cpu_check_ms from its /proc/thread-self/schedstat (one open, read and close); unreadable
- * (no CONFIG_SCHED_INFO, no /proc): never short. */
+/* The process's cpu_gauge over /proc/loadavg's runnable count, fed at most once per
+ * cpu_check_ms (one thread of the process reads; the others take the last verdict). */
 bool cpu_short_now() noexcept;
 constexpr uint64_t cpu_check_ms = 10;
 

@@ -3,6 +3,7 @@
 #include "vwait/util/wait_policy.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <strings.h>
 #include <unistd.h>
 
@@ -56,27 +57,38 @@ uint64_t steady_ms() noexcept
 	        .count());
 }
 
-/* this thread's time on a CPU and time runnable but waiting for one, in ns, from
- * /proc/thread-self/schedstat ("exec run_delay slices"); false when it cannot be read */
-bool sched_times(uint64_t *exec_ns, uint64_t *delay_ns) noexcept
+/* runnable threads of the system, from /proc/loadavg's fourth field ("running/total");
+ * -1 when it cannot be read */
+int runnable_now() noexcept
 {
-	int f = ::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+	int f = ::open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
 	if (f < 0)
-		return false;
+		return -1;
 	char buf[128];
 	ssize_t n = ::read(f, buf, sizeof(buf) - 1);
 	::close(f);
 	if (n <= 0)
-		return false;
+		return -1;
 	buf[n] = '\0';
-	unsigned long long e, d;
-	if (sscanf(buf, "%llu %llu", &e, &d) != 2)
-		return false;
-	*exec_ns = e;
-	*delay_ns = d;
-	return true;
+	double l1, l5, l15;
+	int running, total;
+	if (sscanf(buf, "%lf %lf %lf %d/%d", &l1, &l5, &l15, &running, &total) != 5)
+		return -1;
+	return running;
 }
 
+int cpus_of_process() noexcept
+{
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+		int n = CPU_COUNT(&set);
+		if (n > 0)
+			return n;
+	}
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? static_cast<int>(n) : 1;
+}
 } // namespace
 
 bool sample_window::push(uint64_t ns, uint64_t now_ms) noexcept
@@ -135,51 +147,39 @@ wake_stats &process_wake_stats() noexcept
 	return stats;
 }
 
-bool cpu_gauge::feed(uint64_t exec_ns, uint64_t delay_ns) noexcept
-{
-	const uint64_t all = exec_ns + delay_ns;
-	if (all == 0)
-		return short_now(); /* neither ran nor waited: nothing learnt */
-	const long r = static_cast<long>(std::min<uint64_t>(256, delay_ns * 256 / all));
-	long m = mean_.load(std::memory_order_relaxed);
-	m = m < 0 ? r : m + (r - m) / gauge_weight;
-	mean_.store(m, std::memory_order_relaxed);
-	/* hysteresis: the verdict makes the waiters arm, which lowers the share it is made of */
-	const bool s = short_now() ? m > leave256 : m > enter256;
-	short_.store(s, std::memory_order_relaxed);
-	return s;
-}
-
 namespace
 {
-/* this thread's last schedstat reading (steady ns 0: none yet) */
-struct sched_sample {
-	uint64_t at_ns = 0;
-	uint64_t exec_ns = 0;
-	uint64_t delay_ns = 0;
-};
-thread_local sched_sample last_sched;
-
 /* the budget this thread was last given, and whether the wait it is in slept (record_sleep):
  * record() judges the wait by them (a wait is one thread's, from budget() to record()) */
 thread_local clock::duration given_budget{};
 thread_local bool wait_slept = false;
 } // namespace
 
+bool cpu_gauge::feed(int runnable) noexcept
+{
+	if (runnable < 0)
+		return short_now();
+	const long r = 256L * runnable;
+	long m = mean_.load(std::memory_order_relaxed);
+	m = m < 0 ? r : m + (r - m) / gauge_weight;
+	mean_.store(m, std::memory_order_relaxed);
+	const bool s = m > 256L * cpus_ + 128;
+	short_.store(s, std::memory_order_relaxed);
+	return s;
+}
+
 bool cpu_short_now() noexcept
 {
-	static cpu_gauge gauge;
-	const uint64_t now = ns_of(clock::now().time_since_epoch());
-	sched_sample &l = last_sched;
-	if (l.at_ns != 0 && now - l.at_ns < cpu_check_ms * 1000000)
+	static std::atomic<uint64_t> checked_ms{0};
+	static cpu_gauge gauge(cpus_of_process());
+	const uint64_t now = steady_ms();
+	uint64_t last = checked_ms.load(std::memory_order_relaxed);
+	if (now - last < cpu_check_ms && last != 0)
 		return gauge.short_now();
-	uint64_t e, d;
-	if (!sched_times(&e, &d))
+	/* one thread of the process looks; the others keep the last answer meanwhile */
+	if (!checked_ms.compare_exchange_strong(last, now, std::memory_order_relaxed))
 		return gauge.short_now();
-	if (l.at_ns != 0 && e >= l.exec_ns && d >= l.delay_ns)
-		gauge.feed(e - l.exec_ns, d - l.delay_ns);
-	l = {now, e, d};
-	return gauge.short_now();
+	return gauge.feed(runnable_now());
 }
 
 policy_inputs default_policy_inputs() noexcept
