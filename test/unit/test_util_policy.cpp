@@ -185,8 +185,9 @@ void test_learner_wake_cost(void **)
 	assert_true(a.own_wake().known(fake_now()));
 	assert_int_equal(a.wake_cost_ns(), 40000);
 	assert_int_equal(proc.cost_ns(fake_now()), 40000);
-	assert_true(a.spin_budget() == d(40));
-	assert_true(a.budget(outside) == d(40));
+	assert_true(a.threshold() == d(40));   /* W decides */
+	assert_true(a.spin_budget() == d(80)); /* a spin catches the tail up to 2W */
+	assert_true(a.budget(outside) == d(80));
 	/* once known, a calibration when the newest wake-up sample is calib_interval_ms old, due
 	 * half-way into sleeps like the recent ones */
 	for (int i = 0; i < 100; i++)
@@ -202,7 +203,7 @@ void test_learner_wake_cost(void **)
 	/* a learner that has not slept takes the process's W */
 	spin_learner fresh({wait_policy_kind::adaptive, 1000, &in});
 	assert_int_equal(fresh.wake_cost_ns(), 40000);
-	assert_true(fresh.budget(outside) == d(40));
+	assert_true(fresh.budget(outside) == d(80));
 	/* waits of 35 us are short against 40: spinning goes on */
 	for (int i = 0; i < 20; i++)
 		a.record(us(35), true);
@@ -220,7 +221,7 @@ void test_learner_wake_cost(void **)
 		a.record(us(100), true);
 	}
 	assert_true(a.score() >= spin_learner::score_one / 2);
-	assert_true(a.budget(outside) == d(215));
+	assert_true(a.budget(outside) == d(430)); /* 2W */
 	/* block and fixed measure nothing */
 	vwait::util::wake_stats none;
 	const policy_inputs in2{spin_learner::wall_ms_now, never_short, &none, fake_now};
@@ -249,7 +250,7 @@ void test_estimator_warmup(void **)
 	assert_int_equal(a.own_wake().path_samples(), 3);
 	assert_int_equal(a.wake_cost_ns(), 40000);
 	assert_int_equal(proc.cost_ns(fake_now()), 40000);
-	assert_true(a.budget(outside) == d(40));
+	assert_true(a.budget(outside) == d(80));
 	/* a second waiter warms up on its own: its first sleeps move neither W */
 	spin_learner b({wait_policy_kind::adaptive, 1000, &in});
 	warm_up(b);
@@ -279,7 +280,7 @@ void test_estimator_ageing(void **)
 	fake_ms.store(t0 + 1000); /* a second: sample_max_age_ms */
 	assert_int_equal(a.wake_cost_ns(), 40000);
 	assert_int_equal(proc.cost_ns(fake_now()), 40000);
-	assert_true(a.budget(outside) == d(40));
+	assert_true(a.budget(outside) == d(80));
 	/* no sleep for another second: no W at all, for the waiter or for the process (fi_info
 	 * says "not measured yet" rather than an old figure) */
 	advance_ms(1000);
@@ -316,7 +317,7 @@ void test_estimator_outlier(void **)
 	/* two outliers of four: the lower median is still a real one */
 	a.record_wake(us(10000));
 	assert_int_equal(a.wake_cost_ns(), 40000);
-	assert_true(a.budget(outside) == d(40));
+	assert_true(a.budget(outside) == d(80));
 	/* the window alone */
 	sample_window w;
 	w.push(10000000, 7);
@@ -349,7 +350,7 @@ void test_fallback_budget(void **)
 	assert_int_equal(a.wake_cost_ns(), 0);
 	assert_true(a.budget(outside) == d(vwait::util::default_spin_us));
 	a.record_wake(us(400));
-	assert_true(a.budget(outside) == d(800)); /* W = 400 + 400 */
+	assert_true(a.budget(outside) == d(1000)); /* 2W = 1600, capped */
 }
 
 /* A fake busy CPU: runnable counts fed to a cpu_gauge of 2 CPUs. One ping-pong (2 spinners and
@@ -465,11 +466,13 @@ clock::duration wait_of(spin_learner &l, long true_us, long w_us)
 	return b;
 }
 
-/* The budget is W, not 2W: waits a little longer than a wake-up (1.5 W) make the learner
- * sleep at once, and it spins only on probes after that (a wait that spins W first and then
- * sleeps pays both: boot s at think 200-500 us). A wait that spun its budget and then slept
- * is long, whatever the wake-up cost it paid. */
-void test_budget_is_w(void **)
+/* W decides, 2W bounds the spin: waits a little longer than a wake-up (1.5 W) are caught by
+ * the spin but judged long, so the learner sleeps at once after a few, and spins only on
+ * probes after that (a wait that spins first and then sleeps pays both: boot s at think
+ * 200-500 us). Waits just past W now and then (the tail of short ones) are caught by the 2W
+ * spin without a wake-up (boot t, budget W: think 50 us went from 1.72 to 2.10x spin). A wait
+ * that spun its budget and then slept was longer than the budget: long. */
+void test_decision_is_w(void **)
 {
 	vwait::util::wake_stats proc;
 	const policy_inputs in{spin_learner::wall_ms_now, never_short, &proc, fake_now};
@@ -477,20 +480,20 @@ void test_budget_is_w(void **)
 	warm_up(a);
 	sleeps(a, 15, 25, 3);
 	assert_int_equal(a.wake_cost_ns(), 40000);
-	assert_true(a.budget(outside) == d(40));
+	assert_true(a.budget(outside) == d(80));
 	for (int i = 0; i < 3; i++)
-		assert_true(wait_of(a, 60, 40) == d(40));
+		assert_true(wait_of(a, 60, 40) == d(80));
 	assert_true(a.score() < spin_learner::score_one / 2);
 	int spun = 0;
 	for (int i = 0; i < 64; i++)
 		spun += wait_of(a, 60, 40) != clock::duration::zero();
 	print_message("waits of 1.5 W: %d of the next 64 spun (probes)\n", spun);
 	assert_true(spun <= 6);
-	/* a wait found after 70 us that had spun its 40 us budget first: 70 - W = 30 is under the
-	 * budget, but it outlasted the spin: long */
+	/* a wait that spun its 80 us budget and then slept outlasted the spin, whatever the
+	 * clocks say (70 - W = 30 is under W): long */
 	spin_learner b({wait_policy_kind::adaptive, 1000, &in});
 	for (int i = 0; i < 3; i++) {
-		assert_true(b.budget(outside) == d(40));
+		assert_true(b.budget(outside) == d(80));
 		b.record_sleep(us(10), us(30), us(5));
 		b.record(us(70), true);
 	}
@@ -525,7 +528,7 @@ void test_slept_waits(void **)
 	}
 	print_message("spinning again after %d waits that slept\n", waits);
 	assert_true(waits <= 4);
-	assert_true(wait_of(a, 66, 150) == d(150));
+	assert_true(wait_of(a, 66, 150) == d(300));
 	/* long waits (5 ms) put it to sleep, then short traffic, every wait asleep at once */
 	for (int i = 0; i < 12; i++)
 		wait_of(a, 5000, 150);
@@ -549,7 +552,7 @@ int main()
 	    cmocka_unit_test(test_learner_wake_cost), cmocka_unit_test(test_estimator_warmup),
 	    cmocka_unit_test(test_estimator_ageing),  cmocka_unit_test(test_estimator_outlier),
 	    cmocka_unit_test(test_fallback_budget),   cmocka_unit_test(test_cpu_gauge),
-	    cmocka_unit_test(test_learner_busy_cpu),  cmocka_unit_test(test_budget_is_w),
+	    cmocka_unit_test(test_learner_busy_cpu),  cmocka_unit_test(test_decision_is_w),
 	    cmocka_unit_test(test_slept_waits),
 	};
 	return cmocka_run_group_tests_name("util_policy", tests, nullptr, nullptr);

@@ -84,8 +84,9 @@
  * (W is not used then, and a calibration costs system calls and a wake-up). Boot t's debug
  * run read that count with K = 3 blocking pairs on 2 vCPUs: mean 5.95 (block), 6.03
  * (adaptive); one pair: 1.95 and 1.51. Both are cheap: the first costs nothing (the spin
- * reads the clock anyway), the second one read of a small /proc file per cpu_check_ms. The state is a few relaxed atomics: several threads may wait on
- * one waiter; their samples mix, which is what "recent waits of this waiter" means. */
+ * reads the clock anyway), the second one read of a small /proc file per cpu_check_ms. The state is
+ * a few relaxed atomics: several threads may wait on one waiter; their samples mix, which is what
+ * "recent waits of this waiter" means. */
 #ifndef VWAIT_UTIL_WAIT_POLICY_H
 #define VWAIT_UTIL_WAIT_POLICY_H
 
@@ -310,7 +311,11 @@ public:
 	/* W as this waiter uses it: its own once measured, else the process's, else 0 */
 	uint64_t wake_cost_ns() const noexcept;
 	const wake_stats &own_wake() const noexcept { return own_; }
-	/* the budget a spinning wait gets now (adaptive: W capped, or the fallback) */
+	/* the wait length that decides between spinning and sleeping at once (adaptive: W
+	 * capped, or the fallback): a wait found within it was worth spinning for */
+	clock::duration threshold() const noexcept;
+	/* the budget a spinning wait gets now (adaptive: twice the threshold, capped, so that
+	 * the tail of waits just past W is still caught while the decision stays W's) */
 	clock::duration spin_budget() const noexcept;
 	uint64_t preemptions() const noexcept { return preempt_.load(std::memory_order_relaxed); }
 

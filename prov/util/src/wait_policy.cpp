@@ -208,7 +208,7 @@ uint64_t spin_learner::wake_cost_ns() const noexcept
 	return w;
 }
 
-clock::duration spin_learner::spin_budget() const noexcept
+clock::duration spin_learner::threshold() const noexcept
 {
 	if (policy_.kind != wait_policy_kind::adaptive)
 		return cap();
@@ -217,6 +217,13 @@ clock::duration spin_learner::spin_budget() const noexcept
 	    w ? std::chrono::duration_cast<clock::duration>(std::chrono::nanoseconds(w))
 	      : std::chrono::microseconds(default_spin_us);
 	return std::min(b, std::chrono::duration_cast<clock::duration>(cap()));
+}
+
+clock::duration spin_learner::spin_budget() const noexcept
+{
+	if (policy_.kind != wait_policy_kind::adaptive || !wake_cost_ns())
+		return threshold();
+	return std::min(2 * threshold(), std::chrono::duration_cast<clock::duration>(cap()));
 }
 
 clock::duration spin_learner::budget(wall_clock_fn wall_ms) noexcept
@@ -262,7 +269,7 @@ void spin_learner::record(clock::duration waited, bool found) noexcept
 		return;
 	const bool slept = wait_slept;
 	wait_slept = false;
-	const clock::duration b = spin_budget();
+	const clock::duration b = threshold();
 	if (!found && waited < b)
 		return; /* a short timeout says nothing about how long waits last */
 	if (!found || !slept) {

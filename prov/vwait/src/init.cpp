@@ -56,13 +56,13 @@ void read_params() noexcept
 
 	fi_param_define(&prov, "wait_policy", FI_PARAM_STRING,
 	                "How blocking calls (fi_cq_sread, fi_cntr_wait, fi_eq_sread, fi_wait) "
-	                "wait: adaptive (spin up to the measured wake-up cost, at most "
-	                "FI_VWAIT_SPIN_US, while recent waits were that short and CPUs are not "
-	                "short, else arm and sleep), block (never spin), or fixed (spin "
+	                "wait: adaptive (spin up to twice the measured wake-up cost, at most "
+	                "FI_VWAIT_SPIN_US, while recent waits were shorter than it and CPUs "
+	                "are not short, else arm and sleep), block (never spin), or fixed (spin "
 	                "FI_VWAIT_SPIN_US, then arm and sleep). Default: adaptive.");
 	fi_param_define(&prov, "spin_us", FI_PARAM_INT,
 	                "Microseconds a blocking call may poll before it arms and sleeps: the "
-	                "cap of adaptive, whose budget is the measured wake-up cost "
+	                "cap of adaptive, whose budget is twice the measured wake-up cost "
 	                "(default: %u), the spin of fixed (%u when unset); at most %u.",
 	                util::default_adaptive_cap_us, util::default_spin_us, util::max_spin_us);
 
@@ -78,7 +78,7 @@ void read_params() noexcept
 		FI_WARN(&prov, FI_LOG_CORE,
 		        "FI_VWAIT_WAIT_POLICY=%s is not adaptive, block or fixed; using %s\n",
 		        policy, util::wait_policy_name(the_params.wait.kind));
-	/* the default follows the policy: adaptive's is a cap on the measured wake-up cost */
+	/* the default follows the policy: adaptive's is a cap on 2x the measured wake-up cost */
 	the_params.wait.spin_us = the_params.wait.kind == util::wait_policy_kind::adaptive
 	                              ? util::default_adaptive_cap_us
 	                              : util::default_spin_us;

@@ -144,7 +144,7 @@ void wait_support_tostr(const struct fi_vwait_wait_attr &attr, char *buf, size_t
 		if (w)
 			nic_append(buf, len,
 			           "\t\t\twake_up_cost: %" PRIu32
-			           " us (adaptive spins up to that)\n",
+			           " us (adaptive spins up to twice that)\n",
 			           w);
 		else
 			nic_append(
