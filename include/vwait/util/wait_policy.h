@@ -5,7 +5,7 @@
  *
  *   block     never spin: poll once, arm, look again, sleep (upstream verbs' way);
  *   fixed     poll for spin_us, then arm and sleep;
- *   adaptive  (the default) poll for up to twice the measured wake-up cost W (at most spin_us)
+ *   adaptive  (the default) poll for up to the measured wake-up cost W (at most spin_us)
  *             while recent waits mostly ended within that budget, arm and sleep at once
  *             otherwise (spin_learner below).
  *
@@ -39,12 +39,15 @@
  *    min(spin_us, default_spin_us = 50 us), the budget that fixed had.
  * The last W is cached for the millisecond (two medians of 8 per wait otherwise).
  *
- * Why twice W: a wait of length d costs d of CPU when spun through, and when slept through about
- * W of latency plus about W of CPU (the system calls of arming and sleeping, the wake-up, the
- * drain): spinning is the cheaper choice while d < 2W. It also spins through every think time
- * shorter than W in a ping-pong, whose waits are the think time plus a round trip (< W when
- * blocking costs anything). Capped by spin_us (FI_VWAIT_SPIN_US, default 1000 us for adaptive);
- * before anything is measured the budget is min(spin_us, default_spin_us).
+ * Why W: a wait of length d costs d of CPU when spun through, and when slept through about W of
+ * latency plus about W of CPU (the system calls of arming and sleeping, the wake-up, the drain).
+ * Spinning W and then sleeping is never worse than twice the best choice made with hindsight,
+ * and since the learner sleeps at once when recent waits were longer than W, a wait slept
+ * through costs its length plus W, not the spin as well (with 2W, until boot t, waits of 1-2 W
+ * spun and then slept, paying both: boot s at think 200-500 us). It spins through every think
+ * time shorter than W in a ping-pong, whose waits are the think time plus a round trip. Capped
+ * by spin_us (FI_VWAIT_SPIN_US, default 1000 us for adaptive); before anything is measured the
+ * budget is min(spin_us, default_spin_us).
  *
  * util::spin_learner is the per-waiter state of adaptive: a score of recent waits (an
  * exponentially weighted share of waits that ended within the budget; a new waiter starts
@@ -60,19 +63,30 @@
  * short timeouts teaches nothing), and a call that finds its work at its first look is no wait
  * at all (waiter::wait_until returns before it asks for a budget).
  *
+ * A wait that slept is judged by its length less W (the wake-up it paid; none known: long),
+ * floored at the budget it was given (it outlasted that spin), against the budget of now: short
+ * traffic whose waits all sleep at once brings spinning back within a few waits without a
+ * probe, and so does a W that became known after waits that slept while none was (the 50 us
+ * fallback against waits of 70 us at the start of a phase of think 20 us). Whether the wait
+ * slept, and the budget it had, are the calling thread's (record_sleep and budget set them,
+ * record reads them: a wait is one thread's).
+ *
  * A starved peer: spinning helps only while the awaited thread has a CPU. Two signals say it
- * may not, and neither depends on W (an inflated W made the first one blind in boot r, and K = 3
- * pairs spun into each other): (1) the spin's own clock reads (one every few polls) jump by more
- * than preempt_gap_us (100 us: more than an interrupt or a soft-RoCE softirq takes in the
- * emulated VM, less than the 0.75-4 ms slice a thread that preempts the spinner gets): the
- * spinner lost its CPU, so it arms at once, and the wait counts as a long one (a few in a row
- * stop spinning, the probes re-learn); (2) policy_inputs::cpu_short, by default a cpu_gauge
+ * may not, and neither depends on W (an inflated W made the first one blind in boot r):
+ * (1) the spin's own clock reads (one every few polls) jump by more than preempt_gap_us
+ * (100 us: more than an interrupt or a soft-RoCE softirq takes in the emulated VM): the spinner
+ * lost its CPU, so it arms at once; the wait teaches nothing (until boot t it counted as a
+ * long one, and a host descheduling the VM's vCPUs stopped spinning at think 20-50 us, which
+ * no sleep in the guest helps); (2) policy_inputs::cpu_short, by default a cpu_gauge
  * (below) over the system's count of runnable threads (/proc/loadavg, read at most once per
  * cpu_check_ms per process): while their mean exceeds the CPUs this process may use by more
- * than half a thread, every wait arms at once, probes included. Both are cheap: the first
- * costs nothing (the spin reads the clock anyway), the second one read of a small /proc file
- * per cpu_check_ms. The state is a few relaxed atomics: several threads may wait on
- * one waiter; their samples mix, which is what "recent waits of this waiter" means. */
+ * than half a thread, every wait arms at once, probes included, and no sleep is calibrated
+ * (W is not used then, and a calibration costs system calls and a wake-up). Boot t's debug
+ * run read that count with K = 3 blocking pairs on 2 vCPUs: mean 5.95 (block), 6.03
+ * (adaptive); one pair: 1.95 and 1.51. Both are cheap: the first costs nothing (the spin
+ * reads the clock anyway), the second one read of a small /proc file per cpu_check_ms. The state is
+ * a few relaxed atomics: several threads may wait on one waiter; their samples mix, which is what
+ * "recent waits of this waiter" means. */
 #ifndef VWAIT_UTIL_WAIT_POLICY_H
 #define VWAIT_UTIL_WAIT_POLICY_H
 
@@ -92,7 +106,7 @@ enum class wait_policy_kind { adaptive, block, fixed };
  * arming and sleeping costs two or more system calls and a wakeup (tens of us). Linux documents
  * 50 us for its own busy-poll budget (net.core.busy_read). */
 constexpr unsigned default_spin_us = 50;
-/* adaptive's default cap: the budget follows the measured wake-up cost (2W) up to this. */
+/* adaptive's default cap: the budget follows the measured wake-up cost (W) up to this. */
 constexpr unsigned default_adaptive_cap_us = 1000;
 /* The largest FI_VWAIT_SPIN_US taken (10 ms); larger values are clamped with a warning. */
 constexpr unsigned max_spin_us = 10000;
@@ -297,12 +311,17 @@ public:
 	/* W as this waiter uses it: its own once measured, else the process's, else 0 */
 	uint64_t wake_cost_ns() const noexcept;
 	const wake_stats &own_wake() const noexcept { return own_; }
-	/* the budget a spinning wait gets now (adaptive: 2W capped, or the fallback) */
+	/* the wait length that decides between spinning and sleeping at once (adaptive: W
+	 * capped, or the fallback): a wait found within it was worth spinning for */
+	clock::duration threshold() const noexcept;
+	/* the budget a spinning wait gets now (adaptive: twice the threshold, capped, so that
+	 * the tail of waits just past W is still caught while the decision stays W's) */
 	clock::duration spin_budget() const noexcept;
 	uint64_t preemptions() const noexcept { return preempt_.load(std::memory_order_relaxed); }
 
 private:
 	clock::duration cap() const noexcept { return std::chrono::microseconds(policy_.spin_us); }
+	clock::duration adaptive_budget(wall_clock_fn wall_ms) noexcept;
 	void learn(bool hit, clock::duration waited) noexcept;
 	bool adaptive() const noexcept
 	{

@@ -147,6 +147,14 @@ wake_stats &process_wake_stats() noexcept
 	return stats;
 }
 
+namespace
+{
+/* the budget this thread was last given, and whether the wait it is in slept (record_sleep):
+ * record() judges the wait by them (a wait is one thread's, from budget() to record()) */
+thread_local clock::duration given_budget{};
+thread_local bool wait_slept = false;
+} // namespace
+
 bool cpu_gauge::feed(int runnable) noexcept
 {
 	if (runnable < 0)
@@ -200,15 +208,22 @@ uint64_t spin_learner::wake_cost_ns() const noexcept
 	return w;
 }
 
-clock::duration spin_learner::spin_budget() const noexcept
+clock::duration spin_learner::threshold() const noexcept
 {
 	if (policy_.kind != wait_policy_kind::adaptive)
 		return cap();
 	const uint64_t w = wake_cost_ns();
 	const clock::duration b =
-	    w ? std::chrono::duration_cast<clock::duration>(std::chrono::nanoseconds(2 * w))
+	    w ? std::chrono::duration_cast<clock::duration>(std::chrono::nanoseconds(w))
 	      : std::chrono::microseconds(default_spin_us);
 	return std::min(b, std::chrono::duration_cast<clock::duration>(cap()));
+}
+
+clock::duration spin_learner::spin_budget() const noexcept
+{
+	if (policy_.kind != wait_policy_kind::adaptive || !wake_cost_ns())
+		return threshold();
+	return std::min(2 * threshold(), std::chrono::duration_cast<clock::duration>(cap()));
 }
 
 clock::duration spin_learner::budget(wall_clock_fn wall_ms) noexcept
@@ -223,12 +238,20 @@ clock::duration spin_learner::budget(wall_clock_fn wall_ms) noexcept
 	case wait_policy_kind::adaptive:
 		break;
 	}
+	wait_slept = false;
+	given_budget = adaptive_budget(wall_ms);
+	return given_budget;
+}
+
+clock::duration spin_learner::adaptive_budget(wall_clock_fn wall_ms) noexcept
+{
 	/* CPUs are short: a spin would take the CPU the awaited thread needs */
 	if (in_.cpu_short && in_.cpu_short())
 		return clock::duration::zero();
 	if (score_.load(std::memory_order_relaxed) >= score_one / 2)
 		return spin_budget();
-	/* long waits lately: spin only on a probe, in the shared window or by the gap */
+	/* long waits lately: sleep at once, but spin on a probe, in the shared window or by the
+	 * gap */
 	if (wall_ms() % probe_period_ms == 0)
 		return spin_budget();
 	unsigned left = until_probe_.load(std::memory_order_relaxed);
@@ -244,10 +267,27 @@ void spin_learner::record(clock::duration waited, bool found) noexcept
 {
 	if (!adaptive())
 		return;
-	const clock::duration b = spin_budget();
+	const bool slept = wait_slept;
+	wait_slept = false;
+	const clock::duration b = threshold();
 	if (!found && waited < b)
 		return; /* a short timeout says nothing about how long waits last */
-	learn(found && waited <= b, waited);
+	if (!found || !slept) {
+		learn(found && waited <= b, waited);
+		return;
+	}
+	/* it slept: the wait itself lasted about `waited` less the wake-up cost, and longer than
+	 * the spin it was given; short when that is under the budget it would get now (a wait
+	 * that slept at once after waits judged against a smaller budget, or before W was known) */
+	const uint64_t w = wake_cost_ns();
+	if (w == 0) {
+		learn(false, waited);
+		return;
+	}
+	const clock::duration est = std::max<clock::duration>(
+	    given_budget,
+	    waited - std::chrono::duration_cast<clock::duration>(std::chrono::nanoseconds(w)));
+	learn(est < b, est);
 }
 
 void spin_learner::learn(bool hit, clock::duration waited) noexcept
@@ -272,6 +312,7 @@ void spin_learner::record_sleep(clock::duration arm, clock::duration slept,
 {
 	if (!adaptive())
 		return;
+	wait_slept = true;
 	const uint64_t path = ns_of(arm) + ns_of(drain);
 	const uint64_t now = now_ms();
 	if (own_.add_path(path, now)) {
@@ -287,6 +328,11 @@ void spin_learner::record_sleep(clock::duration arm, clock::duration slept,
 clock::duration spin_learner::calibration() noexcept
 {
 	if (!adaptive())
+		return clock::duration::zero();
+	/* no W is used while CPUs are short (every wait arms at once), and a calibrated sleep
+	 * costs system calls and, when the timer ends it, one more wake-up: CPU the others
+	 * queue for (K = 3 pairs on 2 CPUs: adaptive 1.5x block with the waits all slept) */
+	if (in_.cpu_short && in_.cpu_short())
 		return clock::duration::zero();
 	/* every other sleep while the wake-up latency is not known (warm-up, or its samples aged
 	 * out: a sleep that the timer ended is followed by one that it does not, so that a long
@@ -331,8 +377,10 @@ bool spin_learner::preempted(clock::duration gap) noexcept
 
 void spin_learner::record_preempted() noexcept
 {
-	if (adaptive())
-		learn(false, clock::duration::zero());
+	/* the wait's length says little (it includes the time without a CPU), and a shortage of
+	 * CPUs is cpu_gauge's to judge: one lost spin (a host that descheduled a vCPU, an
+	 * interrupt storm) must not stop the spinning of the waits after it */
+	wait_slept = false;
 }
 
 } // namespace vwait::util

@@ -57,8 +57,8 @@ void read_params() noexcept
 	fi_param_define(&prov, "wait_policy", FI_PARAM_STRING,
 	                "How blocking calls (fi_cq_sread, fi_cntr_wait, fi_eq_sread, fi_wait) "
 	                "wait: adaptive (spin up to twice the measured wake-up cost, at most "
-	                "FI_VWAIT_SPIN_US, while recent waits were that short and CPUs are not "
-	                "short, else arm and sleep), block (never spin), or fixed (spin "
+	                "FI_VWAIT_SPIN_US, while recent waits were shorter than it and CPUs "
+	                "are not short, else arm and sleep), block (never spin), or fixed (spin "
 	                "FI_VWAIT_SPIN_US, then arm and sleep). Default: adaptive.");
 	fi_param_define(&prov, "spin_us", FI_PARAM_INT,
 	                "Microseconds a blocking call may poll before it arms and sleeps: the "
