@@ -97,10 +97,12 @@ public:
 	 * negative FI_E* code. With async and a waiter, ctx's async fd becomes a source of w
 	 * too (async(async_arg) reads it without blocking), so that an async event (a CQ
 	 * overrun, a fatal device error) ends a blocked wait; a waiter that has it already
-	 * from another channel of the same context keeps that one. */
+	 * from another channel of the same context keeps that one. holders (may be NULL)
+	 * counts the channels that added the async fd, while they live. */
 	static int create(struct ibv_context *ctx, util::waiter *w,
 	                  std::shared_ptr<comp_channel> &out, async_fn async = nullptr,
-	                  void *async_arg = nullptr) noexcept;
+	                  void *async_arg = nullptr,
+	                  std::shared_ptr<std::atomic<unsigned>> holders = nullptr) noexcept;
 	~comp_channel();
 	comp_channel(const comp_channel &) = delete;
 	comp_channel &operator=(const comp_channel &) = delete;
@@ -129,13 +131,22 @@ private:
 	bool registered_ = false;
 	std::atomic<unsigned> cqs_{0};
 	int async_fd_ = -1; /* ctx's async fd when this channel added it to waiter_ */
+	std::shared_ptr<std::atomic<unsigned>> holders_; /* counts this channel while async_fd_ */
 };
 
 /* The channels of one device context, one per waiter: what a domain keeps so that every CQ it
- * opens on the same waiter shares one channel. Thread safe. */
+ * opens on the same waiter shares one channel. Thread safe.
+ *
+ * At most max_async_holders of its waiters hold the context's async fd at once. The kernel
+ * counts, for each file, the epoll sets it is in through every level of nesting and refuses
+ * (EINVAL) an EPOLL_CTL_ADD past 1000 direct ones, 500 through one more epoll set, 100
+ * through two: had every FI_WAIT_FD CQ's epoll fd held the one async fd, an application
+ * could not put the 501st such CQ into its own epoll set (issue 37). */
 class channel_registry
 {
 public:
+	static constexpr unsigned max_async_holders = 8;
+
 	/* async, async_arg: see comp_channel::create */
 	explicit channel_registry(struct ibv_context *ctx, comp_channel::async_fn async = nullptr,
 	                          void *async_arg = nullptr) noexcept
@@ -152,7 +163,10 @@ private:
 	struct ibv_context *ctx_;
 	comp_channel::async_fn async_;
 	void *async_arg_;
+	std::shared_ptr<std::atomic<unsigned>> async_holders_ =
+	    std::make_shared<std::atomic<unsigned>>(0);
 	util::mutex mu_{lock_level::channels};
+	bool async_note_ VWAIT_GUARDED_BY(mu_) = false;
 	std::map<util::waiter *, std::weak_ptr<comp_channel>> channels_ VWAIT_GUARDED_BY(mu_);
 };
 

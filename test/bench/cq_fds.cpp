@@ -5,7 +5,11 @@
  * error when a limit (descriptors, device, memory) stops it before N. Then closes them in a
  * random order and prints the descriptors left.
  *
- *   cq_fds -p vwait|verbs [-w fd|unspec|set|none] [-N count] [-s cq size]
+ *   cq_fds -p vwait|verbs [-w fd|unspec|set|none] [-N count] [-s cq size] [-e]
+ *
+ * -e: each CQ's FI_GETWAIT fd also goes into one epoll set of the application's, as the
+ * fi_poll(3) trywait loop does (an EPOLL_CTL_ADD refused is the first error; the kernel
+ * refuses one when a file shared by the CQs' fds sits under too many epoll sets).
  *
  * RESULT prov=.. wait=.. asked=N opened=M fds_per_cq=.. rss_kb_per_cq=.. first_error=..
  * fds_left=.. (descriptors after closing everything, against those before the first CQ)
@@ -21,9 +25,11 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -41,9 +47,13 @@ int main(int argc, char **argv)
 	std::string prov = "vwait", wait = "fd";
 	int n = 1024;
 	size_t size = 16;
+	bool in_epoll = false;
 	int c;
-	while ((c = getopt(argc, argv, "p:w:N:s:")) != -1) {
+	while ((c = getopt(argc, argv, "p:w:N:s:e")) != -1) {
 		switch (c) {
+		case 'e':
+			in_epoll = true;
+			break;
 		case 'p':
 			prov = optarg;
 			break;
@@ -57,9 +67,10 @@ int main(int argc, char **argv)
 			size = static_cast<size_t>(atol(optarg));
 			break;
 		default:
-			fprintf(stderr,
-			        "usage: %s [-p prov] [-w fd|unspec|set|none] [-N n] [-s size]\n",
-			        argv[0]);
+			fprintf(
+			    stderr,
+			    "usage: %s [-p prov] [-w fd|unspec|set|none] [-N n] [-s size] [-e]\n",
+			    argv[0]);
 			return 2;
 		}
 	}
@@ -114,6 +125,8 @@ int main(int argc, char **argv)
 	const long rss0 = proc_rss_kb();
 	std::vector<struct fid_cq *> cqs;
 	int first_error = 0;
+	std::string epoll_error;
+	int epfd = in_epoll ? epoll_create1(EPOLL_CLOEXEC) : -1;
 	for (int i = 0; i < n; ++i) {
 		struct fi_cq_attr attr = {};
 		attr.size = size;
@@ -131,8 +144,17 @@ int main(int argc, char **argv)
 			/* what an application does with it: take its fd */
 			int fd = -1;
 			fi_control(&cq->fid, FI_GETWAIT, &fd);
+			struct epoll_event ev = {};
+			ev.events = EPOLLIN;
+			if (epfd >= 0 && epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+				epoll_error = "epoll_ctl(ADD)_of_CQ_" + std::to_string(i + 1) +
+				              ":_" + strerror(errno);
+				break;
+			}
 		}
 	}
+	if (epfd >= 0)
+		close(epfd);
 	if (spare >= 0)
 		close(spare);
 	const int fds1 = proc_open_fds();
@@ -148,8 +170,10 @@ int main(int argc, char **argv)
 	printf("RESULT prov=%s wait=%s asked=%d opened=%zu fds_per_cq=%.2f rss_kb_per_cq=%.1f "
 	       "first_error=%s fds_left=%d close_errors=%d set_fds=%d\n",
 	       prov.c_str(), wait.c_str(), n, opened, per, kb,
-	       first_error ? fi_strerror(-first_error) : "none", fds2 - fds0, close_errors,
-	       set_fds);
+	       !epoll_error.empty() ? epoll_error.c_str()
+	       : first_error        ? fi_strerror(-first_error)
+	                            : "none",
+	       fds2 - fds0, close_errors, set_fds);
 	if (set)
 		fi_close(&set->fid);
 	fi_close(&domain->fid);

@@ -96,8 +96,8 @@ comp_channel::comp_channel(verbs::comp_channel_ptr ch, util::waiter *w) noexcept
 }
 
 int comp_channel::create(struct ibv_context *ctx, util::waiter *w,
-                         std::shared_ptr<comp_channel> &out, async_fn async,
-                         void *async_arg) noexcept
+                         std::shared_ptr<comp_channel> &out, async_fn async, void *async_arg,
+                         std::shared_ptr<std::atomic<unsigned>> holders) noexcept
 {
 	if (!ctx) {
 		FI_WARN(&prov, FI_LOG_CQ, "comp_channel: context is NULL\n");
@@ -129,9 +129,13 @@ int comp_channel::create(struct ibv_context *ctx, util::waiter *w,
 		c->registered_ = true;
 		if (async) {
 			int ret = w->add_source(ctx->async_fd, POLLIN, async, async_arg);
-			if (ret == 0)
+			if (ret == 0) {
 				c->async_fd_ = ctx->async_fd;
-			else if (ret != -FI_EALREADY)
+				if (holders) {
+					holders->fetch_add(1, std::memory_order_relaxed);
+					c->holders_ = std::move(holders);
+				}
+			} else if (ret != -FI_EALREADY)
 				FI_WARN(&prov, FI_LOG_CQ,
 				        "async fd %d: add to waiter: %s (async events are read "
 				        "only while CQs are polled)\n",
@@ -146,8 +150,11 @@ comp_channel::~comp_channel()
 {
 	/* The waiter stops calling drain() before the channel goes; every CQ of the channel is
 	 * gone already (they hold the shared_ptr), so nothing is left to ack. */
-	if (async_fd_ >= 0)
+	if (async_fd_ >= 0) {
 		waiter_->remove_source(async_fd_);
+		if (holders_)
+			holders_->fetch_sub(1, std::memory_order_relaxed);
+	}
 	if (registered_)
 		waiter_->remove_source(ch_->fd);
 }
@@ -190,7 +197,18 @@ int channel_registry::get(util::waiter *w, std::shared_ptr<comp_channel> &out) n
 			}
 		}
 		std::shared_ptr<comp_channel> created;
-		if (int ret = comp_channel::create(ctx_, w, created, async_, async_arg_))
+		/* the async fd in a bounded number of waiters (see max_async_holders): the others
+		 * read it when their CQs are polled, and any holder's wait reads it for them */
+		const bool hold =
+		    async_holders_->load(std::memory_order_relaxed) < max_async_holders;
+		if (!hold && !async_note_) {
+			async_note_ = true;
+			FI_INFO(&prov, FI_LOG_CQ,
+			        "%u waiters hold the async fd of %s: the next ones do not\n",
+			        max_async_holders, ibv_get_device_name(ctx_->device));
+		}
+		if (int ret = comp_channel::create(ctx_, w, created, hold ? async_ : nullptr,
+		                                   async_arg_, async_holders_))
 			return ret;
 		channels_[w] = created;
 		/* forget channels that died, so the map follows the live ones */
