@@ -10,10 +10,11 @@
 #            runs (default 5) of BENCH_ITERS round trips (default 2000); devices and arms
 #            alternate, their order reversed every other repeat.
 #   syscalls the server under strace -f -c, in the blocking arms, at BENCH_SC_ITERS round trips
-#            and at five times as many: the difference of the two counts over the difference
-#            of round trips is the system calls per round trip (one blocking wait for the
-#            request, one send), setup and teardown cancelled out. Counted, so the loaded
-#            host's noise does not touch them.
+#            (default 400) and at five times as many, the client spinning and thinking
+#            BENCH_SC_THINK_US (default 2000) before each send so that the server sleeps every
+#            time: the difference of the two counts over the difference of round trips is the
+#            system calls per blocking completion (one wait for the request, one send), setup
+#            and teardown cancelled out. Counted, so the loaded host's noise does not touch them.
 #
 # Cells: median [min-max]; ratios of medians. Only ratios mean something (the VM's CPU is
 # emulated). Writes BENCH_OUT (default BUILDDIR/bench-devices): results.md, records.txt (every
@@ -75,15 +76,16 @@ run() {
 	port=$((port + 1))
 	: >"$tmp/srv"
 	env "${envs[@]}" timeout 300 "$@" "$bench" -p "$prov" -m "$mode" -S 64 -I "$n" -P $port \
-		-A "${addr[$dev]}" >"$tmp/srv" 2>&1 &
+		"${think[@]}" -A "${addr[$dev]}" >"$tmp/srv" 2>&1 &
 	spid=$!
 	for i in $(seq 600); do # the server prints LISTENING once it listens (slow under strace)
 		grep -q '^LISTENING' "$tmp/srv" && break
 		kill -0 $spid 2>/dev/null || break
 		sleep 0.1
 	done
+	[ ${#think[@]} = 0 ] || mode=spin # a think-time run: the client spins, sends after its think
 	env "${envs[@]}" timeout 300 "$bench" -p "$prov" -m "$mode" -S 64 -I "$n" -P $port \
-		"${addr[$dev]}" >"$tmp/cli" 2>&1 && rc=0
+		"${think[@]}" "${addr[$dev]}" >"$tmp/cli" 2>&1 && rc=0
 	wait $spid || rc=1
 	{ echo "== $dev $arm $n ${*:-} (rc $rc)"; cat "$tmp/cli" "$tmp/srv"; } >>"$log"
 	grep '^RESULT' "$tmp/cli" >"$tmp/res"
@@ -100,6 +102,7 @@ in_turn() {
 }
 
 arms="vwait-spin verbs-spin vwait-block vwait-adaptive verbs-sread"
+think=() # the latency runs: think 0, both sides in the arm's mode
 echo "bench-devices: $(date -u +%FT%TZ), kernel $(uname -r), $(nproc) vCPUs, rxe0 on $RXE_ADDR, siw0 on $SIW_ADDR, $repeats repeats of $iters round trips" | tee -a "$log"
 for r in $(seq "$repeats"); do
 	for dev in $(in_turn "$r" rxe siw); do
@@ -111,13 +114,20 @@ for r in $(seq "$repeats"); do
 	echo "repeat $r: $(($(date +%s) - t_start)) s" | tee -a "$log"
 done
 
-# system calls of the server per round trip, counted by strace -f -c at two lengths
+# system calls of the server per round trip, counted by strace -f -c at two lengths. The client
+# spins and thinks BENCH_SC_THINK_US (default 2000) before each send, so that the server is
+# asleep when each message comes: every round trip is one blocking completion (at think 0, under
+# strace's slowdown the message is mostly there before the server would sleep: on 2026-11-29 the
+# vwait server on siw made no poll(2) at all in 2000 round trips).
+sc_think=${BENCH_SC_THINK_US:-2000}
+think=(-T "$sc_think" -B $((sc_iters * 5 * sc_think)))
 calls_of() { awk '$NF == "total" { print $4 }' "$1"; }
 if command -v strace >/dev/null; then
 	for dev in rxe siw; do
 		for arm in vwait-block vwait-adaptive verbs-sread; do
 			c=()
 			for n in "$sc_iters" $((sc_iters * 5)); do
+				think[3]=$((n * sc_think)) # -B: n rounds at that think
 				run "$dev" "$arm" "$n" strace -f -c -o "$tmp/sc.$n" && c+=("$(calls_of "$tmp/sc.$n")")
 				{ echo "-- strace -c, $n round trips"; cat "$tmp/sc.$n"; } >>"$log" 2>/dev/null
 				cp "$tmp/sc.$n" "$out/strace.$dev.$arm.$n" 2>/dev/null
@@ -160,7 +170,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b + 0 > 0) printf "%.2
 	rat "vwait block ÷ verbs sread" vwait-block verbs-sread
 	if grep -q '^sc|' "$rec"; then
 		echo
-		echo "System calls of the server per round trip (strace -f -c, $((sc_iters * 5)) minus $sc_iters round trips):"
+		echo "System calls of the server per round trip, each a blocking completion (strace -f -c, $((sc_iters * 5)) minus $sc_iters round trips; a spinning client that thinks $sc_think us before each send):"
 		echo
 		echo "| | rxe | siw |"
 		echo "|---|---|---|"
