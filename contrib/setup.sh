@@ -191,11 +191,13 @@ stage_integration() { make -C "$builddir" -j"$jobs" check-integration; }
 # on 2026-11-28), and since 2026-11-29 connection management and EQ blocking: connect, the
 # EQ's entries, a reject with its data (iWARP: MPA reject), an endpoint closed while it
 # connects, selective completion, fi_eq_sread and fi_trywait on the EQ (~30 s more on siw,
-# run-2 times of that day: 2.5 2.4 3.7 6.2 4.6 7.2 3.8 s).  The whole tier on siw (~25 min):
+# run-2 times of that day: 2.5 2.4 3.7 6.2 4.6 7.2 3.8 s), and a peer killed mid-transfer (1.2 s,
+# since c55a516).  The whole tier on siw (~25 min):
 # make check-integration-siw.  SETUP_SIW_TESTS replaces the list.
 siw_tests="vwait-fi-info vwait-dgram-info vwait-dp-info vwait-dp-sendrecv vwait-dp-rma
 	vwait-wait-objects vwait-rxm-pingpong verbs-fi-pingpong vwait-dp-connect vwait-dp-eq
-	vwait-dp-reject vwait-dp-close-connecting vwait-dp-selective vwait-eq-sread vwait-eq-trywait"
+	vwait-dp-reject vwait-dp-close-connecting vwait-dp-selective vwait-eq-sread vwait-eq-trywait
+	vwait-dp-peer-killed"
 stage_siw() {
 	local why
 	if ! why=$("$top/contrib/vm/build-siw.sh" 2>&1 >/dev/null); then

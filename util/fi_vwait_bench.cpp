@@ -34,6 +34,9 @@
  * connection: the client sends its name first, and the server puts it in its AV. Modes spin,
  * sread-* and empty-read only (empty-read opens an endpoint, so that ofi_rxm's progress runs).
  *
+ * -A address (server): listen on that address only (FI_SOURCE), so that of several devices the
+ * one that holds it serves (rdma_cm picks the device by the address); default: any.
+ *
  * -C seconds (-e msg): how long the server waits for the connection request, and either side
  * for each connection event (default 30; a side under valgrind on a busy emulated CPU may take
  * longer than that just to start).
@@ -142,6 +145,7 @@ struct options {
 	std::string go_fifo, done_fifo; /* -G go,done: a driver's turns */
 	std::string port = "7471";
 	std::string server; /* empty: be the server */
+	std::string source; /* -A: the server's own address (which device); empty: any */
 	int cm_wait_s = 30; /* -C: how long each side waits for a connection event */
 	int window = 0;     /* -X: a one-way stream with this many receives posted; 0: none */
 };
@@ -228,8 +232,8 @@ void usage()
 	fprintf(stderr,
 	        "usage: fi_vwait_bench [-p provider] [-e msg|rdm] [-m mode] [-S size] "
 	        "[-I iterations] [-W warmup] [-N set members] [-T think,... [-B us]] [-D] "
-	        "[-R bursts [-G go_fifo,done_fifo]] [-X window] [-C seconds] [-P port] [server "
-	        "address]\nmodes:\n");
+	        "[-R bursts [-G go_fifo,done_fifo]] [-X window] [-C seconds] [-A own address] "
+	        "[-P port] [server address]\nmodes:\n");
 	for (const mode_desc &m : modes)
 		fprintf(stderr, "  %-13s %s\n", m.name, m.what);
 }
@@ -280,6 +284,8 @@ private:
 		hints->fabric_attr->prov_name = strdup(opt_.prov.c_str());
 		const char *node = opt_.server.empty() ? nullptr : opt_.server.c_str();
 		uint64_t flags = opt_.server.empty() ? FI_SOURCE : 0;
+		if (opt_.server.empty() && !opt_.source.empty())
+			node = opt_.source.c_str();
 		if (opt_.how == mode::empty_read) {
 			node = nullptr;
 			flags = 0;
@@ -1175,7 +1181,7 @@ private:
 bool parse(int argc, char **argv, options *o)
 {
 	int c;
-	while ((c = getopt(argc, argv, "p:e:m:S:I:P:W:N:T:B:R:G:C:X:Dh")) != -1) {
+	while ((c = getopt(argc, argv, "p:e:m:S:I:P:W:N:T:B:R:G:C:X:A:Dh")) != -1) {
 		switch (c) {
 		case 'p':
 			o->prov = optarg;
@@ -1246,6 +1252,9 @@ bool parse(int argc, char **argv, options *o)
 			o->window = atoi(optarg);
 			if (o->window < 2 || o->window > 48)
 				return false;
+			break;
+		case 'A':
+			o->source = optarg;
 			break;
 		case 'R':
 			o->bursts = atoi(optarg);

@@ -50,6 +50,13 @@
 #                  first siw run builds siw.ko with build-siw.sh (needs linux-source-6.1 and
 #                  linux-headers-<kernel>: contrib/deps.sh siw) and caches it in VM_CACHE.
 #                  Everything below named rxe0 / RXE_* is then siw0 (RXE_DEV=siw0).
+#                  both: rxe0 as with rxe AND siw0 in the same guest, siw0 on a second
+#                  netdev of the same kind (dummy: "dummy1"; lo and nic: not supported) holding
+#                  VM_SIW_ADDR (default 169.254.77.2): rdma_cm picks the device by the
+#                  address, so a test chooses it by the address it listens on / connects to.
+#                  The command sees RXE_DEV=rxe0 RXE_ADDR, SIW_DEV=siw0 SIW_ADDR,
+#                  RDMA_DEV="rxe0 siw0", RDMA_TYPE=both.
+#   VM_SIW_ADDR    siw0's address with VM_RDMA=both (default 169.254.77.2)
 #   VM_RXE_NETDEV  netdev for rxe0: dummy (default) | lo | none
 #                  dummy: a dummy device "dummy0" holding VM_RXE_ADDR/32 (default
 #                  169.254.77.1, link-local, exists only inside the NIC-less guest;
@@ -134,7 +141,15 @@ case $RDMA_TYPE in
     SIW_KO=$(VM_KERNEL_VER=$KVER VM_CACHE=$CACHE "$(dirname "$0")/build-siw.sh") ||
       die "VM_RDMA=siw: no siw.ko for kernel $KVER (build-siw.sh said why above)"
     MODULES="$MODULES iw_cm $(modinfo -F depends "$SIW_KO" | tr , ' ')" ;;
-  *) die "VM_RDMA=$RDMA_TYPE: rxe or siw" ;;
+  both)  # rxe0 and siw0 side by side, each on its own dummy netdev
+    case ${VM_RXE_NETDEV:-dummy} in
+      dummy) ;;
+      *) die "VM_RDMA=both needs VM_RXE_NETDEV=dummy (two dummy netdevs, one address each)" ;;
+    esac
+    SIW_KO=$(VM_KERNEL_VER=$KVER VM_CACHE=$CACHE "$(dirname "$0")/build-siw.sh") ||
+      die "VM_RDMA=both: no siw.ko for kernel $KVER (build-siw.sh said why above)"
+    MODULES="$MODULES iw_cm $(modinfo -F depends "$SIW_KO" | tr , ' ')" ;;
+  *) die "VM_RDMA=$RDMA_TYPE: rxe, siw or both" ;;
 esac
 SELF_SUM=$( { echo "$MODULES"; [ -z "$SIW_KO" ] || md5sum < "$SIW_KO"
   sed -n '/^#==INIT-BEGIN/,/^#==INIT-END/p' "$0"; } | md5sum | cut -c1-8)
@@ -222,6 +237,7 @@ cmd=("$@")
   printf 'vm_rdma_type=%q\n' "$RDMA_TYPE"
   printf 'RXE_NETDEV=%q\n' "${VM_RXE_NETDEV:-dummy}"
   printf 'RXE_ADDR=%q\n' "$RXE_ADDR"
+  printf 'SIW_ADDR=%q\n' "${VM_SIW_ADDR:-169.254.77.2}"
   printf 'RXE_PREFIX=%q\n' "${VM_RXE_PREFIX:-24}"
   printf 'RXE_PEER_ADDR=%q\n' "${VM_RXE_PEER:-}"
   printf 'VM_HOSTNAME=%q\n' "${VM_HOSTNAME:-}"
@@ -252,6 +268,18 @@ unset VMRXE_OUT VMRXE_ERR
 ulimit -l unlimited
 [ -n "$VM_HOSTNAME" ] && echo "$VM_HOSTNAME" > /proc/sys/kernel/hostname
 vm_dev=${vm_rdma_type}0   # rxe0 or siw0 (lower case: the host environment sourced below keeps them)
+vm_type=$vm_rdma_type
+[ "$vm_rdma_type" = both ] && vm_dev=rxe0 vm_type=rxe   # and siw0 on dummy1, below
+# wait_active DEV: until its port is ACTIVE (normally at once)
+wait_active() {
+  local i st=
+  for i in $(seq 50); do
+    read -r st < "/sys/class/infiniband/$1/ports/1/state" 2>/dev/null
+    case $st in *ACTIVE*) return 0 ;; esac
+    sleep 0.1
+  done
+  echo "$1 port state: $st"; return 1
+}
 setup_rxe() {
   set -x
   case $RXE_NETDEV in
@@ -259,10 +287,17 @@ setup_rxe() {
       ip link add dummy0 type dummy &&
       ip addr add "$RXE_ADDR/32" dev dummy0 &&
       ip link set dummy0 up &&
-      rdma link add "$vm_dev" type "$vm_rdma_type" netdev dummy0 || return 1 ;;
+      rdma link add "$vm_dev" type "$vm_type" netdev dummy0 || return 1
+      if [ "$vm_rdma_type" = both ]; then
+        ip link add dummy1 type dummy &&
+        ip addr add "$SIW_ADDR/32" dev dummy1 &&
+        ip link set dummy1 up &&
+        rdma link add siw0 type siw netdev dummy1 &&
+        wait_active siw0 || return 1
+      fi ;;
     lo)
       RXE_ADDR=127.0.0.1
-      rdma link add "$vm_dev" type "$vm_rdma_type" netdev lo || return 1 ;;
+      rdma link add "$vm_dev" type "$vm_type" netdev lo || return 1 ;;
     nic)  # the one virtio NIC (its kernel name: the netdev that has a device)
       local n nic=
       for n in /sys/class/net/*; do [ -e "$n/device" ] && nic=${n##*/} && break; done
@@ -270,19 +305,14 @@ setup_rxe() {
       RXE_NETDEV=$nic
       ip addr add "$RXE_ADDR/$RXE_PREFIX" dev "$nic" &&
       ip link set "$nic" up &&
-      rdma link add "$vm_dev" type "$vm_rdma_type" netdev "$nic" || return 1 ;;
+      rdma link add "$vm_dev" type "$vm_type" netdev "$nic" || return 1 ;;
     none) return 0 ;;
     *) echo "unknown VM_RXE_NETDEV=$RXE_NETDEV"; return 1 ;;
   esac
-  local i st=
-  for i in $(seq 50); do   # wait until the port is ACTIVE (normally at once)
-    read -r st < "/sys/class/infiniband/$vm_dev/ports/1/state" 2>/dev/null
-    case $st in *ACTIVE*) break ;; esac
-    sleep 0.1
-  done
+  local rc=0
+  wait_active "$vm_dev" || rc=1
   rdma link show; ip -br addr
-  case $st in *ACTIVE*) ;; *) echo "$vm_dev port state: $st"; return 1 ;; esac
-  [ -c /dev/infiniband/uverbs0 ] && [ -c /dev/infiniband/rdma_cm ]
+  [ $rc = 0 ] && [ -c /dev/infiniband/uverbs0 ] && [ -c /dev/infiniband/rdma_cm ]
 }
 setup_rxe; setup_rc=$?
 { set +x; } 2>/dev/null
@@ -294,6 +324,7 @@ read -r up _ < /proc/uptime; echo "$up" > "$C/t_start"
 (
   source "$C/env.sh"
   export RXE_DEV=$vm_dev RXE_NETDEV RXE_ADDR RDMA_DEV=$vm_dev RDMA_TYPE=$vm_rdma_type
+  [ "$vm_rdma_type" = both ] && export SIW_DEV=siw0 SIW_ADDR RDMA_DEV="rxe0 siw0"
   [ -n "$RXE_PEER_ADDR" ] && export RXE_PEER_ADDR
   cd "$WORKDIR" || { echo "run-in-vm: cannot cd to $WORKDIR in the guest (not under VM_SHARE=$SHARE and hidden by a guest tmpfs?)" >&2; exit 125; }
   exec "${cmd[@]}"

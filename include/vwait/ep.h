@@ -241,6 +241,11 @@ private:
 	/* transmit flags this endpoint's device cannot honour: FI_REMOTE_CQ_DATA on iWARP (no
 	 * immediate data; its infos say cq_data_size 0) */
 	uint64_t no_tx_flags_ = 0;
+	/* iWARP: a send or write posted while an RDMA read is outstanding is fenced behind it.
+	 * iWARP completes a send or write once transmitted but a read only when its response
+	 * comes (siw), so without the fence a later operation completes first, and the ring's
+	 * in-order retire (wr_ring) would hand out the read's slot while the read still runs. */
+	bool fence_after_read_ = false;
 	uint64_t rx_flags_ = 0;
 	struct ibv_sge rx_spill_ = {};
 	uintptr_t rx_hidden_base_ = 0;

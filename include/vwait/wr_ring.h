@@ -55,8 +55,9 @@ struct wr_ring {
 	std::atomic<uint64_t> posted{0};  /* work requests posted, ever: the poster's */
 	std::atomic<uint64_t> retired{0}; /* of those, the ones whose slot came back: the CQ's */
 	std::atomic<bool> closed{false};
-	size_t head = 0;       /* the next slot to post, < nslots; under the endpoint's lock */
-	size_t unsignaled = 0; /* unsignalled sends in a row, under the endpoint's lock */
+	size_t head = 0;          /* the next slot to post, < nslots; under the endpoint's lock */
+	size_t unsignaled = 0;    /* unsignalled sends in a row, under the endpoint's lock */
+	uint64_t reads_until = 0; /* the last RDMA read's seq + 1 (0: none yet), the poster's */
 	/* The counters bound to this queue's endpoint direction (fi_ep_bind), set before
 	 * fi_enable and counted by translate() until closed:
 	 *   send queue:    msg = FI_SEND, write = FI_WRITE, read = FI_READ;

@@ -466,6 +466,23 @@ void test_peer_killed()
 	       first_err ? fi_strerror(first_err) : "none", missing, dups, strays);
 	printf("  FI_SHUTDOWN %s %.2f s after the kill; last completion at %.2f s\n",
 	       shutdown_seen ? "seen" : "NOT seen", t_shutdown, t_last);
+	if (missing) {
+		/* which ones: per kind, and the first and last missing in posting order */
+		int miss[4] = {0, 0, 0, 0}, lo = -1, hi = -1;
+		for (int i = 0; i < posted + nrecv; i++) {
+			size_t at = static_cast<size_t>(i < posted ? i : max_ops + i - posted);
+			if (done[at])
+				continue;
+			miss[i < posted ? kind[at] : 3]++;
+			if (i < posted) {
+				lo = lo < 0 ? i : lo;
+				hi = i;
+			}
+		}
+		printf("  missing: %d sends, %d writes, %d reads, %d receives; operations %d to %d "
+		       "of %d\n",
+		       miss[0], miss[1], miss[2], miss[3], lo, hi, posted);
+	}
 	EXPECT(killed, 0);
 	EXPECT(errors > 0, errors);
 	EXPECT(rx_errors == nrecv, rx_errors);

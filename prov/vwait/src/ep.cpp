@@ -30,8 +30,10 @@ constexpr size_t default_queue_size = 256;
 ep::ep(domain *dom, info_ptr info) : domain_(dom), info_(std::move(info))
 {
 	const struct ibv_device_attr &attr = domain_->device_attr();
-	if (domain_->context()->device->transport_type == IBV_TRANSPORT_IWARP)
+	if (domain_->context()->device->transport_type == IBV_TRANSPORT_IWARP) {
 		no_tx_flags_ = FI_REMOTE_CQ_DATA;
+		fence_after_read_ = true;
+	}
 	auto clamp = [](size_t want, size_t dflt, int max) {
 		size_t v = want ? want : dflt;
 		return std::min(v, static_cast<size_t>(max));
@@ -486,6 +488,13 @@ ssize_t ep::post_tx_wr(struct ibv_send_wr *wr, void *context, uint64_t cq_flags,
 	const bool quiet = !report && !ring.counted() && ring.unsignaled + 1 < ring.nslots / 2;
 	if (!quiet)
 		wr->send_flags |= IBV_SEND_SIGNALED;
+	if (fence_after_read_) {
+		/* completions in posting order, as the ring's retire needs (ep.h) */
+		if (wr->opcode == IBV_WR_RDMA_READ)
+			ring.reads_until = slot->seq + 1;
+		else if (ring.reads_until > ring.retired.load(std::memory_order_acquire))
+			wr->send_flags |= IBV_SEND_FENCE;
+	}
 	struct ibv_send_wr *bad = nullptr;
 	if (int ret = ibv_post_send(qp_, wr, &bad)) {
 		if (ret == ENOMEM)
