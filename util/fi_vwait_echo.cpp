@@ -25,9 +25,9 @@
  * connections at once; each reply is checked byte by byte. Prints how long connecting took
  * ("client: C connections up in S s"). -R then sends ROUNDS rounds round-robin, one message
  * in flight in all: each connection in turn sends one and waits for its reply, and the mean
- * round trip is printed ("client: round-robin ... us per round trip"). -H holds the connections open and
- * idle for SECONDS before they are shut down (to measure an idle server). Prints
- * "client: C connections, R replies verified".
+ * round trip is printed ("client: round-robin ... us per round trip"). -H holds the connections
+ * open and idle for SECONDS before they are shut down (to measure an idle server). Prints "client:
+ * C connections, R replies verified".
  *
  * Uses the public libfabric API only. Exit status 0 on success, 1 on any error, 2 on usage. */
 #include <rdma/fabric.h>
@@ -667,7 +667,8 @@ int run_client(const options &o)
 				struct fi_cq_msg_entry e;
 				ssize_t n = fi_cq_sread(cq, &e, 1, nullptr, cm_timeout_ms);
 				if (n != 1 || !(e.flags & FI_SEND)) {
-					fprintf(stderr, "fi_vwait_echo: waiting for the last sends\n");
+					fprintf(stderr,
+					        "fi_vwait_echo: waiting for the last sends\n");
 					err = true;
 					break;
 				}
@@ -677,7 +678,8 @@ int run_client(const options &o)
 		}
 		for (size_t r = 0; r < o.rounds && !err; r++) {
 			for (client_conn &c : cc) {
-				err = failed(post_recv(c), "fi_recv") || failed(send_next(c), "fi_send");
+				err = failed(post_recv(c), "fi_recv") ||
+				      failed(send_next(c), "fi_send");
 				if (!err && !again.empty()) {
 					fprintf(stderr, "fi_vwait_echo: round-robin: fi_send: %s\n",
 					        fi_strerror(FI_EAGAIN));
@@ -699,14 +701,16 @@ int run_client(const options &o)
 					} else if (ctx == &rx_ctx[c.index]) {
 						got = true;
 						if (e.len == o.size &&
-						    matches(rx_buf(c.index), o.size, c.index, c.replied))
+						    matches(rx_buf(c.index), o.size, c.index,
+						            c.replied))
 							verified++;
 						else
 							wrong++;
 						c.replied++;
 					} else {
-						fprintf(stderr, "fi_vwait_echo: round-robin: a "
-						                "completion of another connection\n");
+						fprintf(stderr,
+						        "fi_vwait_echo: round-robin: a "
+						        "completion of another connection\n");
 						err = true;
 					}
 				}
