@@ -71,17 +71,9 @@ export LC_ALL=C
 here=$(cd "$(dirname "$0")" && pwd -P)
 srcdir=$(cd "$here/../.." && pwd -P)
 
-if [ -z "${RXE_ADDR:-}" ]; then
-	builddir=$(cd "${1:-${VWAIT_BUILDDIR:-$PWD}}" && pwd -P) || exit 2
-	for f in .libs/libvwait-fi.so util/fi_vwait_bench test/integration/sread_idle; do
-		[ -e "$builddir/$f" ] || {
-			echo "bench-all: no $builddir/$f (make all sread_idle in the build dir)"
-			exit 2
-		}
-	done
-	export VWAIT_BUILDDIR=$builddir
-	exec env VM_TIMEOUT="${VM_TIMEOUT:-5400}" "$srcdir/contrib/vm/run-in-vm.sh" "$0" "$builddir"
-fi
+. "$srcdir/contrib/vm/boot-self.sh"
+[ -n "${RXE_ADDR:-}" ] || boot_self bench-all 5400 "${1:-}" .libs/libvwait-fi.so \
+	util/fi_vwait_bench test/integration/sread_idle
 
 builddir=${1:-${VWAIT_BUILDDIR:-$PWD}}
 export FI_PROVIDER_PATH=$builddir/.libs

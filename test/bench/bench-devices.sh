@@ -27,16 +27,8 @@ export LC_ALL=C
 here=$(cd "$(dirname "$0")" && pwd -P)
 srcdir=$(cd "$here/../.." && pwd -P)
 
-if [ -z "${SIW_ADDR:-}" ]; then
-	builddir=$(cd "${1:-${VWAIT_BUILDDIR:-$PWD}}" && pwd -P) || exit 2
-	[ -x "$builddir/util/fi_vwait_bench" ] || {
-		echo "bench-devices: no $builddir/util/fi_vwait_bench (make all in the build dir)"
-		exit 2
-	}
-	export VWAIT_BUILDDIR=$builddir
-	exec env VM_RDMA=both VM_TIMEOUT="${VM_TIMEOUT:-2400}" "$srcdir/contrib/vm/run-in-vm.sh" \
-		"$0" "$builddir"
-fi
+. "$srcdir/contrib/vm/boot-self.sh"
+[ -n "${SIW_ADDR:-}" ] || VM_RDMA=both boot_self bench-devices 2400 "${1:-}" util/fi_vwait_bench
 
 builddir=${1:-${VWAIT_BUILDDIR:-$PWD}}
 export FI_PROVIDER_PATH=$builddir/.libs

@@ -15,15 +15,8 @@ export LC_ALL=C
 here=$(cd "$(dirname "$0")" && pwd -P)
 srcdir=$(cd "$here/../.." && pwd -P)
 
-if [ -z "${RXE_ADDR:-}" ]; then
-	builddir=$(cd "${1:-${VWAIT_BUILDDIR:-$PWD}}" && pwd -P) || exit 2
-	[ -e "$builddir/.libs/libvwait-fi.so" ] || {
-		echo "dp-bench: no $builddir/.libs/libvwait-fi.so (give the build dir)"
-		exit 2
-	}
-	export VWAIT_BUILDDIR=$builddir
-	exec env VM_TIMEOUT="${VM_TIMEOUT:-1500}" "$srcdir/contrib/vm/run-in-vm.sh" "$0" "$builddir"
-fi
+. "$srcdir/contrib/vm/boot-self.sh"
+[ -n "${RXE_ADDR:-}" ] || boot_self dp-bench 1500 "${1:-}" .libs/libvwait-fi.so
 
 builddir=${1:-${VWAIT_BUILDDIR:-$PWD}}
 export FI_PROVIDER_PATH=$builddir/.libs
