@@ -260,8 +260,8 @@ void test_estimator_warmup(void **)
 
 /* A stale W decays: a sample counts for sample_max_age_ms only. A waiter that stopped sleeping
  * (short think times) keeps no W measured under other conditions (boot r: wake_us=2255 for a
- * whole run of short waits); with nothing fresh it spins the fallback budget and calibrates
- * its next sleeps until W is known again. */
+ * whole run of short waits); with nothing fresh it reports no W, budgets with the last W
+ * it had and calibrates its next sleeps until W is known again. */
 void test_estimator_ageing(void **)
 {
 	vwait::util::wake_stats proc;
@@ -281,13 +281,22 @@ void test_estimator_ageing(void **)
 	assert_int_equal(a.wake_cost_ns(), 40000);
 	assert_int_equal(proc.cost_ns(fake_now()), 40000);
 	assert_true(a.budget(outside) == d(80));
-	/* no sleep for another second: no W at all, for the waiter or for the process (fi_info
-	 * says "not measured yet" rather than an old figure) */
+	/* no sleep for another second: no W measured, for the waiter or for the process (fi_info
+	 * says "not measured yet" rather than an old figure); the budget keeps the last W it
+	 * had (a waiter spinning through every wait makes no sample: with the fallback, waits
+	 * of 90 us slept until W came back, boot v), and a waiter that never had one takes the
+	 * fallback */
 	advance_ms(1000);
 	assert_int_equal(a.wake_cost_ns(), 0);
+	assert_int_equal(a.budget_w_ns(), 40000);
 	assert_false(proc.known(fake_now()));
 	assert_int_equal(proc.cost_ns(fake_now()), 0);
-	assert_true(a.budget(outside) == d(vwait::util::default_spin_us));
+	assert_true(a.budget(outside) == d(80));
+	for (int i = 0; i < 8; i++)
+		a.record(us(60), true); /* waits of 1.5 of that W: long against it */
+	assert_true(a.score() < spin_learner::score_one / 2);
+	spin_learner never({wait_policy_kind::adaptive, 1000, &in});
+	assert_true(never.budget(outside) == d(vwait::util::default_spin_us));
 	/* and it re-measures: every other sleep calibrates until W is known again */
 	int calibrated = 0;
 	for (int i = 0; i < 6; i++)

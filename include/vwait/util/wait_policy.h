@@ -308,8 +308,14 @@ public:
 	unsigned probe_gap() const noexcept { return gap_.load(std::memory_order_relaxed); }
 	/* the exponentially weighted mean of the waits that ended within the budget, in ns */
 	uint64_t mean_short_ns() const noexcept { return mean_ns_.load(std::memory_order_relaxed); }
-	/* W as this waiter uses it: its own once measured, else the process's, else 0 */
+	/* W as this waiter measured it: its own once measured, else the process's, else 0
+	 * (0 once the samples aged out: what fi_info reports) */
 	uint64_t wake_cost_ns() const noexcept;
+	/* W as the budget uses it: wake_cost_ns(), else the last W this waiter had, else 0. A
+	 * waiter that spins through every wait makes no sleep and so no fresh sample: with the
+	 * fallback budget then, waits a little past it slept until W was measured again, and
+	 * then spun until it aged out again (boot v, think 50 us: 2.9x spinning). */
+	uint64_t budget_w_ns() const noexcept;
 	const wake_stats &own_wake() const noexcept { return own_; }
 	/* the wait length that decides between spinning and sleeping at once (adaptive: W
 	 * capped, or the fallback): a wait found within it was worth spinning for */
@@ -338,6 +344,7 @@ private:
 	/* the wake-up cost; W as last computed, for the millisecond w_ms_ - 1 (0: none) */
 	wake_stats own_;
 	mutable std::atomic<uint64_t> w_ns_{0};
+	mutable std::atomic<uint64_t> last_w_ns_{0}; /* the last non-zero W: budget_w_ns() */
 	mutable std::atomic<uint64_t> w_ms_{0};
 	std::atomic<uint64_t> sleeps_{0};
 	std::atomic<uint64_t> sleep_ns_{0}; /* EWMA of the sleeps' length (the timer's place) */

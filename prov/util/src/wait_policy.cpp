@@ -205,14 +205,22 @@ uint64_t spin_learner::wake_cost_ns() const noexcept
 		w = in_.process->cost_ns(now);
 	w_ns_.store(w, std::memory_order_relaxed);
 	w_ms_.store(now + 1, std::memory_order_relaxed);
+	if (w)
+		last_w_ns_.store(w, std::memory_order_relaxed);
 	return w;
+}
+
+uint64_t spin_learner::budget_w_ns() const noexcept
+{
+	const uint64_t w = wake_cost_ns();
+	return w ? w : last_w_ns_.load(std::memory_order_relaxed);
 }
 
 clock::duration spin_learner::threshold() const noexcept
 {
 	if (policy_.kind != wait_policy_kind::adaptive)
 		return cap();
-	const uint64_t w = wake_cost_ns();
+	const uint64_t w = budget_w_ns();
 	const clock::duration b =
 	    w ? std::chrono::duration_cast<clock::duration>(std::chrono::nanoseconds(w))
 	      : std::chrono::microseconds(default_spin_us);
@@ -221,7 +229,7 @@ clock::duration spin_learner::threshold() const noexcept
 
 clock::duration spin_learner::spin_budget() const noexcept
 {
-	if (policy_.kind != wait_policy_kind::adaptive || !wake_cost_ns())
+	if (policy_.kind != wait_policy_kind::adaptive || !budget_w_ns())
 		return threshold();
 	return std::min(2 * threshold(), std::chrono::duration_cast<clock::duration>(cap()));
 }
@@ -279,7 +287,7 @@ void spin_learner::record(clock::duration waited, bool found) noexcept
 	/* it slept: the wait itself lasted about `waited` less the wake-up cost, and longer than
 	 * the spin it was given; short when that is under the budget it would get now (a wait
 	 * that slept at once after waits judged against a smaller budget, or before W was known) */
-	const uint64_t w = wake_cost_ns();
+	const uint64_t w = budget_w_ns();
 	if (w == 0) {
 		learn(false, waited);
 		return;
