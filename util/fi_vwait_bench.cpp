@@ -193,6 +193,16 @@ std::vector<phase> plan_of(const std::vector<int> &thinks, int iters, long budge
 
 /* The threads of this process now (/proc/self/task): the provider's own show here (vwait's
  * EQ has one). */
+/* The error entry a read that returned -FI_EAVAIL left: printed after `what`, its code
+ * returned (negative). */
+int cq_error(struct fid_cq *cq, const char *what)
+{
+	struct fi_cq_err_entry err = {};
+	fi_cq_readerr(cq, &err, 0);
+	fprintf(stderr, "%s: %s (prov_errno %d)\n", what, fi_strerror(err.err), err.prov_errno);
+	return -err.err;
+}
+
 int thread_count()
 {
 	int n = 0;
@@ -436,12 +446,8 @@ private:
 				continue;
 			if (n == 1 && e.op_context == ctx)
 				return 0;
-			if (n == -FI_EAVAIL) {
-				struct fi_cq_err_entry err = {};
-				fi_cq_readerr(cq_, &err, 0);
-				fprintf(stderr, "address exchange: %s\n", fi_strerror(err.err));
-				return -err.err;
-			}
+			if (n == -FI_EAVAIL)
+				return cq_error(cq_, "address exchange");
 			fprintf(stderr, "address exchange: unexpected completion (%zd)\n", n);
 			return n < 0 ? static_cast<int>(n) : -FI_EOTHER;
 		}
@@ -643,13 +649,8 @@ private:
 				return 0;
 			if (n == -FI_EAGAIN)
 				continue;
-			if (n == -FI_EAVAIL) {
-				struct fi_cq_err_entry err = {};
-				fi_cq_readerr(cq_, &err, 0);
-				fprintf(stderr, "completion error: %s (prov_errno %d)\n",
-				        fi_strerror(err.err), err.prov_errno);
-				return -err.err;
-			}
+			if (n == -FI_EAVAIL)
+				return cq_error(cq_, "completion error");
 			fprintf(stderr, "reading the CQ: %s\n", fi_strerror(static_cast<int>(-n)));
 			return static_cast<int>(n);
 		}
@@ -876,12 +877,8 @@ private:
 		}
 		if (n == 1)
 			return 0;
-		if (n == -FI_EAVAIL) {
-			struct fi_cq_err_entry err = {};
-			fi_cq_readerr(cq_, &err, 0);
-			fprintf(stderr, "completion error: %s\n", fi_strerror(err.err));
-			return -err.err;
-		}
+		if (n == -FI_EAVAIL)
+			return cq_error(cq_, "completion error");
 		fprintf(stderr, "fi_cq_sread: %s\n", fi_strerror(static_cast<int>(-n)));
 		return n < 0 ? static_cast<int>(n) : -FI_EOTHER;
 	}
