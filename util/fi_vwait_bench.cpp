@@ -15,8 +15,10 @@
  * -I, -B. The client prints each phase's one-way latency (think time excluded), the server the
  * CPU time (process, user + system) it spent per message, as PHASE lines, each with the
  * wake-up cost vwait's adaptive policy had measured in that process by the phase's end
- * (wake_us; 0: not yet, -1: not vwait). The two sides may
- * use different modes (a spinning client against a server blocked in fi_cq_sread).
+ * (wake_us; 0: not yet, -1: not vwait) and, for vwait, the policy's decisions in that phase
+ * (spun= probes= armed_long= armed_cpu= preempted= judged_short= judged_long=: counts of waits,
+ * fi_ext_vwait.h). The two sides may use different modes (a spinning client against a server
+ * blocked in fi_cq_sread).
  *
  * -m empty-read: no peer; fi_cq_read on an empty CQ, -I times (callgrind's instruction count
  * per call; every CQ read of the benchmark goes through vwait_bench_cq_read, a function
@@ -80,6 +82,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -1010,20 +1013,36 @@ private:
 		return 0;
 	}
 
-	/* The wake-up cost vwait's adaptive policy has measured in this process so far (us;
-	 * 0: not yet), through vwait's wait ops (fi_ext_vwait.h); -1 for another provider. */
-	int wake_us()
+	/* What vwait's adaptive policy has measured and decided in this process so far,
+	 * through vwait's wait ops (fi_ext_vwait.h): false for another provider. */
+	bool policy_state(struct fi_vwait_wait_attr &attr)
 	{
 		struct fi_vwait_wait_ops *ops = nullptr;
+		attr = {};
 		if (!fabric_ ||
 		    fi_open_ops(&fabric_->fid, FI_VWAIT_WAIT_OPS, 0,
 		                reinterpret_cast<void **>(&ops), nullptr) != 0 ||
 		    !ops)
-			return -1;
-		struct fi_vwait_wait_attr attr = {};
-		if (ops->query(&fabric_->fid, &attr) != 0 || attr.version < 3)
-			return -1;
-		return static_cast<int>(attr.wake_us);
+			return false;
+		return ops->query(&fabric_->fid, &attr) == 0 && attr.version >= 4;
+	}
+
+	/* The policy's decisions between two policy_state() snapshots, as key=value fields
+	 * (spun probes armed_long armed_cpu preempted judged_short judged_long), or "" */
+	static std::string decisions(const struct fi_vwait_wait_attr &a,
+	                             const struct fi_vwait_wait_attr &b)
+	{
+		if (a.version < 4 || b.version < 4)
+			return "";
+		char buf[256];
+		snprintf(buf, sizeof(buf),
+		         " spun=%" PRIu64 " probes=%" PRIu64 " armed_long=%" PRIu64
+		         " armed_cpu=%" PRIu64 " preempted=%" PRIu64 " judged_short=%" PRIu64
+		         " judged_long=%" PRIu64,
+		         b.spun - a.spun, b.probes - a.probes, b.armed_long - a.armed_long,
+		         b.armed_cpu - a.armed_cpu, b.preempted - a.preempted,
+		         b.judged_short - a.judged_short, b.judged_long - a.judged_long);
+		return buf;
 	}
 
 	/* A think-time run: warmup rounds, then per phase one unmeasured round at think 0 (the
@@ -1035,12 +1054,16 @@ private:
 		const std::vector<phase> plan = plan_of(opt_.thinks, opt_.iters, opt_.budget_us);
 		std::vector<double> lat(plan.size()), cpu(plan.size() + 1);
 		std::vector<int> wake(plan.size(), -1);
+		/* the policy's state at each phase's start, and at the last one's end */
+		std::vector<struct fi_vwait_wait_attr> pol(plan.size() + 1);
+		std::vector<bool> pol_ok(plan.size() + 1, false);
 		int i = 0;
 		for (; i < opt_.warmup; i++)
 			FI_CALL(round(client, i));
 		for (size_t p = 0; p <= plan.size(); p++) {
 			FI_CALL(round(client, i++));
 			cpu[p] = cpu_now_us();
+			pol_ok[p] = policy_state(pol[p]);
 			if (p == plan.size())
 				break;
 			double sum = 0;
@@ -1054,21 +1077,25 @@ private:
 				           .count();
 			}
 			lat[p] = sum / plan[p].iters / 2;
-			wake[p] = wake_us();
+			struct fi_vwait_wait_attr now;
+			wake[p] = policy_state(now) ? static_cast<int>(now.wake_us) : -1;
 		}
 		FI_CALL(drain(i));
 		for (size_t p = 0; p < plan.size(); p++) {
+			/* the phase's decisions include its leading round at think 0 */
+			const std::string d =
+			    pol_ok[p] && pol_ok[p + 1] ? decisions(pol[p], pol[p + 1]) : "";
 			if (client)
 				printf("PHASE side=client prov=%s mode=%s think_us=%d iters=%d "
-				       "lat_us=%.2f wake_us=%d\n",
+				       "lat_us=%.2f wake_us=%d%s\n",
 				       opt_.prov.c_str(), opt_.mode_name.c_str(), plan[p].think_us,
-				       plan[p].iters, lat[p], wake[p]);
+				       plan[p].iters, lat[p], wake[p], d.c_str());
 			else
 				printf("PHASE side=server prov=%s mode=%s think_us=%d iters=%d "
-				       "cpu_us_per_msg=%.2f wake_us=%d\n",
+				       "cpu_us_per_msg=%.2f wake_us=%d%s\n",
 				       opt_.prov.c_str(), opt_.mode_name.c_str(), plan[p].think_us,
 				       plan[p].iters, (cpu[p + 1] - cpu[p]) / plan[p].iters,
-				       wake[p]);
+				       wake[p], d.c_str());
 		}
 		return 0;
 	}

@@ -55,7 +55,7 @@ enum fi_vwait_wait_policy {
 	FI_VWAIT_POLICY_FIXED,    /* spin spin_us, then arm and sleep */
 };
 
-#define FI_VWAIT_WAIT_ATTR_VERSION 3
+#define FI_VWAIT_WAIT_ATTR_VERSION 4
 
 struct fi_vwait_wait_attr {
 	uint32_t version; /* FI_VWAIT_WAIT_ATTR_VERSION */
@@ -74,6 +74,21 @@ struct fi_vwait_wait_attr {
 	 * rounded up; 0: not measured (no blocking call of this process slept in the last
 	 * second, past its first sleeps) */
 	uint32_t wake_us;
+	/* since version 4: what the adaptive policy decided in this process so far, a count of
+	 * waits each (waits that found their work at the first look are none of these):
+	 * begun with a spin because recent waits were short (spun) or as a probe while they
+	 * were long (probes); begun by arming at once because recent waits were long
+	 * (armed_long) or CPUs were short (armed_cpu); spins stopped because the spinner lost
+	 * its CPU (preempted); and ended waits judged short, worth a spin (judged_short), or
+	 * long (judged_long) */
+	uint32_t reserved;
+	uint64_t spun;
+	uint64_t probes;
+	uint64_t armed_long;
+	uint64_t armed_cpu;
+	uint64_t preempted;
+	uint64_t judged_short;
+	uint64_t judged_long;
 };
 
 /* What fi_info->nic->prov_attr points at in infos vwait returns. */

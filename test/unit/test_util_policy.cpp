@@ -551,6 +551,52 @@ void test_slept_waits(void **)
 	assert_true(a.score() < spin_learner::score_one / 2);
 }
 
+/* The process's decision counters (fi_vwait_wait_attr version 4): one count per decision,
+ * each in its own counter, and none without a process to report to. */
+void test_decision_counts(void **)
+{
+	vwait::util::wake_stats proc;
+	const vwait::util::policy_decisions &c = proc.decisions();
+	const policy_inputs in{spin_learner::wall_ms_now, never_short, &proc, fake_now};
+	spin_learner a({wait_policy_kind::adaptive, 1000, &in});
+	/* short waits: spun, judged short */
+	for (int i = 0; i < 5; i++) {
+		assert_true(a.budget(outside) > clock::duration::zero());
+		a.record(us(20), true);
+	}
+	assert_int_equal(c.spun.load(), 5);
+	assert_int_equal(c.judged_short.load(), 5);
+	assert_int_equal(c.judged_long.load(), 0);
+	/* long waits: judged long until the score turns; then armed at once, probes between */
+	for (int i = 0; i < 40; i++) {
+		(void)a.budget(outside);
+		a.record(us(5000), true);
+	}
+	assert_int_equal(c.judged_long.load(), 40);
+	assert_true(c.armed_long.load() > 0);
+	assert_true(c.probes.load() > 0);
+	assert_int_equal(c.spun.load() + c.probes.load() + c.armed_long.load(), 45);
+	/* a preempted spin */
+	assert_false(a.preempted(us(50)));
+	assert_true(a.preempted(us(500)));
+	assert_int_equal(c.preempted.load(), 1);
+	/* CPUs short: armed at once, counted as such */
+	const policy_inputs busy{spin_learner::wall_ms_now, always_short, &proc, fake_now};
+	spin_learner b({wait_policy_kind::adaptive, 1000, &busy});
+	for (int i = 0; i < 3; i++)
+		assert_true(b.budget(outside) == clock::duration::zero());
+	assert_int_equal(c.armed_cpu.load(), 3);
+	/* block and fixed decide nothing; a learner without a process counts nowhere */
+	spin_learner f({wait_policy_kind::block, 100, &in});
+	(void)f.budget(outside);
+	f.record(us(20), true);
+	spin_learner q({wait_policy_kind::adaptive, 100, &quiet});
+	(void)q.budget(outside);
+	q.record(us(20), true);
+	assert_int_equal(c.spun.load() + c.probes.load() + c.armed_long.load(), 45);
+	assert_int_equal(c.judged_short.load(), 5);
+}
+
 } // namespace
 
 int main()
@@ -562,7 +608,7 @@ int main()
 	    cmocka_unit_test(test_estimator_ageing),  cmocka_unit_test(test_estimator_outlier),
 	    cmocka_unit_test(test_fallback_budget),   cmocka_unit_test(test_cpu_gauge),
 	    cmocka_unit_test(test_learner_busy_cpu),  cmocka_unit_test(test_decision_is_w),
-	    cmocka_unit_test(test_slept_waits),
+	    cmocka_unit_test(test_slept_waits),       cmocka_unit_test(test_decision_counts),
 	};
 	return cmocka_run_group_tests_name("util_policy", tests, nullptr, nullptr);
 }

@@ -162,6 +162,21 @@ private:
 /* The steady clock in milliseconds (what samples are stamped with by default). */
 uint64_t steady_ms_now() noexcept;
 
+/* What the adaptive learners of a process decided, since it started (relaxed counters, for
+ * benchmarks and fi_vwait_wait_attr version 4): how waits began (spin budget given because
+ * recent waits were short, or as a probe; armed at once because they were long, or because
+ * CPUs were short), how many spins a preemption stopped, and how waits were judged when they
+ * ended (short: worth spinning for; long). */
+struct policy_decisions {
+	std::atomic<uint64_t> spun{0};
+	std::atomic<uint64_t> probes{0};
+	std::atomic<uint64_t> armed_long{0};
+	std::atomic<uint64_t> armed_cpu{0};
+	std::atomic<uint64_t> preempted{0};
+	std::atomic<uint64_t> judged_short{0};
+	std::atomic<uint64_t> judged_long{0};
+};
+
 /* The wake-up cost W of sleeping, in its parts (see above): the sleep path's own cost (prepare
  * plus the drain after an event woke the sleeper) and the wake-up latency (timed against a
  * calibration timer). Per waiter (with a warm-up), and one per process (process_wake_stats,
@@ -191,10 +206,14 @@ public:
 	const sample_window &wake() const noexcept { return wake_; }
 	uint64_t wake_samples() const noexcept { return wake_.kept(); }
 	uint64_t path_samples() const noexcept { return path_.kept(); }
+	/* the decisions of the learners that report here */
+	policy_decisions &decisions() noexcept { return decisions_; }
+	const policy_decisions &decisions() const noexcept { return decisions_; }
 
 private:
 	sample_window path_;
 	sample_window wake_;
+	policy_decisions decisions_;
 };
 
 /* The process's: every adaptive learner adds its samples here too. */
@@ -334,6 +353,12 @@ private:
 		return policy_.kind == wait_policy_kind::adaptive && policy_.spin_us != 0;
 	}
 	uint64_t now_ms() const noexcept { return in_.now_ms ? in_.now_ms() : steady_ms_now(); }
+	/* one more of a process decision counter (none without a process wake_stats) */
+	void count(std::atomic<uint64_t> policy_decisions::*which) noexcept
+	{
+		if (in_.process)
+			(in_.process->decisions().*which).fetch_add(1, std::memory_order_relaxed);
+	}
 
 	const wait_policy policy_;
 	const policy_inputs in_;

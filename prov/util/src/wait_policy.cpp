@@ -254,20 +254,29 @@ clock::duration spin_learner::budget(wall_clock_fn wall_ms) noexcept
 clock::duration spin_learner::adaptive_budget(wall_clock_fn wall_ms) noexcept
 {
 	/* CPUs are short: a spin would take the CPU the awaited thread needs */
-	if (in_.cpu_short && in_.cpu_short())
+	if (in_.cpu_short && in_.cpu_short()) {
+		count(&policy_decisions::armed_cpu);
 		return clock::duration::zero();
-	if (score_.load(std::memory_order_relaxed) >= score_one / 2)
+	}
+	if (score_.load(std::memory_order_relaxed) >= score_one / 2) {
+		count(&policy_decisions::spun);
 		return spin_budget();
+	}
 	/* long waits lately: sleep at once, but spin on a probe, in the shared window or by the
 	 * gap */
-	if (wall_ms() % probe_period_ms == 0)
+	if (wall_ms() % probe_period_ms == 0) {
+		count(&policy_decisions::probes);
 		return spin_budget();
+	}
 	unsigned left = until_probe_.load(std::memory_order_relaxed);
 	while (left > 0) {
-		if (until_probe_.compare_exchange_weak(left, left - 1, std::memory_order_relaxed))
+		if (until_probe_.compare_exchange_weak(left, left - 1, std::memory_order_relaxed)) {
+			count(&policy_decisions::armed_long);
 			return clock::duration::zero();
+		}
 	}
 	until_probe_.store(gap_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+	count(&policy_decisions::probes);
 	return spin_budget();
 }
 
@@ -300,6 +309,7 @@ void spin_learner::record(clock::duration waited, bool found) noexcept
 
 void spin_learner::learn(bool hit, clock::duration waited) noexcept
 {
+	count(hit ? &policy_decisions::judged_short : &policy_decisions::judged_long);
 	const unsigned s = score_.load(std::memory_order_relaxed);
 	score_.store((3 * s + (hit ? score_one : 0)) / 4, std::memory_order_relaxed);
 	if (hit) {
@@ -380,6 +390,7 @@ bool spin_learner::preempted(clock::duration gap) noexcept
 	if (ns_of(gap) <= preempt_gap_us * 1000ULL)
 		return false;
 	preempt_.fetch_add(1, std::memory_order_relaxed);
+	count(&policy_decisions::preempted);
 	return true;
 }
 

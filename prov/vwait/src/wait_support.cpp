@@ -46,6 +46,14 @@ const struct fi_vwait_wait_attr support = {
     .wait_policy = FI_VWAIT_POLICY_ADAPTIVE, /* wait_support() fills in the parameters */
     .spin_us = 0,
     .wake_us = 0,
+    .reserved = 0,
+    .spun = 0,
+    .probes = 0,
+    .armed_long = 0,
+    .armed_cpu = 0,
+    .preempted = 0,
+    .judged_short = 0,
+    .judged_long = 0,
 };
 
 const char *const kind_names[FI_VWAIT_KIND_MAX] = {"cq", "cntr", "eq", "wait_set"};
@@ -98,8 +106,18 @@ struct fi_vwait_wait_attr wait_support() noexcept
 		break;
 	}
 	attr.spin_us = p.spin_us;
-	const uint64_t w = util::process_wake_stats().cost_ns();
+	const util::wake_stats &process = util::process_wake_stats();
+	const uint64_t w = process.cost_ns();
 	attr.wake_us = static_cast<uint32_t>((w + 999) / 1000);
+	const util::policy_decisions &d = process.decisions();
+	constexpr auto relaxed = std::memory_order_relaxed;
+	attr.spun = d.spun.load(relaxed);
+	attr.probes = d.probes.load(relaxed);
+	attr.armed_long = d.armed_long.load(relaxed);
+	attr.armed_cpu = d.armed_cpu.load(relaxed);
+	attr.preempted = d.preempted.load(relaxed);
+	attr.judged_short = d.judged_short.load(relaxed);
+	attr.judged_long = d.judged_long.load(relaxed);
 	return attr;
 }
 
