@@ -597,18 +597,55 @@ void test_decision_counts(void **)
 	assert_int_equal(c.judged_short.load(), 5);
 }
 
+/* The CPUs are looked at (a read of /proc/loadavg, at most one per cpu_check_ms) only for a
+ * wait that would spin, or a sleep that would calibrate: a waiter whose waits are long and
+ * arm at once looks at them only on its probes. */
+std::atomic<int> short_calls{0};
+bool counted_never_short() noexcept
+{
+	short_calls++;
+	return false;
+}
+void test_cpu_looked_at_to_spin(void **)
+{
+	vwait::util::wake_stats proc;
+	const policy_inputs in{spin_learner::wall_ms_now, counted_never_short, &proc, fake_now};
+	spin_learner a({wait_policy_kind::adaptive, 1000, &in});
+	for (int i = 0; i < 10; i++) {
+		(void)a.budget(outside);
+		a.record(us(20), true);
+	}
+	assert_int_equal(short_calls.load(), 10); /* each spin asked */
+	for (int i = 0; i < 20; i++) {
+		(void)a.budget(outside);
+		a.record(us(5000), true);
+	}
+	short_calls = 0;
+	const uint64_t probes = proc.decisions().probes.load();
+	for (int i = 0; i < 1000; i++) {
+		(void)a.budget(outside);
+		a.record(us(5000), true);
+	}
+	const uint64_t probed = proc.decisions().probes.load() - probes;
+	print_message("1000 long waits: %d looks at the CPUs, %d probes\n", short_calls.load(),
+	              static_cast<int>(probed));
+	assert_true(probed >= 1 && probed <= 10);
+	assert_int_equal(short_calls.load(), static_cast<int>(probed));
+}
+
 } // namespace
 
 int main()
 {
 	init_logging();
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_policy_names),      cmocka_unit_test(test_learner),
-	    cmocka_unit_test(test_learner_wake_cost), cmocka_unit_test(test_estimator_warmup),
-	    cmocka_unit_test(test_estimator_ageing),  cmocka_unit_test(test_estimator_outlier),
-	    cmocka_unit_test(test_fallback_budget),   cmocka_unit_test(test_cpu_gauge),
-	    cmocka_unit_test(test_learner_busy_cpu),  cmocka_unit_test(test_decision_is_w),
-	    cmocka_unit_test(test_slept_waits),       cmocka_unit_test(test_decision_counts),
+	    cmocka_unit_test(test_policy_names),          cmocka_unit_test(test_learner),
+	    cmocka_unit_test(test_learner_wake_cost),     cmocka_unit_test(test_estimator_warmup),
+	    cmocka_unit_test(test_estimator_ageing),      cmocka_unit_test(test_estimator_outlier),
+	    cmocka_unit_test(test_fallback_budget),       cmocka_unit_test(test_cpu_gauge),
+	    cmocka_unit_test(test_learner_busy_cpu),      cmocka_unit_test(test_decision_is_w),
+	    cmocka_unit_test(test_slept_waits),           cmocka_unit_test(test_decision_counts),
+	    cmocka_unit_test(test_cpu_looked_at_to_spin),
 	};
 	return cmocka_run_group_tests_name("util_policy", tests, nullptr, nullptr);
 }

@@ -57,24 +57,51 @@ uint64_t steady_ms() noexcept
 	        .count());
 }
 
-/* runnable threads of the system, from /proc/loadavg's fourth field ("running/total");
- * -1 when it cannot be read */
-int runnable_now() noexcept
+/* /proc/loadavg's runnable count ("running/total", the fourth field) in buf, -1 if none */
+int parse_runnable(const char *buf) noexcept
 {
-	int f = ::open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
-	if (f < 0)
-		return -1;
-	char buf[128];
-	ssize_t n = ::read(f, buf, sizeof(buf) - 1);
-	::close(f);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
 	double l1, l5, l15;
 	int running, total;
 	if (sscanf(buf, "%lf %lf %lf %d/%d", &l1, &l5, &l15, &running, &total) != 5)
 		return -1;
 	return running;
+}
+
+/* /proc/loadavg, opened once per process and read with pread (one system call a snapshot,
+ * not three: boot u's stream of completions made ~0.009 system calls per completion with
+ * open, read and close). -1: not open; -2: it cannot be opened (no /proc), never retried. */
+std::atomic<int> loadavg_fd{-1};
+
+int open_loadavg() noexcept
+{
+	const int f = ::open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+	loadavg_fd.store(f >= 0 ? f : -2, std::memory_order_relaxed);
+	return f;
+}
+
+/* runnable threads of the system; -1 when it cannot be read. One thread at a time calls it
+ * (cpu_short_now). A read that fails, or reads something that is not /proc/loadavg (the
+ * application closed the descriptor and the number now names a file of its own), opens it
+ * anew; the old number is not closed, since it may be the application's now. */
+int runnable_now() noexcept
+{
+	for (int attempt = 0; attempt < 2; attempt++) {
+		int f = loadavg_fd.load(std::memory_order_relaxed);
+		if (f == -2)
+			return -1;
+		if (f < 0 && (f = open_loadavg()) < 0)
+			return -1;
+		char buf[128];
+		const ssize_t n = ::pread(f, buf, sizeof(buf) - 1, 0);
+		if (n > 0) {
+			buf[n] = '\0';
+			const int r = parse_runnable(buf);
+			if (r >= 0)
+				return r;
+		}
+		loadavg_fd.store(-1, std::memory_order_relaxed);
+	}
+	return -1;
 }
 
 int cpus_of_process() noexcept
@@ -253,30 +280,31 @@ clock::duration spin_learner::budget(wall_clock_fn wall_ms) noexcept
 
 clock::duration spin_learner::adaptive_budget(wall_clock_fn wall_ms) noexcept
 {
-	/* CPUs are short: a spin would take the CPU the awaited thread needs */
+	std::atomic<uint64_t> policy_decisions::*spin = &policy_decisions::spun;
+	if (score_.load(std::memory_order_relaxed) < score_one / 2) {
+		/* long waits lately: sleep at once, but spin on a probe, in the shared window or
+		 * by the gap */
+		spin = &policy_decisions::probes;
+		if (wall_ms() % probe_period_ms != 0) {
+			unsigned left = until_probe_.load(std::memory_order_relaxed);
+			while (left > 0) {
+				if (until_probe_.compare_exchange_weak(left, left - 1,
+				                                       std::memory_order_relaxed)) {
+					count(&policy_decisions::armed_long);
+					return clock::duration::zero();
+				}
+			}
+			until_probe_.store(gap_.load(std::memory_order_relaxed),
+			                   std::memory_order_relaxed);
+		}
+	}
+	/* CPUs are short: a spin would take the CPU the awaited thread needs. Asked only of a
+	 * wait that would spin: one that arms at once anyway costs no look at the CPUs */
 	if (in_.cpu_short && in_.cpu_short()) {
 		count(&policy_decisions::armed_cpu);
 		return clock::duration::zero();
 	}
-	if (score_.load(std::memory_order_relaxed) >= score_one / 2) {
-		count(&policy_decisions::spun);
-		return spin_budget();
-	}
-	/* long waits lately: sleep at once, but spin on a probe, in the shared window or by the
-	 * gap */
-	if (wall_ms() % probe_period_ms == 0) {
-		count(&policy_decisions::probes);
-		return spin_budget();
-	}
-	unsigned left = until_probe_.load(std::memory_order_relaxed);
-	while (left > 0) {
-		if (until_probe_.compare_exchange_weak(left, left - 1, std::memory_order_relaxed)) {
-			count(&policy_decisions::armed_long);
-			return clock::duration::zero();
-		}
-	}
-	until_probe_.store(gap_.load(std::memory_order_relaxed), std::memory_order_relaxed);
-	count(&policy_decisions::probes);
+	count(spin);
 	return spin_budget();
 }
 
@@ -347,11 +375,6 @@ clock::duration spin_learner::calibration() noexcept
 {
 	if (!adaptive())
 		return clock::duration::zero();
-	/* no W is used while CPUs are short (every wait arms at once), and a calibrated sleep
-	 * costs system calls and, when the timer ends it, one more wake-up: CPU the others
-	 * queue for (K = 3 pairs on 2 CPUs: adaptive 1.5x block with the waits all slept) */
-	if (in_.cpu_short && in_.cpu_short())
-		return clock::duration::zero();
 	/* every other sleep while the wake-up latency is not known (warm-up, or its samples aged
 	 * out: a sleep that the timer ended is followed by one that it does not, so that a long
 	 * wait is not a chain of calibrations); then one whenever the newest sample is
@@ -365,6 +388,12 @@ clock::duration spin_learner::calibration() noexcept
 	           static_cast<int64_t>(calib_interval_ms)) {
 		return clock::duration::zero();
 	}
+	/* no W is used while CPUs are short (every wait arms at once), and a calibrated sleep
+	 * costs system calls and, when the timer ends it, one more wake-up: CPU the others
+	 * queue for (K = 3 pairs on 2 CPUs: adaptive 1.5x block with the waits all slept).
+	 * Asked only of a sleep that would calibrate (a few a second) */
+	if (in_.cpu_short && in_.cpu_short())
+		return clock::duration::zero();
 	/* half-way into a sleep as long as the recent ones, between 20 us and 2 ms */
 	const uint64_t half = sleep_ns_.load(std::memory_order_relaxed) / 2;
 	return std::chrono::nanoseconds(std::clamp<uint64_t>(half, 20000, 2000000));
