@@ -81,7 +81,6 @@ struct fi_vwait_wait_attr {
 	 * (armed_long) or CPUs were short (armed_cpu); spins stopped because the spinner lost
 	 * its CPU (preempted); and ended waits judged short, worth a spin (judged_short), or
 	 * long (judged_long) */
-	uint32_t reserved;
 	uint64_t spun;
 	uint64_t probes;
 	uint64_t armed_long;

@@ -7,9 +7,17 @@
 #include "vwait/vwait.h"
 
 #include <cinttypes>
+#include <cstddef>
 
 namespace vwait
 {
+
+/* No padding in the structure: copies of it (fi_dupinfo of the nic's prov_attr, tests) are
+ * compared byte by byte, and padding would hold whatever the stack held (a field added after
+ * wake_us as a uint32_t left 4 bytes of it, caught only on Debian 13). */
+static_assert(offsetof(struct fi_vwait_wait_attr, judged_long) + sizeof(uint64_t) ==
+                  sizeof(struct fi_vwait_wait_attr),
+              "fi_vwait_wait_attr has padding");
 
 namespace
 {
@@ -46,7 +54,6 @@ const struct fi_vwait_wait_attr support = {
     .wait_policy = FI_VWAIT_POLICY_ADAPTIVE, /* wait_support() fills in the parameters */
     .spin_us = 0,
     .wake_us = 0,
-    .reserved = 0,
     .spun = 0,
     .probes = 0,
     .armed_long = 0,
