@@ -7,6 +7,7 @@
 
 #include "vwait/util/wait_policy.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -185,8 +186,8 @@ void test_learner_wake_cost(void **)
 	assert_true(a.own_wake().known(fake_now()));
 	assert_int_equal(a.wake_cost_ns(), 40000);
 	assert_int_equal(proc.cost_ns(fake_now()), 40000);
-	assert_true(a.threshold() == d(40));   /* W decides */
-	assert_true(a.spin_budget() == d(80)); /* a spin catches the tail up to 2W */
+	assert_true(a.threshold() == d(80));   /* 2W decides */
+	assert_true(a.spin_budget() == d(80)); /* and bounds the spin */
 	assert_true(a.budget(outside) == d(80));
 	/* once known, a calibration when the newest wake-up sample is calib_interval_ms old, due
 	 * half-way into sleeps like the recent ones */
@@ -204,13 +205,13 @@ void test_learner_wake_cost(void **)
 	spin_learner fresh({wait_policy_kind::adaptive, 1000, &in});
 	assert_int_equal(fresh.wake_cost_ns(), 40000);
 	assert_true(fresh.budget(outside) == d(80));
-	/* waits of 35 us are short against 40: spinning goes on */
+	/* waits of 70 us are short against 80: spinning goes on */
 	for (int i = 0; i < 20; i++)
-		a.record(us(35), true);
+		a.record(us(70), true);
 	assert_true(a.score() >= spin_learner::score_one / 2);
-	/* waits of 60 us are long (past W, if short of 2W): it stops spinning (probes aside) */
+	/* waits of 100 us are long (past 2W): it stops spinning (probes aside) */
 	for (int i = 0; i < 20; i++)
-		a.record(us(60), true);
+		a.record(us(100), true);
 	assert_true(a.score() < spin_learner::score_one / 2);
 	/* a slower machine: wake-ups of 200 us make waits of 100 us short again */
 	for (int i = 0; i < 8; i++)
@@ -293,7 +294,7 @@ void test_estimator_ageing(void **)
 	assert_int_equal(proc.cost_ns(fake_now()), 0);
 	assert_true(a.budget(outside) == d(80));
 	for (int i = 0; i < 8; i++)
-		a.record(us(60), true); /* waits of 1.5 of that W: long against it */
+		a.record(us(100), true); /* waits of 2.5 of that W: long against it */
 	assert_true(a.score() < spin_learner::score_one / 2);
 	spin_learner never({wait_policy_kind::adaptive, 1000, &in});
 	assert_true(never.budget(outside) == d(vwait::util::default_spin_us));
@@ -475,13 +476,15 @@ clock::duration wait_of(spin_learner &l, long true_us, long w_us)
 	return b;
 }
 
-/* W decides, 2W bounds the spin: waits a little longer than a wake-up (1.5 W) are caught by
- * the spin but judged long, so the learner sleeps at once after a few, and spins only on
- * probes after that (a wait that spins first and then sleeps pays both: boot s at think
- * 200-500 us). Waits just past W now and then (the tail of short ones) are caught by the 2W
- * spin without a wake-up (boot t, budget W: think 50 us went from 1.72 to 2.10x spin). A wait
- * that spun its budget and then slept was longer than the budget: long. */
-void test_decision_is_w(void **)
+/* 2W decides and bounds the spin. A ping-pong's wait is its think time plus a round trip, so
+ * that every think time shorter than W (the goal: spin through it) gives a wait shorter than
+ * 2W whenever a round trip costs less than a wake-up; and a spun wait of up to 2W costs at most
+ * about twice the CPU of a sleep (which costs about W). Boot v with W deciding (and 2W
+ * bounding the spin): think 50 and 100 us at 2.9 and 2.1x spinning, their waits judged long.
+ * Waits of 1.5 W are spun and short; waits of 2.5 W spin 2W, sleep and are judged long, so
+ * the learner sleeps at once after a few and spins only on probes. A wait that spun its budget
+ * and then slept was longer than the budget: long. */
+void test_decision_is_2w(void **)
 {
 	vwait::util::wake_stats proc;
 	const policy_inputs in{spin_learner::wall_ms_now, never_short, &proc, fake_now};
@@ -490,16 +493,19 @@ void test_decision_is_w(void **)
 	sleeps(a, 15, 25, 3);
 	assert_int_equal(a.wake_cost_ns(), 40000);
 	assert_true(a.budget(outside) == d(80));
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 20; i++)
 		assert_true(wait_of(a, 60, 40) == d(80));
+	assert_true(a.score() >= spin_learner::score_one / 2);
+	for (int i = 0; i < 3; i++)
+		assert_true(wait_of(a, 100, 40) == d(80));
 	assert_true(a.score() < spin_learner::score_one / 2);
 	int spun = 0;
 	for (int i = 0; i < 64; i++)
-		spun += wait_of(a, 60, 40) != clock::duration::zero();
-	print_message("waits of 1.5 W: %d of the next 64 spun (probes)\n", spun);
+		spun += wait_of(a, 100, 40) != clock::duration::zero();
+	print_message("waits of 2.5 W: %d of the next 64 spun (probes)\n", spun);
 	assert_true(spun <= 6);
 	/* a wait that spun its 80 us budget and then slept outlasted the spin, whatever the
-	 * clocks say (70 - W = 30 is under W): long */
+	 * clocks say (70 - W = 30 is under 2W): long */
 	spin_learner b({wait_policy_kind::adaptive, 1000, &in});
 	for (int i = 0; i < 3; i++) {
 		assert_true(b.budget(outside) == d(80));
@@ -545,9 +551,9 @@ void test_slept_waits(void **)
 	for (int i = 0; i < 3; i++)
 		wait_of(a, 30, 150);
 	assert_true(a.score() >= spin_learner::score_one / 2);
-	/* a wait of the peer's wake-up and its own (2 W plus 30 us): long */
+	/* a wait of the peer's wake-up and its own, and 30 us (2 W plus 30 us): long */
 	for (int i = 0; i < 3; i++)
-		wait_of(a, 150 + 30, 150);
+		wait_of(a, 2 * 150 + 30, 150);
 	assert_true(a.score() < spin_learner::score_one / 2);
 }
 
@@ -633,6 +639,35 @@ void test_cpu_looked_at_to_spin(void **)
 	assert_int_equal(short_calls.load(), static_cast<int>(probed));
 }
 
+/* Before any sleep measured W, a seeded process (process_wake_stats) guesses it once from
+ * timer wake-ups: a learner with nothing of its own budgets 2x that guess (capped), not the
+ * 50 us fallback, which on a machine whose wake-ups cost more than 25 us sent every wait just
+ * past it to sleep (boot x, K = 1 pair both in fi_cq_sread at think 0: 1.5x spinning, the
+ * seldom waits of 50-150 us each paying a wake-up). A stats object that is not seeded guesses
+ * nothing (the tests above). */
+void test_seeded_guess(void **)
+{
+	vwait::util::wake_stats plain;
+	assert_int_equal(plain.seed_ns(), 0);
+	vwait::util::wake_stats seeded(0, true);
+	const uint64_t g = seeded.seed_ns();
+	print_message("timer wake-up on this host: %.1f us\n", g / 1000.0);
+	assert_true(g > 0 && g < 100000000);
+	assert_int_equal(seeded.seed_ns(), g);           /* measured once */
+	assert_int_equal(seeded.cost_ns(fake_now()), 0); /* a guess, not a measured W */
+	const policy_inputs in{spin_learner::wall_ms_now, never_short, &seeded, fake_now};
+	spin_learner a({wait_policy_kind::adaptive, 1000, &in});
+	assert_int_equal(a.wake_cost_ns(), 0);
+	assert_int_equal(a.budget_w_ns(), g);
+	const clock::duration want = std::min<clock::duration>(
+	    std::chrono::duration_cast<clock::duration>(std::chrono::nanoseconds(2 * g)), d(1000));
+	assert_true(a.budget(outside) == want);
+	/* once measured, W replaces the guess */
+	warm_up(a);
+	sleeps(a, 15, 25, 3);
+	assert_true(a.budget(outside) == d(80));
+}
+
 } // namespace
 
 int main()
@@ -643,9 +678,9 @@ int main()
 	    cmocka_unit_test(test_learner_wake_cost),     cmocka_unit_test(test_estimator_warmup),
 	    cmocka_unit_test(test_estimator_ageing),      cmocka_unit_test(test_estimator_outlier),
 	    cmocka_unit_test(test_fallback_budget),       cmocka_unit_test(test_cpu_gauge),
-	    cmocka_unit_test(test_learner_busy_cpu),      cmocka_unit_test(test_decision_is_w),
+	    cmocka_unit_test(test_learner_busy_cpu),      cmocka_unit_test(test_decision_is_2w),
 	    cmocka_unit_test(test_slept_waits),           cmocka_unit_test(test_decision_counts),
-	    cmocka_unit_test(test_cpu_looked_at_to_spin),
+	    cmocka_unit_test(test_cpu_looked_at_to_spin), cmocka_unit_test(test_seeded_guess),
 	};
 	return cmocka_run_group_tests_name("util_policy", tests, nullptr, nullptr);
 }

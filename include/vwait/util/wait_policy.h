@@ -5,9 +5,9 @@
  *
  *   block     never spin: poll once, arm, look again, sleep (upstream verbs' way);
  *   fixed     poll for spin_us, then arm and sleep;
- *   adaptive  (the default) poll for up to the measured wake-up cost W (at most spin_us)
- *             while recent waits mostly ended within that budget, arm and sleep at once
- *             otherwise (spin_learner below).
+ *   adaptive  (the default) poll for up to twice the measured wake-up cost W (at most
+ *             spin_us) while recent waits mostly ended within that budget, arm and sleep at
+ *             once otherwise (spin_learner below).
  *
  * The wake-up cost W is what one sleep costs the waiter: arming and looking again (the
  * prepare phase), the wake-up itself (from the moment the awaited thing is there to this
@@ -35,19 +35,27 @@
  *  - outliers: W needs min_fresh (3) fresh samples of each part, and each part is the lower
  *    median of its fresh samples (of 8 at most): one sample, however huge (a timer whose
  *    thread the host descheduled for 10 ms), never defines it, nor do two of four;
- *  - fallback: until W is known (or after it aged out) the budget is
- *    min(spin_us, default_spin_us = 50 us), the budget that fixed had.
+ *  - before W is known: the last W the waiter had (it keeps it once the samples aged out),
+ *    else a guess made once per process at its first wait: the median lateness of 5 timer
+ *    wake-ups 50 us away (wake_stats::seed_ns, ~0.3 ms once; the wake-up part of W without
+ *    the path); only when no timer can be had, min(spin_us, default_spin_us = 50 us), the
+ *    budget that fixed has. With that 50 us before any sleep, a pair both in fi_cq_sread at
+ *    think 0 sent every wait past 50 us (a stall of the peer's vCPU, 3 % of waits) to sleep,
+ *    and nothing slept often enough to measure W: 1.5x spinning (boot x, 2026-11-29).
  * The last W is cached for the millisecond (two medians of 8 per wait otherwise).
  *
- * Why W: a wait of length d costs d of CPU when spun through, and when slept through about W of
- * latency plus about W of CPU (the system calls of arming and sleeping, the wake-up, the drain).
- * Spinning W and then sleeping is never worse than twice the best choice made with hindsight,
- * and since the learner sleeps at once when recent waits were longer than W, a wait slept
- * through costs its length plus W, not the spin as well (with 2W, until boot t, waits of 1-2 W
- * spun and then slept, paying both: boot s at think 200-500 us). It spins through every think
- * time shorter than W in a ping-pong, whose waits are the think time plus a round trip. Capped
- * by spin_us (FI_VWAIT_SPIN_US, default 1000 us for adaptive); before anything is measured the
- * budget is min(spin_us, default_spin_us).
+ * Why 2W: a wait of length d costs d of CPU when spun through, and when slept through about W
+ * of latency plus about W of CPU (the system calls of arming and sleeping, the wake-up, the
+ * drain). A ping-pong's wait is its think time plus a round trip, and a round trip costs less
+ * than a wake-up wherever blocking matters: so every think time shorter than W gives a wait
+ * shorter than 2W, which is spun through (no wake-up in the latency), and a wait spun through
+ * costs at most about twice the CPU of a sleep. The learner sleeps at once when recent waits
+ * were longer than 2W, so a wait slept through costs its length plus W, not the spin as well,
+ * but for those near 2W (a wait of 2W or a little more spins and then sleeps, paying both
+ * until the learner turns: boot s, with 2W and a W that under-measured, at think 200-500 us).
+ * Until boot x W decided and 2W bounded the spin: think 50 and 100 us, whose waits (95 and
+ * 145 us) were past W (130-160 us), slept: 2.9 and 2.1x spinning (boot v). Capped by spin_us
+ * (FI_VWAIT_SPIN_US, default 1000 us for adaptive).
  *
  * util::spin_learner is the per-waiter state of adaptive: a score of recent waits (an
  * exponentially weighted share of waits that ended within the budget; a new waiter starts
@@ -189,7 +197,11 @@ struct policy_decisions {
 class wake_stats
 {
 public:
-	explicit wake_stats(unsigned warmup = 0) noexcept : path_(warmup), wake_(warmup) {}
+	/* seeded: seed_ns() measures (process_wake_stats only; a test's stats never sleep) */
+	explicit wake_stats(unsigned warmup = 0, bool seeded = false) noexcept
+	    : path_(warmup), wake_(warmup), seeded_(seeded)
+	{
+	}
 	bool add_path(uint64_t ns, uint64_t now_ms) noexcept { return path_.push(ns, now_ms); }
 	bool add_wake(uint64_t ns, uint64_t now_ms) noexcept { return wake_.push(ns, now_ms); }
 	/* both parts have min_fresh samples that count */
@@ -211,6 +223,12 @@ public:
 	const sample_window &wake() const noexcept { return wake_; }
 	uint64_t wake_samples() const noexcept { return wake_.kept(); }
 	uint64_t path_samples() const noexcept { return path_.kept(); }
+	/* A first guess at W before any sleep measured it: the median lateness of seed_rounds
+	 * timer wake-ups seed_sleep_us away, measured once (by the first caller; the others get
+	 * 0 meanwhile); 0 when not seeded or when the timer cannot be had. */
+	uint64_t seed_ns() noexcept;
+	static constexpr unsigned seed_rounds = 5;
+	static constexpr unsigned seed_sleep_us = 50;
 	/* the decisions of the learners that report here */
 	policy_decisions &decisions() noexcept { return decisions_; }
 	const policy_decisions &decisions() const noexcept { return decisions_; }
@@ -219,6 +237,9 @@ private:
 	sample_window path_;
 	sample_window wake_;
 	policy_decisions decisions_;
+	const bool seeded_;
+	std::atomic<int> seed_state_{0}; /* 0: not measured, 1: measuring, 2: done */
+	std::atomic<uint64_t> seed_ns_{0};
 };
 
 /* The process's: every adaptive learner adds its samples here too. */
@@ -335,18 +356,18 @@ public:
 	/* W as this waiter measured it: its own once measured, else the process's, else 0
 	 * (0 once the samples aged out: what fi_info reports) */
 	uint64_t wake_cost_ns() const noexcept;
-	/* W as the budget uses it: wake_cost_ns(), else the last W this waiter had, else 0. A
+	/* W as the budget uses it: wake_cost_ns(), else the last W this waiter had, else the
+	 * process's seed (wake_stats::seed_ns), else 0. A
 	 * waiter that spins through every wait makes no sleep and so no fresh sample: with the
 	 * fallback budget then, waits a little past it slept until W was measured again, and
 	 * then spun until it aged out again (boot v, think 50 us: 2.9x spinning). */
 	uint64_t budget_w_ns() const noexcept;
 	const wake_stats &own_wake() const noexcept { return own_; }
-	/* the wait length that decides between spinning and sleeping at once (adaptive: W
+	/* the wait length that decides between spinning and sleeping at once (adaptive: 2W
 	 * capped, or the fallback): a wait found within it was worth spinning for */
 	clock::duration threshold() const noexcept;
-	/* the budget a spinning wait gets now (adaptive: twice the threshold, capped, so that
-	 * the tail of waits just past W is still caught while the decision stays W's) */
-	clock::duration spin_budget() const noexcept;
+	/* the budget a spinning wait gets now: the threshold */
+	clock::duration spin_budget() const noexcept { return threshold(); }
 	uint64_t preemptions() const noexcept { return preempt_.load(std::memory_order_relaxed); }
 
 private:

@@ -3,8 +3,10 @@
 #include "vwait/util/wait_policy.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <strings.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -170,8 +172,60 @@ uint64_t steady_ms_now() noexcept
 
 wake_stats &process_wake_stats() noexcept
 {
-	static wake_stats stats;
+	static wake_stats stats(0, true);
 	return stats;
+}
+
+namespace
+{
+/* The lateness of seed_rounds wake-ups by a timerfd (no timer slack) due seed_sleep_us after
+ * it was set, the lower median; 0 if fewer than 3 could be measured. */
+uint64_t timer_wake_ns() noexcept
+{
+	const int t = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+	if (t < 0)
+		return 0;
+	uint64_t v[wake_stats::seed_rounds];
+	unsigned n = 0;
+	for (unsigned i = 0; i < wake_stats::seed_rounds; i++) {
+		const clock::time_point due =
+		    clock::now() + std::chrono::microseconds(wake_stats::seed_sleep_us);
+		const auto ns =
+		    std::chrono::duration_cast<std::chrono::nanoseconds>(due.time_since_epoch())
+		        .count();
+		struct itimerspec its = {};
+		its.it_value.tv_sec = static_cast<time_t>(ns / 1000000000);
+		its.it_value.tv_nsec = static_cast<long>(ns % 1000000000);
+		if (timerfd_settime(t, TFD_TIMER_ABSTIME, &its, nullptr) != 0)
+			break;
+		struct pollfd p = {t, POLLIN, 0};
+		if (::poll(&p, 1, 100) != 1)
+			break;
+		const clock::time_point woke = clock::now();
+		uint64_t expirations;
+		if (::read(t, &expirations, sizeof(expirations)) != sizeof(expirations))
+			break;
+		v[n++] = ns_of(woke - due);
+	}
+	::close(t);
+	if (n < 3)
+		return 0;
+	std::nth_element(v, v + (n - 1) / 2, v + n);
+	return v[(n - 1) / 2];
+}
+} // namespace
+
+uint64_t wake_stats::seed_ns() noexcept
+{
+	if (!seeded_)
+		return 0;
+	int state = seed_state_.load(std::memory_order_acquire);
+	if (state == 0 &&
+	    seed_state_.compare_exchange_strong(state, 1, std::memory_order_acq_rel)) {
+		seed_ns_.store(timer_wake_ns(), std::memory_order_relaxed);
+		seed_state_.store(2, std::memory_order_release);
+	}
+	return seed_ns_.load(std::memory_order_relaxed);
 }
 
 namespace
@@ -240,7 +294,12 @@ uint64_t spin_learner::wake_cost_ns() const noexcept
 uint64_t spin_learner::budget_w_ns() const noexcept
 {
 	const uint64_t w = wake_cost_ns();
-	return w ? w : last_w_ns_.load(std::memory_order_relaxed);
+	if (w)
+		return w;
+	const uint64_t last = last_w_ns_.load(std::memory_order_relaxed);
+	if (last || !in_.process)
+		return last;
+	return in_.process->seed_ns();
 }
 
 clock::duration spin_learner::threshold() const noexcept
@@ -249,16 +308,9 @@ clock::duration spin_learner::threshold() const noexcept
 		return cap();
 	const uint64_t w = budget_w_ns();
 	const clock::duration b =
-	    w ? std::chrono::duration_cast<clock::duration>(std::chrono::nanoseconds(w))
+	    w ? std::chrono::duration_cast<clock::duration>(std::chrono::nanoseconds(2 * w))
 	      : std::chrono::microseconds(default_spin_us);
 	return std::min(b, std::chrono::duration_cast<clock::duration>(cap()));
-}
-
-clock::duration spin_learner::spin_budget() const noexcept
-{
-	if (policy_.kind != wait_policy_kind::adaptive || !budget_w_ns())
-		return threshold();
-	return std::min(2 * threshold(), std::chrono::duration_cast<clock::duration>(cap()));
 }
 
 clock::duration spin_learner::budget(wall_clock_fn wall_ms) noexcept
