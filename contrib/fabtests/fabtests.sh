@@ -38,7 +38,8 @@
 #   fi_msg_inject, fi_recv_cancel, fi_bw, fi_rdm and fi_multi_ep -e rdm (out of memory), for
 #   verbs as for vwait; run() warns.
 # Excludes: vwait gets contrib/fabtests/vwait.exclude, "vwait;ofi_rxm" gets upstream's
-# ofi_rxm.exclude plus contrib/fabtests/vwait-rxm.exclude (every line with its reason); verbs and
+# ofi_rxm.exclude plus contrib/fabtests/vwait-rxm.exclude, and both get iwarp.exclude on an
+# iWARP device (RXE_DEV siw0: VM_RDMA=siw) (every line with its reason); verbs and
 # "verbs;ofi_rxm" get upstream's own (runfabtests.sh's auto exclude), as upstream runs them.
 # Output: FABTESTS_OUT (default ./fabtests-out): one log per provider and summary.txt.
 set -u -o pipefail
@@ -110,6 +111,12 @@ build() {
 	echo "fabtests $ver installed in $PREFIX"
 }
 
+# the VM's device (RXE_DEV) is iWARP: node type RNIC (siw, cxgb4, irdma in iWARP mode)
+is_iwarp() {
+	case $(cat "/sys/class/infiniband/${RXE_DEV:-}/node_type" 2>/dev/null) in *RNIC*) return 0 ;; esac
+	return 1
+}
+
 run() {
 	[ -n "${RXE_ADDR:-}" ] || skip "RXE_ADDR not set: run inside contrib/vm/run-in-vm.sh"
 	[ -x "$PREFIX/bin/runfabtests.sh" ] || skip "fabtests $ver not built in $PREFIX (fabtests.sh build)"
@@ -137,6 +144,8 @@ run() {
 		"vwait;ofi_rxm") args+=(-f "$PREFIX/share/fabtests/test_configs/ofi_rxm/ofi_rxm.exclude"
 			-f "$here/vwait-rxm.exclude") ;;
 		esac
+		# an iWARP device (siw): what iWARP cannot do, with the reasons (iwarp.exclude)
+		case $prov in vwait*) ! is_iwarp || args+=(-f "$here/iwarp.exclude") ;; esac
 		echo "== runfabtests.sh ${args[*]} \"$prov\""
 		# rxe's max_cqe is 32767: rxm sizes its core CQs by FI_UNIVERSE_SIZE
 		(cd "$PREFIX/share/fabtests" && FI_UNIVERSE_SIZE=32 "$PREFIX/bin/runfabtests.sh" "${args[@]}" "$prov") \
@@ -264,7 +273,7 @@ ubertest)
 	;;
 prefix) echo "$PREFIX" ;;
 *)
-	sed -n '2,41p' "$0"
+	sed -n '2,44p' "$0"
 	exit 2
 	;;
 esac

@@ -65,6 +65,8 @@ private:
 	util::mutex async_mutex_{lock_level::async_events}; /* try_lock only */
 	channel_registry channels_;
 	std::atomic<int> refs_{0};
+	/* siw: the context's mmap key plug (verbs::siw_key_plug), released before ctx_ */
+	std::shared_ptr<struct ibv_cq> siw_plug_;
 };
 
 using domain_box = util::fid_box<struct fid_domain, domain>;

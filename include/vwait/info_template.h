@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 
 namespace vwait
 {
@@ -86,6 +87,9 @@ extern const ep_template dgram_template;
 /* The names functions (info_addr.cpp). */
 int msg_names(const info_request &r, port_namer *out);
 int dgram_names(const info_request &r, port_namer *out);
+/* The RDMA device rdma_cm binds node, a host name or IP address of this host, to; "" when
+ * none holds it (DGRAM: an IP address given with FI_SOURCE picks the port by it). */
+std::string address_device(const char *node);
 /* names for the test seams: src / dst as given (either may be NULL) */
 info_names sockaddr_names(const struct sockaddr *src, const struct sockaddr *dst);
 

@@ -19,6 +19,13 @@ inline int errno_code() noexcept
 {
 	return errno > 0 ? -errno : -FI_EOTHER;
 }
+/* A create call that failed (NULL, or -1) with errno cleared before it: that errno, or
+ * -FI_ENOSPC when the library set none. libsiw refuses a queue whose mmap key is its "no key"
+ * value without setting one (siw_key_plug); errno then still names an earlier call. */
+inline int create_code() noexcept
+{
+	return errno > 0 ? -errno : -FI_ENOSPC;
+}
 /* Functions that return a positive errno (ibv_req_notify_cq, ibv_post_*, ibv_modify_qp). */
 inline int positive_code(int ret) noexcept
 {
@@ -110,6 +117,23 @@ struct addrinfo_deleter {
 	void operator()(struct rdma_addrinfo *ai) const noexcept { rdma_freeaddrinfo(ai); }
 };
 using addrinfo_ptr = std::unique_ptr<struct rdma_addrinfo, addrinfo_deleter>;
+
+/* Soft-iWARP (siw): an iWARP device with siw's vendor id ("bmt"), whatever its name. */
+inline bool is_siw(const struct ibv_context *ctx, const struct ibv_device_attr &attr) noexcept
+{
+	return ctx->device->transport_type == IBV_TRANSPORT_IWARP && attr.vendor_id == 0x626d74;
+}
+
+/* The kernel hands out the mmap keys of a device context's queues page by page from 0, and
+ * libsiw takes key 0x90000 (page 144; its SIW_INVAL_UOBJ_KEY) for "no key": it destroys the
+ * CQ, QP or SRQ whose first queue starts there and fails without setting errno, and since the
+ * next queue starts at the same free page, every later one fails too. So a process could
+ * hold 144 small CQs, or about 10 connections, per siw device. The plug is one CQ large enough
+ * (32768 entries of 32 bytes: 257 pages) to cover page 144, made while the context holds fewer
+ * pages, so that no queue starts there: 1 MiB of kernel memory per context. One per context,
+ * shared by its domains and destroyed with the last; an empty pointer, with a warning, when
+ * it cannot be made. */
+std::shared_ptr<struct ibv_cq> siw_key_plug(struct ibv_context *ctx) noexcept;
 
 /* rdma_cm calls return -1 + errno. */
 inline int cm_code(int ret) noexcept

@@ -95,6 +95,8 @@
  * 100    spare_signals.mu (prov/util/src/wait.cpp) "alone": the eventfds of threads that
  *                                                 ended (thread_signal); taken with no other
  *                                                 lock held, takes none.
+ * 100    plugs_mu (prov/vwait/src/verbs.cpp)      "alone": siw's mmap key plugs, by context;
+ *                                                 taken with no other lock held, takes none.
  *
  * ---- the rules ----------------------------------------------------------------------------
  *  1. One mutex per object; drop your own lock before calling into another object. The
@@ -168,7 +170,7 @@ enum : int {
 	fdset = 98,        /* pollfd_set::mu_ */
 	thread = 99,       /* helper_thread::mu_ */
 	alone = 100,       /* taken with no other lock held, takes none: inline_mutex,
-	                    * spare_signals.mu */
+	                    * spare_signals.mu, plugs_mu */
 };
 
 } // namespace vwait::lock_level

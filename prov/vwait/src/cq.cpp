@@ -255,11 +255,12 @@ int verbs_cq::create_hw() noexcept
 	if (int ret = domain_->channels().get(w, channel_))
 		return ret;
 	channel_->cq_added();
+	errno = 0;
 	hw_.reset(ibv_create_cq(domain_->context(), static_cast<int>(size()),
 	                        static_cast<cq_events *>(this),
 	                        channel_ ? channel_->get() : nullptr, 0));
 	if (!hw_) {
-		int ret = verbs::errno_code();
+		int ret = verbs::create_code();
 		FI_WARN(&prov, FI_LOG_CQ, "ibv_create_cq(%zu): %s\n", size(), fi_strerror(-ret));
 		channel_->cq_removed();
 		channel_.reset();

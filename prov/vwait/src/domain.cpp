@@ -24,6 +24,8 @@ domain::domain(fabric *fab, verbs::cm_devices_ptr devices, struct ibv_context *c
     : fabric_(fab), devices_(std::move(devices)), ctx_(ctx), pd_(std::move(pd)), attr_(attr),
       api_version_(api_version), channels_(ctx, &domain::async_source, this)
 {
+	if (verbs::is_siw(ctx, attr))
+		siw_plug_ = verbs::siw_key_plug(ctx);
 }
 
 domain::~domain()

@@ -68,8 +68,9 @@ int rc_ep::create_qp(struct ibv_qp_init_attr &attr, struct ibv_qp **qp) noexcept
 	attr.qp_type = IBV_QPT_RC;
 	if (get_params().keepalive_ms > 0)
 		attr.cap.max_send_wr++; /* the keepalive probe's slot */
+	errno = 0;
 	if (rdma_create_qp(id_.get(), domain_->pd(), &attr) != 0) {
-		int ret = verbs::errno_code();
+		int ret = verbs::create_code();
 		FI_WARN(&prov, FI_LOG_EP_CTRL,
 		        "rdma_create_qp(send %u, recv %u, sge %u/%u, inline %u): %s\n",
 		        attr.cap.max_send_wr, attr.cap.max_recv_wr, attr.cap.max_send_sge,

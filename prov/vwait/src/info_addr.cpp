@@ -11,6 +11,7 @@
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
+#include <netdb.h>
 #include <netinet/in.h>
 
 #include <algorithm>
@@ -74,6 +75,26 @@ std::vector<cm_addr> device_addrs()
 	}
 	return out;
 }
+
+} // namespace
+
+std::string address_device(const char *node)
+{
+	struct addrinfo hints = {}, *res = nullptr;
+	hints.ai_family = AF_UNSPEC;
+	if (!node || getaddrinfo(node, nullptr, &hints, &res) != 0)
+		return "";
+	std::unique_ptr<struct addrinfo, void (*)(struct addrinfo *)> owner(res, freeaddrinfo);
+	for (struct addrinfo *a = res; a; a = a->ai_next) {
+		cm_addr c = bind_probe(a->ai_addr);
+		if (!c.device.empty())
+			return c.device;
+	}
+	return "";
+}
+
+namespace
+{
 
 /* Where the application wants to talk: source and/or destination, and the device of them. */
 struct endpoints {

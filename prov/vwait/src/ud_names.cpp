@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 namespace vwait
 {
@@ -198,6 +199,7 @@ int dgram_names(const info_request &r, port_namer *out)
 	const struct fi_info *hints = r.hints;
 	ud_name src_hint = {}, dst = {};
 	bool have_src = false, have_dst = false;
+	std::string src_device; /* an IP address given as the source: its device's ports only */
 	if (hints && hints->addr_format == FI_ADDR_IB_UD) {
 		if (hints->src_addr && hints->src_addrlen >= sizeof(ud_name)) {
 			memcpy(&src_hint, hints->src_addr, sizeof(ud_name));
@@ -218,7 +220,18 @@ int dgram_names(const info_request &r, port_namer *out)
 				dst = n;
 				have_dst = true;
 			}
-		} else if (!(r.flags & FI_SOURCE)) {
+		} else if (r.flags & FI_SOURCE) {
+			/* a host address: the UD port of the device that holds it, or none (a
+			 * device without UD, iWARP, must not lend its address to another's) */
+			src_device = address_device(r.node);
+			if (src_device.empty()) {
+				FI_INFO(
+				    &prov, FI_LOG_CORE,
+				    "DGRAM: source \"%s\" is on no RDMA device: no DGRAM info\n",
+				    r.node);
+				return -FI_ENODATA;
+			}
+		} else {
 			/* an address and a service: ask the endpoint there for its name
 			 * (ud_names.h), only when the hints ask for DGRAM alone */
 			if (!r.alone || !r.service) {
@@ -242,6 +255,8 @@ int dgram_names(const info_request &r, port_namer *out)
 		svc = static_cast<uint16_t>(strtoul(r.service, nullptr, 10));
 	*out = [=](const port_desc &port, info_names *n) {
 		ud_name src;
+		if (!src_device.empty() && port.device != src_device)
+			return false;
 		if (!port_ud_name(port, &src))
 			return false;
 		if (have_src && memcmp(src.gid, src_hint.gid, sizeof(src.gid)) != 0)
