@@ -7,7 +7,10 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <vector>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <type_traits>
 
 namespace vwait
 {
@@ -34,6 +37,8 @@ struct wr_slot {
 	const void *buf = nullptr; /* a receive's first buffer (where UD puts the GRH) */
 	wr_ring *ring = nullptr;
 };
+static_assert(std::is_trivially_copyable_v<wr_slot> && std::is_trivially_destructible_v<wr_slot>,
+              "wr_ring's slots come from calloc");
 
 /* The slots of one queue (send or receive) of one QP. RC completes a queue in order, so
  * slots are handed out round-robin, and two counts say which are free: posted, written only by
@@ -45,13 +50,21 @@ struct wr_slot {
  * posted before the one that completed). The CQs an endpoint was bound to keep the ring alive
  * after the endpoint closed (late flushes still point at it). */
 struct wr_ring {
-	explicit wr_ring(size_t n) : slots(n), nslots(n)
+	/* The slots come zeroed from calloc and are written only when claimed: the pages of a
+	 * queue's slots not yet used (an idle endpoint's) are never touched, so they take no
+	 * resident memory until the queue has gone round once (wr_slot is implicit-lifetime:
+	 * trivially copyable and destructible). */
+	explicit wr_ring(size_t n)
+	    : slots(static_cast<wr_slot *>(std::calloc(n ? n : 1, sizeof(wr_slot)))), nslots(n)
 	{
-		for (size_t i = 0; i < n; i++)
-			slots[i].ring = this;
+		if (!slots)
+			throw std::bad_alloc();
 	}
-	std::vector<wr_slot> slots;
-	const size_t nslots;              /* slots.size(), at hand for the data path */
+	struct free_slots_fn {
+		void operator()(wr_slot *p) const noexcept { std::free(p); }
+	};
+	std::unique_ptr<wr_slot[], free_slots_fn> slots;
+	const size_t nslots;              /* slots in the queue */
 	std::atomic<uint64_t> posted{0};  /* work requests posted, ever: the poster's */
 	std::atomic<uint64_t> retired{0}; /* of those, the ones whose slot came back: the CQ's */
 	std::atomic<bool> closed{false};
@@ -86,6 +99,7 @@ struct wr_ring {
 			return nullptr;
 		wr_slot *slot = &slots[head];
 		slot->seq = seq;
+		slot->ring = this;
 		return slot;
 	}
 	void commit() noexcept

@@ -29,11 +29,16 @@ struct ibv_wc wc_for(vwait::wr_slot &slot, enum ibv_wc_opcode op, enum ibv_wc_st
 	return wc;
 }
 
-/* Posts the ring's next slot as an endpoint does: claim it, then commit once posted. */
+/* Posts the ring's next slot as an endpoint does: claim it, fill it (a slot comes zeroed from
+ * the ring's calloc, then holds what its last post left: an endpoint sets every field it
+ * reads), then commit once posted. */
 vwait::wr_slot &post(vwait::wr_ring &ring)
 {
 	vwait::wr_slot *slot = ring.claim();
 	assert_non_null(slot);
+	assert_ptr_equal(slot->ring, &ring);
+	slot->report = true;
+	slot->buf = nullptr;
 	ring.commit();
 	return *slot;
 }
@@ -214,7 +219,7 @@ bool complete(vwait::wr_ring &ring, size_t i, uint64_t flags, bool report, enum 
               enum ibv_wc_status st)
 {
 	vwait::wr_slot &slot = post(ring);
-	assert_ptr_equal(&slot, &ring.slots[i % ring.slots.size()]);
+	assert_ptr_equal(&slot, &ring.slots[i % ring.nslots]);
 	slot.flags = flags;
 	slot.report = report;
 	vwait::completion c;
