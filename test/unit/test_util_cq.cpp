@@ -913,6 +913,22 @@ void sread_threads(void **st)
 			              static_cast<double>(r.c.calib) / total,
 			              static_cast<double>(r.c.sleeps) / total,
 			              static_cast<double>(r.switches) / total);
+			/* every call that slept armed first, and each armed call has one cause (up
+			 * to one call per thread in flight when the counts were taken) */
+			const uint64_t armed = r.c.arm_no_spin + r.c.arm_preempted + r.c.arm_budget;
+			const uint64_t slept_calls =
+			    r.c.slept_100us + r.c.slept_1ms + r.c.slept_longer;
+			print_message("  calls armed: %lu (no spin %lu, preempted %lu, after the "
+			              "budget %lu), of which slept: %lu\n",
+			              static_cast<unsigned long>(armed),
+			              static_cast<unsigned long>(r.c.arm_no_spin),
+			              static_cast<unsigned long>(r.c.arm_preempted),
+			              static_cast<unsigned long>(r.c.arm_budget),
+			              static_cast<unsigned long>(slept_calls));
+			const auto slack = static_cast<uint64_t>(threads);
+			assert_true(slept_calls <= armed + slack);
+			assert_true(r.c.sleeps <= slack || armed > 0);
+			assert_true(slept_calls <= r.c.sleeps + slack);
 			/* before: 10.8 (one CQ) and 10.3 (own CQs) at T = 8 */
 			if (threads == 8)
 				assert_true(per <= 1.1);

@@ -440,6 +440,24 @@ waiter::~waiter()
 	for (waitable *w : left)
 		drop_member(w, true);
 	stop_helper();
+	/* statistics (make bench-scale's streaming section reads this line, FI_LOG_LEVEL=info) */
+	const wake_counts n = counts();
+	if (n.sleeps)
+		FI_INFO(
+		    prov_, FI_LOG_CORE,
+		    "waiter %p closed: %llu sleeps, %llu wakeups, %llu calibration, %llu timeouts; "
+		    "armed with no spin %llu, preempted %llu, after the budget %llu; calls that "
+		    "slept <100us %llu, <1ms %llu, longer %llu\n",
+		    static_cast<void *>(this), static_cast<unsigned long long>(n.sleeps),
+		    static_cast<unsigned long long>(n.wakeups),
+		    static_cast<unsigned long long>(n.calib),
+		    static_cast<unsigned long long>(n.timeouts),
+		    static_cast<unsigned long long>(n.arm_no_spin),
+		    static_cast<unsigned long long>(n.arm_preempted),
+		    static_cast<unsigned long long>(n.arm_budget),
+		    static_cast<unsigned long long>(n.slept_100us),
+		    static_cast<unsigned long long>(n.slept_1ms),
+		    static_cast<unsigned long long>(n.slept_longer));
 }
 
 int waiter::create(const struct fi_provider *prov, int wait_obj, std::unique_ptr<waiter> &out,
@@ -521,6 +539,12 @@ wake_counts waiter::counts() const noexcept
 	out.handoffs = stats.handoffs.load(std::memory_order_relaxed);
 	out.calib = stats.calib.load(std::memory_order_relaxed);
 	out.timeouts = stats.timeouts.load(std::memory_order_relaxed);
+	out.arm_no_spin = stats.arm_no_spin.load(std::memory_order_relaxed);
+	out.arm_preempted = stats.arm_preempted.load(std::memory_order_relaxed);
+	out.arm_budget = stats.arm_budget.load(std::memory_order_relaxed);
+	out.slept_100us = stats.slept_100us.load(std::memory_order_relaxed);
+	out.slept_1ms = stats.slept_1ms.load(std::memory_order_relaxed);
+	out.slept_longer = stats.slept_longer.load(std::memory_order_relaxed);
 	return out;
 }
 
