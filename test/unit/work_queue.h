@@ -96,18 +96,7 @@ inline queue_run work_queue(const std::vector<struct fid_cq *> &cqs,
 		fi_cq_signal(cq);
 	for (auto &t : ts)
 		t.join();
-	r.c.sleeps = c1.sleeps - c0.sleeps;
-	r.c.wakeups = c1.wakeups - c0.wakeups;
-	r.c.empty = c1.empty - c0.empty;
-	r.c.handoffs = c1.handoffs - c0.handoffs;
-	r.c.calib = c1.calib - c0.calib;
-	r.c.timeouts = c1.timeouts - c0.timeouts;
-	r.c.arm_no_spin = c1.arm_no_spin - c0.arm_no_spin;
-	r.c.arm_preempted = c1.arm_preempted - c0.arm_preempted;
-	r.c.arm_budget = c1.arm_budget - c0.arm_budget;
-	r.c.slept_100us = c1.slept_100us - c0.slept_100us;
-	r.c.slept_1ms = c1.slept_1ms - c0.slept_1ms;
-	r.c.slept_longer = c1.slept_longer - c0.slept_longer;
+	r.c = c1.since(c0);
 	r.switches = switches.load();
 	r.bad = bad.load();
 	r.consumed = consumed.load();
