@@ -12,6 +12,9 @@
 #include <new>
 #include <type_traits>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 namespace vwait
 {
 
@@ -38,7 +41,7 @@ struct wr_slot {
 	wr_ring *ring = nullptr;
 };
 static_assert(std::is_trivially_copyable_v<wr_slot> && std::is_trivially_destructible_v<wr_slot>,
-              "wr_ring's slots come from calloc");
+              "wr_ring's slots come zeroed from mmap or calloc");
 
 /* The slots of one queue (send or receive) of one QP. RC completes a queue in order, so
  * slots are handed out round-robin, and two counts say which are free: posted, written only by
@@ -50,20 +53,43 @@ static_assert(std::is_trivially_copyable_v<wr_slot> && std::is_trivially_destruc
  * posted before the one that completed). The CQs an endpoint was bound to keep the ring alive
  * after the endpoint closed (late flushes still point at it). */
 struct wr_ring {
-	/* The slots come zeroed from calloc and are written only when claimed: the pages of a
-	 * queue's slots not yet used (an idle endpoint's) are never touched, so they take no
-	 * resident memory until the queue has gone round once (wr_slot is implicit-lifetime:
-	 * trivially copyable and destructible). */
-	explicit wr_ring(size_t n)
-	    : slots(static_cast<wr_slot *>(std::calloc(n ? n : 1, sizeof(wr_slot)))), nslots(n)
+	/* The slots come zeroed and are written only when claimed (claim() sets the ring
+	 * pointer), so that the pages of slots an idle endpoint has not used yet take no resident
+	 * memory until its queue has gone round once: an array of two pages or more is an
+	 * anonymous mapping of its own (pages appear as they are first written; calloc would
+	 * clear, so touch, every page of a chunk it carves from memory malloc already holds),
+	 * a smaller one, or one whose mapping failed, comes from calloc. wr_slot is
+	 * implicit-lifetime (trivially copyable and destructible): zeroed memory holds slots. */
+	explicit wr_ring(size_t n) : slots(alloc_slots(n ? n : 1)), nslots(n)
 	{
 		if (!slots)
 			throw std::bad_alloc();
 	}
-	struct free_slots_fn {
-		void operator()(wr_slot *p) const noexcept { std::free(p); }
+	struct slots_deleter {
+		size_t mapped_bytes = 0; /* 0: from calloc */
+		void operator()(wr_slot *p) const noexcept
+		{
+			if (mapped_bytes)
+				::munmap(p, mapped_bytes);
+			else
+				std::free(p);
+		}
 	};
-	std::unique_ptr<wr_slot[], free_slots_fn> slots;
+	using slots_ptr = std::unique_ptr<wr_slot[], slots_deleter>;
+	static slots_ptr alloc_slots(size_t n) noexcept
+	{
+		const size_t bytes = n * sizeof(wr_slot);
+		const long page = ::sysconf(_SC_PAGESIZE);
+		if (page > 0 && bytes >= 2 * static_cast<size_t>(page)) {
+			void *m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+			                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			if (m != MAP_FAILED)
+				return slots_ptr(static_cast<wr_slot *>(m), slots_deleter{bytes});
+		}
+		return slots_ptr(static_cast<wr_slot *>(std::calloc(n, sizeof(wr_slot))),
+		                 slots_deleter{0});
+	}
+	slots_ptr slots;
 	const size_t nslots;              /* slots in the queue */
 	std::atomic<uint64_t> posted{0};  /* work requests posted, ever: the poster's */
 	std::atomic<uint64_t> retired{0}; /* of those, the ones whose slot came back: the CQ's */
