@@ -445,11 +445,14 @@ waiter::~waiter()
 	if (n.sleeps)
 		FI_INFO(
 		    prov_, FI_LOG_CORE,
-		    "waiter %p closed: %llu sleeps, %llu wakeups, %llu calibration, %llu timeouts; "
+		    "waiter %p closed: %llu sleeps, %llu wakeups (%llu empty, %llu hand-offs, %llu "
+		    "calibration), %llu timeouts; "
 		    "armed with no spin %llu, preempted %llu, after the budget %llu; calls that "
 		    "slept <100us %llu, <1ms %llu, longer %llu\n",
 		    static_cast<void *>(this), static_cast<unsigned long long>(n.sleeps),
 		    static_cast<unsigned long long>(n.wakeups),
+		    static_cast<unsigned long long>(n.empty),
+		    static_cast<unsigned long long>(n.handoffs),
 		    static_cast<unsigned long long>(n.calib),
 		    static_cast<unsigned long long>(n.timeouts),
 		    static_cast<unsigned long long>(n.arm_no_spin),
