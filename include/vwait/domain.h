@@ -14,6 +14,7 @@
 #include <rdma/fi_domain.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -51,6 +52,11 @@ public:
 	{
 		static_cast<domain *>(arg)->poll_async_events();
 	}
+	/* An idle CQ poll's share: poll_async_events() at most once per async_poll_interval for
+	 * the whole domain (a reader spinning through a busy stream reaches its 4096th empty
+	 * poll every millisecond or two, and a read(2) each time was most of its system calls). */
+	void poll_async_events_now_and_then() noexcept;
+	static constexpr std::chrono::milliseconds async_poll_interval{100};
 
 	/* The completion channels of this device context, one per waiter. */
 	channel_registry &channels() noexcept { return channels_; }
@@ -63,6 +69,8 @@ private:
 	struct ibv_device_attr attr_;
 	uint32_t api_version_;
 	util::mutex async_mutex_{lock_level::async_events}; /* try_lock only */
+	/* steady_clock time (ns) before which poll_async_events_now_and_then does nothing */
+	std::atomic<int64_t> async_poll_next_ns_{0};
 	channel_registry channels_;
 	std::atomic<int> refs_{0};
 	/* siw: the context's mmap key plug (verbs::siw_key_plug), released before ctx_ */

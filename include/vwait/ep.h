@@ -133,7 +133,7 @@ protected:
 	/* Every receive starts with stride bytes of base + slot * stride (lkey), which the
 	 * application does not see (a GRH kept by the provider). Before fi_enable. */
 	void set_rx_hidden(uintptr_t base, uint32_t stride, uint32_t lkey) noexcept;
-	size_t rx_depth() const noexcept { return rx_->slots.size(); }
+	size_t rx_depth() const noexcept { return rx_->nslots; }
 	/* iov/desc as sges, checked against limit and max_msg_size (lkeys from desc when
 	 * need_desc); how many, or -FI_EINVAL with a warning naming op. */
 	int check_iov(const char *op, const struct iovec *iov, void **desc, size_t count,

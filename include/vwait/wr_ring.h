@@ -7,7 +7,13 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <vector>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <type_traits>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 namespace vwait
 {
@@ -34,6 +40,8 @@ struct wr_slot {
 	const void *buf = nullptr; /* a receive's first buffer (where UD puts the GRH) */
 	wr_ring *ring = nullptr;
 };
+static_assert(std::is_trivially_copyable_v<wr_slot> && std::is_trivially_destructible_v<wr_slot>,
+              "wr_ring's slots come zeroed from mmap or calloc");
 
 /* The slots of one queue (send or receive) of one QP. RC completes a queue in order, so
  * slots are handed out round-robin, and two counts say which are free: posted, written only by
@@ -45,13 +53,44 @@ struct wr_slot {
  * posted before the one that completed). The CQs an endpoint was bound to keep the ring alive
  * after the endpoint closed (late flushes still point at it). */
 struct wr_ring {
-	explicit wr_ring(size_t n) : slots(n), nslots(n)
+	/* The slots come zeroed and are written only when claimed (claim() sets the ring
+	 * pointer), so that the pages of slots an idle endpoint has not used yet take no resident
+	 * memory until its queue has gone round once: an array of two pages or more is an
+	 * anonymous mapping of its own (pages appear as they are first written; calloc would
+	 * clear, so touch, every page of a chunk it carves from memory malloc already holds),
+	 * a smaller one, or one whose mapping failed, comes from calloc. wr_slot is
+	 * implicit-lifetime (trivially copyable and destructible): zeroed memory holds slots. */
+	explicit wr_ring(size_t n) : slots(alloc_slots(n ? n : 1)), nslots(n)
 	{
-		for (size_t i = 0; i < n; i++)
-			slots[i].ring = this;
+		if (!slots)
+			throw std::bad_alloc();
 	}
-	std::vector<wr_slot> slots;
-	const size_t nslots;              /* slots.size(), at hand for the data path */
+	struct slots_deleter {
+		size_t mapped_bytes = 0; /* 0: from calloc */
+		void operator()(wr_slot *p) const noexcept
+		{
+			if (mapped_bytes)
+				::munmap(p, mapped_bytes);
+			else
+				std::free(p);
+		}
+	};
+	using slots_ptr = std::unique_ptr<wr_slot[], slots_deleter>;
+	static slots_ptr alloc_slots(size_t n) noexcept
+	{
+		const size_t bytes = n * sizeof(wr_slot);
+		const long page = ::sysconf(_SC_PAGESIZE);
+		if (page > 0 && bytes >= 2 * static_cast<size_t>(page)) {
+			void *m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+			                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			if (m != MAP_FAILED)
+				return slots_ptr(static_cast<wr_slot *>(m), slots_deleter{bytes});
+		}
+		return slots_ptr(static_cast<wr_slot *>(std::calloc(n, sizeof(wr_slot))),
+		                 slots_deleter{0});
+	}
+	slots_ptr slots;
+	const size_t nslots;              /* slots in the queue */
 	std::atomic<uint64_t> posted{0};  /* work requests posted, ever: the poster's */
 	std::atomic<uint64_t> retired{0}; /* of those, the ones whose slot came back: the CQ's */
 	std::atomic<bool> closed{false};
@@ -86,6 +125,7 @@ struct wr_ring {
 			return nullptr;
 		wr_slot *slot = &slots[head];
 		slot->seq = seq;
+		slot->ring = this;
 		return slot;
 	}
 	void commit() noexcept

@@ -11,7 +11,9 @@
 #   the server's system calls counted by strace -f -c (divided by the rounds run: setup
 #   included, so the N-dependent setup shows as a difference in the total, see the raw table).
 # Descriptors and memory: test/bench/cq_fds opens N CQs of one wait object, vwait beside
-#   upstream verbs, and counts /proc/self/fd and VmRSS before and after; with ulimit -n 1024
+#   upstream verbs, and counts /proc/self/fd and VmRSS before and after (RssAnon: the process's
+#   own memory; RssFile: file mappings, where the device's queues mapped from the uverbs device
+#   count; the bytes malloc holds), also for CQs of the default size; with ulimit -n 1024
 #   it shows where a provider runs out of descriptors, and that a vwait wait set of 4096 or
 #   16384 CQs opens there.
 # Streaming: fi_vwait_bench -X 32, a one-way stream of 64 B messages at gap 0 whose receiver
@@ -20,14 +22,16 @@
 #   between a run of SCALE_STREAM messages and one of a tenth of them (setup cancels out;
 #   strace slows every system call, so the receiver falls behind more often than without it).
 #   Arms: vwait's count per CQ (the FI_INFO line "CQ .. closed: A arms, E channel events", a
-#   run without strace). vwait adaptive and block beside upstream verbs.
+#   run without strace), and the CQ's waiter's line ("waiter .. closed: S sleeps, ..."): why
+#   each blocking call armed (no spin, its spin cut by a preemption, the whole budget spun)
+#   and how long the calls that slept lasted. vwait adaptive and block beside upstream verbs.
 # Connections: util/fi_vwait_echo (the event-loop example: one epoll set over the EQ's and
 #   every connection's CQ descriptor, fi_trywait) with C connections from one client process
 #   (SCALE_CONNS, default "1 256 1000"; ulimit -n 65536 for both): the client's setup time, a
 #   round-robin phase (one message in flight, each connection in turn), the server's CPU over
 #   5 s with everything connected and idle (/proc/PID/task/*/schedstat), its descriptors and
 #   RSS per connection (against the listening server; the example's own buffers, 4 x 4 KiB
-#   per connection, included). vwait beside upstream verbs.
+#   per connection, included; RssAnon and RssFile apart). vwait beside upstream verbs.
 # Not measured here (yet): A = 16 active members, an application epoll over N FD CQs, the
 # thread section (host: scale_util); the util layer alone is measured on the host by
 # test/bench/scale_util (callgrind, see its header).
@@ -129,7 +133,8 @@ done
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" | head -1; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{if(a==""||b==""||b==0){print "-";exit} printf "%.4f", a/b}'; }
 
-# cqrun LABEL ARGS...: one cq_fds run, its RESULT line kept in $raw, "fds kb opened error" out
+# cqrun LABEL ARGS...: one cq_fds run, its RESULT line kept in $raw, "fds kb opened anon file
+# heap error" out (the error last: it has spaces)
 cqrun() {
 	local label=$1 line
 	shift
@@ -137,33 +142,39 @@ cqrun() {
 	echo "$label: $line" >>"$raw"
 	local e
 	e=$(sed 's/.* first_error=//; s/ fds_left=.*//' <<<"$line")
-	echo "desc $* $(field fds_per_cq <<<"$line") $(field set_fds <<<"$line") $(field rss_kb_per_cq <<<"$line") $(field opened <<<"$line")" >>"$dat"
+	echo "desc ${*:1:6} $(field fds_per_cq <<<"$line") $(field set_fds <<<"$line") $(field rss_kb_per_cq <<<"$line") $(field opened <<<"$line")" >>"$dat"
 	local f k o
 	f=$(field fds_per_cq <<<"$line")
 	k=$(field rss_kb_per_cq <<<"$line")
 	o=$(field opened <<<"$line")
-	echo "${f:--} ${k:--} ${o:-0} ${e:--}"
+	local a fl h
+	a=$(field anon_kb_per_cq <<<"$line")
+	fl=$(field file_kb_per_cq <<<"$line")
+	h=$(field heap_b_per_cq <<<"$line")
+	echo "${f:--} ${k:--} ${o:-0} ${a:--} ${fl:--} ${h:--} ${e:--}"
 }
 
 has descriptors && {
-	echo "## Descriptors and memory per idle CQ (test/bench/cq_fds, 16-entry CQs, verbs beside vwait)"
+	echo "## Descriptors and memory per idle CQ (test/bench/cq_fds, 16-entry CQs unless said, verbs beside vwait)"
 	echo
-	echo "| CQs asked, wait object, limit | verbs: opened, fds per CQ, RSS KiB per CQ | vwait: opened, fds per CQ, RSS KiB per CQ |"
+	echo "| CQs asked, wait object, limit | verbs: opened, fds per CQ, RSS KiB per CQ (anon, file; heap bytes) | vwait: opened, fds per CQ, RSS KiB per CQ (anon, file; heap bytes) |"
 	echo "|---|---|---|"
-	for row in "4096 fd" "4096 none" "4096 set" "16384 set"; do
-		read -r n w <<<"$row"
+	for row in "4096 fd 16" "4096 none 16" "4096 set 16" "16384 set 16" "256 fd 0" "256 none 0"; do
+		read -r n w sz <<<"$row"
 		cells=""
 		for p in verbs vwait; do
-			read -r f k o e < <(ulimit -n 1024 && cqrun "$p $w $n" -p "$p" -w "$w" -N "$n")
+			read -r f k o a fl h e < <(ulimit -n 1024 && cqrun "$p $w $n $sz" -p "$p" -w "$w" -N "$n" -s "$sz")
 			if [ "${o:-0}" = 0 ]; then
 				cells+=" | none: $e"
 			elif [ "$e" = none ]; then
-				cells+=" | $o, $f, $k"
+				cells+=" | $o, $f, $k ($a, $fl; $h)"
 			else
-				cells+=" | $o, $f, $k, then $e"
+				cells+=" | $o, $f, $k ($a, $fl; $h), then $e"
 			fi
 		done
-		echo "| $n, FI_WAIT_$(tr a-z A-Z <<<"$w"), ulimit -n 1024$cells |"
+		what="$sz-entry"
+		[ "$sz" = 0 ] && what="default-size (size 0)"
+		echo "| $n $what, FI_WAIT_$(tr a-z A-Z <<<"$w"), ulimit -n 1024$cells |"
 	done
 	echo
 	echo "(FI_WAIT_SET: CQs bound to one FI_WAIT_FD wait set; upstream verbs has no wait set.)"
@@ -178,7 +189,7 @@ stream() {
 	PAIR_READY=LISTENING PAIR_TIMEOUT=900 run_pair "$name" \
 		"$envs $wrap $bench -p $p -m $mode -S 64 -X 32 -I $count -W 200 -P $port" \
 		"$bench -p $p -m spin -S 64 -X 32 -I $count -W 200 -P $port $RXE_ADDR" >/dev/null 2>&1
-	grep -h '^STREAM\|closed: .* arms' "$name.server.log" | tee -a "$raw"
+	grep -h '^STREAM\|closed: .* arms\|waiter .* closed: ' "$name.server.log" | tee -a "$raw"
 	grep -q '^STREAM' "$name.server.log" || { echo "== $name failed" >>"$raw"; cat "$name.server.log" "$name.client.log" >>"$raw"; }
 }
 
@@ -199,6 +210,7 @@ has streaming && {
 	echo
 	echo "| receiver | messages/s | CPU us per message | completions | transitions to idle | arms | arms per completion | arms per transition to idle | system calls per message (strace, $stream_n - $small) | of which the receiver's own sends | the rest, per message | the rest by call | the rest per message, perf stat (no strace) |"
 	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"
+	waiters=""
 	for arm in "vwait sread-fd adaptive" "vwait sread-fd block" "verbs sread-fd -"; do
 		read -r p mode pol <<<"$arm"
 		envs=""
@@ -248,9 +260,18 @@ has streaming && {
 		done
 		label=$p
 		[ "$pol" != - ] && label="$p $pol"
+		# the receiver's waiter (the one that slept most: the CQ's), its sleeps by cause
+		wl=$(grep 'waiter .* closed: ' <<<"$out1" | awk '{n=$0; sub(/.*closed: /,"",n); split(n,a," "); if (a[1]+0 > m) {m=a[1]+0; l=$0}} END{print l}')
+		[ -n "$wl" ] && waiters+="| $label | ${wl#*closed: } |"$'\n'
 		echo "| $label | $(field msgs_per_s <<<"$line") | $(field cpu_us_per_msg <<<"$line") | ${comp:--} | ${idle:--} | ${arms:--} | $(ratio "$arms" "$comp") | $(ratio "$arms" "$idle") | $sc | $sd | $rest | ${bycall%, } | $prest |"
 	done
 	echo
+	if [ -n "$waiters" ]; then
+		echo "| receiver | its CQ's waiter over the run (the first columns' run, FI_LOG_LEVEL=info): sleeps, and why each blocking call armed, and how long the calls that slept lasted |"
+		echo "|---|---|"
+		printf '%s' "$waiters"
+		echo
+	fi
 	echo "(completions: the receiver's, its grants' send completions included; a transition to idle: fi_cq_read found the CQ empty and fi_cq_sread followed; arms: vwait's ibv_req_notify_cq calls for the CQ, -: upstream verbs does not say. System calls: the strace runs' difference per message; on rxe each fi_send is one write(2) (its doorbell), so the receiver's own grants (one per 16 messages) are counted apart; the rest is what receiving and waiting cost. strace slows every system call, so the receiver sleeps less often under it than in the first columns' run.)"
 	echo
 } >>"$out" 2>&1
@@ -259,6 +280,9 @@ has streaming && {
 cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f\n", s }'; }
 fds_of() { ls /proc/"$1"/fd 2>/dev/null | wc -l; }
 rss_of() { awk '/^VmRSS/{print $2}' /proc/"$1"/status 2>/dev/null; }
+# "rss anon file" of a process in KiB (RssAnon: its own memory; RssFile: file mappings, the
+# device's queues among them)
+rss3_of() { awk '/^VmRSS/{r=$2} /^RssAnon/{a=$2} /^RssFile/{f=$2} END{print r, a, f}' /proc/"$1"/status 2>/dev/null; }
 
 # conn_run PROV C: one server, C connections; prints a table row
 conn_run() {
@@ -279,7 +303,7 @@ conn_run() {
 	fi
 	local f0 r0 f1 r1 a b
 	f0=$(fds_of "$spid")
-	r0=$(rss_of "$spid")
+	read -r r0 an0 fi0 < <(rss3_of "$spid")
 	(ulimit -n 65536 && exec timeout -k 5 900 "$echo_bin" -p "$p" -P "$port" -c "$c" -m 2 -R 3 -H 9 "$RXE_ADDR") \
 		>"$name.client.log" 2>&1 </dev/null &
 	cpid=$!
@@ -291,7 +315,7 @@ conn_run() {
 	if grep -q '^client: holding' "$name.client.log"; then
 		sleep 1
 		f1=$(fds_of "$spid")
-		r1=$(rss_of "$spid")
+		read -r r1 an1 fi1 < <(rss3_of "$spid")
 		a=$(cpu_ns "$spid")
 		sleep 5
 		b=$(cpu_ns "$spid")
@@ -307,20 +331,20 @@ conn_run() {
 		tail -3 "$name.server.log"
 	} >>"$raw"
 	if [ $crc != 0 ] || [ -z "${a:-}" ]; then
-		echo "| $p | $c | failed (client exit $crc: $(grep -v '^client' "$name.client.log" | tail -1)) | | | | |"
+		echo "| $p | $c | failed (client exit $crc: $(grep -v '^client' "$name.client.log" | tail -1)) | | | | | |"
 		return
 	fi
 	local up rate rr
 	up=$(sed -n 's/^client: .* up in \([^ ]*\) s (\([^ ]*\) per s)/\1 \2/p' "$name.client.log")
 	rr=$(sed -n 's/^client: round-robin .*, \([^ ]*\) us per round trip/\1/p' "$name.client.log")
-	echo "| $p | $c | ${up% *} s (${up#* }/s) | $rr | $(awk -v a="$a" -v b="$b" 'BEGIN{printf "%.3f", (b-a)/5e7}') | $(awk -v x="$f0" -v y="$f1" -v c="$c" 'BEGIN{printf "%.2f", (y-x)/c}') | $(awk -v x="$r0" -v y="$r1" -v c="$c" 'BEGIN{printf "%.1f", (y-x)/c}') |"
+	echo "| $p | $c | ${up% *} s (${up#* }/s) | $rr | $(awk -v a="$a" -v b="$b" 'BEGIN{printf "%.3f", (b-a)/5e7}') | $(awk -v x="$f0" -v y="$f1" -v c="$c" 'BEGIN{printf "%.2f", (y-x)/c}') | $(awk -v x="$r0" -v y="$r1" -v c="$c" 'BEGIN{printf "%.1f", (y-x)/c}') | $(awk -v x="$an0" -v y="$an1" -v u="$fi0" -v v="$fi1" -v c="$c" 'BEGIN{printf "%.1f, %.1f", (y-x)/c, (v-u)/c}') |"
 }
 
 has connections && {
 	echo "## Connections: one server (util/fi_vwait_echo, epoll over per-connection FD CQs), C clients' connections from one process"
 	echo
-	echo "| provider | C | setup (rate) | round-robin round trip us | server CPU % of a core, idle 5 s | server fds per connection | server RSS KiB per connection |"
-	echo "|---|---:|---|---:|---:|---:|---:|"
+	echo "| provider | C | setup (rate) | round-robin round trip us | server CPU % of a core, idle 5 s | server fds per connection | server RSS KiB per connection | of which anon, file (KiB) |"
+	echo "|---|---:|---|---:|---:|---:|---:|---|"
 	for c in $conns_list; do
 		for p in vwait verbs; do
 			conn_run "$p" "$c"

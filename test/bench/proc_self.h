@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
-/* What the benchmark programs read of their own process in /proc: open descriptors and
- * the resident set. */
+/* What the benchmark programs read of their own process in /proc: open descriptors, the
+ * resident set (anonymous and file-backed apart) and the bytes malloc holds. */
 #ifndef VWAIT_TEST_BENCH_PROC_SELF_H
 #define VWAIT_TEST_BENCH_PROC_SELF_H
 
 #include <dirent.h>
+#include <malloc.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -23,19 +24,39 @@ inline int proc_open_fds()
 	return n - 1; /* the directory's own */
 }
 
-/* The resident set in KiB (VmRSS of /proc/self/status), -1 if unknown. */
-inline long proc_rss_kb()
+/* A field of /proc/self/status in KiB ("VmRSS:", "RssAnon:": the process's own memory, heap
+ * included; "RssFile:": file mappings, a verbs device's queues among them), -1 if unknown. */
+inline long proc_status_kb(const char *field)
 {
 	FILE *f = fopen("/proc/self/status", "r");
 	if (!f)
 		return -1;
 	char line[256];
 	long kb = -1;
+	const size_t n = strlen(field);
 	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, "VmRSS:", 6))
-			kb = atol(line + 6);
+		if (!strncmp(line, field, n))
+			kb = atol(line + n);
 	fclose(f);
 	return kb;
+}
+
+/* The resident set in KiB (VmRSS of /proc/self/status), -1 if unknown. */
+inline long proc_rss_kb()
+{
+	return proc_status_kb("VmRSS:");
+}
+
+/* Bytes malloc has handed out and not taken back (glibc's mallinfo2: the arena's in-use
+ * chunks and the mmapped ones), -1 without glibc. */
+inline long long proc_heap_bytes()
+{
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+	const struct mallinfo2 m = mallinfo2();
+	return static_cast<long long>(m.uordblks + m.hblkhd);
+#else
+	return -1;
+#endif
 }
 
 #endif

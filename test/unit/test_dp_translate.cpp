@@ -29,11 +29,16 @@ struct ibv_wc wc_for(vwait::wr_slot &slot, enum ibv_wc_opcode op, enum ibv_wc_st
 	return wc;
 }
 
-/* Posts the ring's next slot as an endpoint does: claim it, then commit once posted. */
+/* Posts the ring's next slot as an endpoint does: claim it, fill it (a slot comes zeroed from
+ * the ring's calloc, then holds what its last post left: an endpoint sets every field it
+ * reads), then commit once posted. */
 vwait::wr_slot &post(vwait::wr_ring &ring)
 {
 	vwait::wr_slot *slot = ring.claim();
 	assert_non_null(slot);
+	assert_ptr_equal(slot->ring, &ring);
+	slot->report = true;
+	slot->buf = nullptr;
 	ring.commit();
 	return *slot;
 }
@@ -214,11 +219,32 @@ bool complete(vwait::wr_ring &ring, size_t i, uint64_t flags, bool report, enum 
               enum ibv_wc_status st)
 {
 	vwait::wr_slot &slot = post(ring);
-	assert_ptr_equal(&slot, &ring.slots[i % ring.slots.size()]);
+	assert_ptr_equal(&slot, &ring.slots[i % ring.nslots]);
 	slot.flags = flags;
 	slot.report = report;
 	vwait::completion c;
 	return vwait::translate(wc_for(slot, op, st), &c);
+}
+
+/* A ring of two pages or more is a mapping of its own; a small one comes from calloc: both
+ * zeroed, slot i at slots[i % nslots], every slot back after its completion, across wraps. */
+void ring_sizes(void **)
+{
+	const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+	for (size_t n : {size_t{1}, size_t{4}, 2 * page / sizeof(vwait::wr_slot) - 1,
+	                 2 * page / sizeof(vwait::wr_slot), size_t{1000}}) {
+		vwait::wr_ring ring(n);
+		assert_int_equal(ring.nslots, n);
+		assert_int_equal(ring.slots.get_deleter().mapped_bytes != 0,
+		                 n * sizeof(vwait::wr_slot) >= 2 * page);
+		for (size_t i = 0; i < n; i++)
+			assert_null(ring.slots[i].context);
+		for (size_t i = 0; i < 3 * n + 1; i++) {
+			assert_true(
+			    complete(ring, i, FI_SEND | FI_MSG, true, IBV_WC_SEND, IBV_WC_SUCCESS));
+			assert_int_equal(ring.free_slots(), n);
+		}
+	}
 }
 
 void counting(void **state)
@@ -413,6 +439,7 @@ int main()
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(recv_with_imm, setup, teardown),
+	    cmocka_unit_test(ring_sizes),
 	    cmocka_unit_test_setup_teardown(remote_write_with_imm, setup, teardown),
 	    cmocka_unit_test_setup_teardown(send_side_from_slot, setup, teardown),
 	    cmocka_unit_test_setup_teardown(errors_always_reported, setup, teardown),

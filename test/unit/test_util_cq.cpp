@@ -242,6 +242,41 @@ struct fi_cq_err_entry error_entry(uintptr_t id)
 	return e;
 }
 
+/* The ring grows as entries queue up (from 16, doubling, up to the size asked, here not a power
+ * of two), also while its entries wrap around its end; order, error entries among them and the
+ * size limit hold across every growth. */
+void ring_grows_in_order(void **st)
+{
+	state &s = st_of(st);
+	struct fi_cq_attr a = attr_of(FI_WAIT_NONE, FI_CQ_FORMAT_CONTEXT);
+	a.size = 100;
+	util::sw_cq *q = open_cq(s, a);
+	struct fi_cq_entry out[128] = {};
+	uintptr_t next_in = 0, next_out = 0;
+	for (; next_in < 10; next_in++)
+		assert_int_equal(q->push(entry(next_in)), 0);
+	assert_int_equal(fi_cq_read(s.cq, out, 7), 7); /* head at 7 of 16: the rest wraps */
+	next_out = 7;
+	for (; next_in < 40; next_in++) /* 16 -> 32 -> 64, each while wrapped */
+		assert_int_equal(q->push(entry(next_in)), 0);
+	assert_int_equal(q->push_error(error_entry(1000), nullptr, 0), 0);
+	while (q->queued() < 100)
+		assert_int_equal(q->push(entry(next_in++)), 0);
+	assert_int_equal(q->push(entry(next_in)), -FI_EAGAIN); /* the size asked, no more */
+	assert_int_equal(q->push_error(error_entry(1001), nullptr, 0), -FI_EAGAIN);
+	assert_int_equal(fi_cq_read(s.cq, out, 128), 33); /* up to the error */
+	for (size_t i = 0; i < 33; i++)
+		assert_ptr_equal(out[i].op_context, reinterpret_cast<void *>(next_out + i));
+	next_out += 33;
+	struct fi_cq_err_entry err = {};
+	assert_int_equal(fi_cq_readerr(s.cq, &err, 0), 1);
+	assert_ptr_equal(err.op_context, reinterpret_cast<void *>(1000));
+	assert_int_equal(fi_cq_read(s.cq, out, 128), 66);
+	for (size_t i = 0; i < 66; i++)
+		assert_ptr_equal(out[i].op_context, reinterpret_cast<void *>(next_out + i));
+	assert_int_equal(fi_cq_read(s.cq, out, 128), -FI_EAGAIN);
+}
+
 void error_in_order(void **st)
 {
 	state &s = st_of(st);
@@ -878,6 +913,22 @@ void sread_threads(void **st)
 			              static_cast<double>(r.c.calib) / total,
 			              static_cast<double>(r.c.sleeps) / total,
 			              static_cast<double>(r.switches) / total);
+			/* every call that slept armed first, and each armed call has one cause (up
+			 * to one call per thread in flight when the counts were taken) */
+			const uint64_t armed = r.c.arm_no_spin + r.c.arm_preempted + r.c.arm_budget;
+			const uint64_t slept_calls =
+			    r.c.slept_100us + r.c.slept_1ms + r.c.slept_longer;
+			print_message("  calls armed: %lu (no spin %lu, preempted %lu, after the "
+			              "budget %lu), of which slept: %lu\n",
+			              static_cast<unsigned long>(armed),
+			              static_cast<unsigned long>(r.c.arm_no_spin),
+			              static_cast<unsigned long>(r.c.arm_preempted),
+			              static_cast<unsigned long>(r.c.arm_budget),
+			              static_cast<unsigned long>(slept_calls));
+			const auto slack = static_cast<uint64_t>(threads);
+			assert_true(slept_calls <= armed + slack);
+			assert_true(r.c.sleeps <= slack || armed > 0);
+			assert_true(slept_calls <= r.c.sleeps + slack);
 			/* before: 10.8 (one CQ) and 10.3 (own CQs) at T = 8 */
 			if (threads == 8)
 				assert_true(per <= 1.1);
@@ -1241,6 +1292,7 @@ int main()
 	vwait_test::init_logging();
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(format_context, setup, teardown),
+	    cmocka_unit_test_setup_teardown(ring_grows_in_order, setup, teardown),
 	    cmocka_unit_test_setup_teardown(format_unspec_is_context, setup, teardown),
 	    cmocka_unit_test_setup_teardown(format_msg, setup, teardown),
 	    cmocka_unit_test_setup_teardown(format_data, setup, teardown),

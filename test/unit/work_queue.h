@@ -96,12 +96,7 @@ inline queue_run work_queue(const std::vector<struct fid_cq *> &cqs,
 		fi_cq_signal(cq);
 	for (auto &t : ts)
 		t.join();
-	r.c.sleeps = c1.sleeps - c0.sleeps;
-	r.c.wakeups = c1.wakeups - c0.wakeups;
-	r.c.empty = c1.empty - c0.empty;
-	r.c.handoffs = c1.handoffs - c0.handoffs;
-	r.c.calib = c1.calib - c0.calib;
-	r.c.timeouts = c1.timeouts - c0.timeouts;
+	r.c = c1.since(c0);
 	r.switches = switches.load();
 	r.bad = bad.load();
 	r.consumed = consumed.load();

@@ -38,7 +38,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <deque>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -178,6 +178,8 @@ protected:
 private:
 	ssize_t read_ring(void *buf, size_t count, fi_addr_t *src) noexcept;
 	ssize_t read_locked(void *buf, size_t count, fi_addr_t *src) noexcept VWAIT_REQUIRES(lock_);
+	struct slot;
+	slot *tail_slot() noexcept VWAIT_REQUIRES(lock_);
 
 	const enum fi_cq_format format_;
 	const enum fi_cq_wait_cond wait_cond_;
@@ -194,11 +196,12 @@ private:
 	};
 
 	mutable util::mutex lock_{lock_level::sw_queue};
-	std::vector<slot> ring_ VWAIT_GUARDED_BY(lock_);  /* size_ slots */
+	std::vector<slot> ring_ VWAIT_GUARDED_BY(lock_);  /* up to size_ slots (tail_slot) */
 	size_t head_ VWAIT_GUARDED_BY(lock_) = 0;         /* oldest */
 	std::atomic<size_t> count_{0};                    /* occupied; written under lock_ only */
 	uint64_t ring_reads_ VWAIT_GUARDED_BY(lock_) = 0; /* entries read off the ring, ever */
-	std::deque<error_record> errors_ VWAIT_GUARDED_BY(lock_); /* error payloads, oldest first */
+	/* error payloads, oldest first (a list: nothing allocated while there is none) */
+	std::list<error_record> errors_ VWAIT_GUARDED_BY(lock_);
 	/* provider-owned err_data of the last readerr */
 	std::vector<uint8_t> last_err_data_ VWAIT_GUARDED_BY(lock_);
 

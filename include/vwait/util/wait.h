@@ -141,7 +141,27 @@ struct wake_counts {
 	uint64_t handoffs = 0; /* wakeups that only made a sleeper the new leader */
 	uint64_t calib = 0;    /* wakeups by the wait policy's calibration timer alone */
 	uint64_t timeouts = 0; /* sleeps that ended at their deadline */
+	/* Why a blocking call armed (its first arm; FD, POLLFD and MUTEX_COND waits): the
+	 * policy gave it no spin, its spin was cut by a preemption (a jump of the clock between
+	 * two of its reads), or it spun its whole budget. */
+	uint64_t arm_no_spin = 0, arm_preempted = 0, arm_budget = 0;
+	/* Calls that slept, by their whole length (from the call to the work found): < 100 us,
+	 * < 1 ms, longer. Short ones are sleeps that spinning would have saved. */
+	uint64_t slept_100us = 0, slept_1ms = 0, slept_longer = 0;
+
+	/* the counts of this minus those of before (what a window of a run came to) */
+	wake_counts since(const wake_counts &before) const noexcept;
 };
+
+namespace detail
+{
+/* a waiter's counters behind wake_counts (waiter::counts()) */
+struct wait_stats {
+	std::atomic<uint64_t> sleeps{0}, wakeups{0}, empty{0}, handoffs{0}, calib{0}, timeouts{0},
+	    arm_no_spin{0}, arm_preempted{0}, arm_budget{0}, slept_100us{0}, slept_1ms{0},
+	    slept_longer{0};
+};
+} // namespace detail
 class waiter final : public listener
 {
 public:
@@ -367,10 +387,7 @@ private:
 	signal hsig; /* the helper's own wakeup (the leader's is its thread's) */
 
 	/* waiter::counts() */
-	struct {
-		std::atomic<uint64_t> sleeps{0}, wakeups{0}, empty{0}, handoffs{0}, calib{0},
-		    timeouts{0};
-	} stats;
+	detail::wait_stats stats;
 	static void bump(std::atomic<uint64_t> &c) noexcept
 	{
 		c.fetch_add(1, std::memory_order_relaxed);

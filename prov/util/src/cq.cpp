@@ -97,7 +97,7 @@ sw_cq::sw_cq(const struct fi_provider *prov, const struct fi_cq_attr &attr, uint
     : object(prov, FI_LOG_CQ, "CQ", attr.wait_obj, attr.wait_set),
       format_(attr.format == FI_CQ_FORMAT_UNSPEC ? cq_default_format : attr.format),
       wait_cond_(attr.wait_cond), size_(attr.size ? attr.size : cq_default_size),
-      api_version_(api_version), ring_(size_)
+      api_version_(api_version)
 {
 }
 
@@ -129,11 +129,11 @@ int sw_cq::push(const cq_entry &e) noexcept
 {
 	{
 		util::lock_guard<util::mutex> g(lock_);
-		if (count_ == size_)
+		slot *s = tail_slot();
+		if (!s)
 			return -FI_EAGAIN;
-		slot &s = ring_[(head_ + count_) % size_];
-		s.entry = e;
-		s.is_error = false;
+		s->entry = e;
+		s->is_error = false;
 		++count_;
 	}
 	notify();
@@ -145,10 +145,9 @@ size_t sw_cq::push_n(const cq_entry *entries, size_t n) noexcept
 	size_t done = 0;
 	{
 		util::lock_guard<util::mutex> g(lock_);
-		for (; done < n && count_ < size_; done++) {
-			slot &s = ring_[(head_ + count_) % size_];
-			s.entry = entries[done];
-			s.is_error = false;
+		for (slot *s; done < n && (s = tail_slot()) != nullptr; done++) {
+			s->entry = entries[done];
+			s->is_error = false;
 			++count_;
 		}
 	}
@@ -168,20 +167,48 @@ int sw_cq::push_error(const struct fi_cq_err_entry &err, const void *err_data, s
 		rec.entry.err_data = nullptr;
 		rec.entry.err_data_size = rec.data.size();
 		util::lock_guard<util::mutex> g(lock_);
-		if (count_ == size_)
+		slot *s = tail_slot();
+		if (!s)
 			return -FI_EAGAIN;
 		errors_.push_back(std::move(rec));
-		slot &s = ring_[(head_ + count_) % size_];
-		s.entry = cq_entry{};
-		s.entry.op_context = err.op_context;
-		s.entry.src_addr = src_addr;
-		s.is_error = true;
+		s->entry = cq_entry{};
+		s->entry.op_context = err.op_context;
+		s->entry.src_addr = src_addr;
+		s->is_error = true;
 		++count_;
 		return FI_SUCCESS;
 	});
 	if (ret == FI_SUCCESS)
 		notify();
 	return ret;
+}
+
+/* Under lock_: the slot after the last queued one, or nullptr when size_ entries are queued
+ * (or the ring could not grow). The ring starts empty and doubles (from 16) up to size_ as
+ * entries queue up: a CQ whose entries are read straight from below (the verbs CQ's
+ * read_direct) or that stays idle never holds size_ slots. */
+sw_cq::slot *sw_cq::tail_slot() noexcept
+{
+	const size_t cap = ring_.size();
+	if (count_ < cap)
+		return &ring_[head_ + count_ < cap ? head_ + count_ : head_ + count_ - cap];
+	if (cap >= size_)
+		return nullptr;
+	const size_t grown = std::min(size_, std::max<size_t>(16, 2 * cap));
+	try {
+		std::vector<slot> next;
+		next.reserve(grown);
+		for (size_t i = 0; i < count_; i++)
+			next.push_back(ring_[head_ + i < cap ? head_ + i : head_ + i - cap]);
+		next.resize(grown);
+		ring_.swap(next);
+	} catch (const std::bad_alloc &) {
+		FI_WARN(prov_, FI_LOG_CQ, "CQ: no memory to grow its queue past %zu entries\n",
+		        cap);
+		return nullptr;
+	}
+	head_ = 0;
+	return &ring_[count_];
 }
 
 ssize_t sw_cq::read_locked(void *buf, size_t count, fi_addr_t *src) noexcept
@@ -198,7 +225,7 @@ ssize_t sw_cq::read_locked(void *buf, size_t count, fi_addr_t *src) noexcept
 		cq_entry_copy_out(format_, s.entry, out + n * esize);
 		if (src)
 			src[n] = s.entry.src_addr;
-		head_ = (head_ + 1) % size_;
+		head_ = head_ + 1 == ring_.size() ? 0 : head_ + 1;
 		--count_;
 		++n;
 	}
@@ -266,7 +293,7 @@ ssize_t sw_cq::readerr(struct fi_cq_err_entry *buf, uint64_t flags) noexcept
 			buf->err_data_size = n;
 		}
 		errors_.pop_front();
-		head_ = (head_ + 1) % size_;
+		head_ = head_ + 1 == ring_.size() ? 0 : head_ + 1;
 		--count_;
 		++ring_reads_;
 		return 1;

@@ -440,6 +440,27 @@ waiter::~waiter()
 	for (waitable *w : left)
 		drop_member(w, true);
 	stop_helper();
+	/* statistics (make bench-scale's streaming section reads this line, FI_LOG_LEVEL=info) */
+	const wake_counts n = counts();
+	if (n.sleeps)
+		FI_INFO(
+		    prov_, FI_LOG_CORE,
+		    "waiter %p closed: %llu sleeps, %llu wakeups (%llu empty, %llu hand-offs, %llu "
+		    "calibration), %llu timeouts; "
+		    "armed with no spin %llu, preempted %llu, after the budget %llu; calls that "
+		    "slept <100us %llu, <1ms %llu, longer %llu\n",
+		    static_cast<void *>(this), static_cast<unsigned long long>(n.sleeps),
+		    static_cast<unsigned long long>(n.wakeups),
+		    static_cast<unsigned long long>(n.empty),
+		    static_cast<unsigned long long>(n.handoffs),
+		    static_cast<unsigned long long>(n.calib),
+		    static_cast<unsigned long long>(n.timeouts),
+		    static_cast<unsigned long long>(n.arm_no_spin),
+		    static_cast<unsigned long long>(n.arm_preempted),
+		    static_cast<unsigned long long>(n.arm_budget),
+		    static_cast<unsigned long long>(n.slept_100us),
+		    static_cast<unsigned long long>(n.slept_1ms),
+		    static_cast<unsigned long long>(n.slept_longer));
 }
 
 int waiter::create(const struct fi_provider *prov, int wait_obj, std::unique_ptr<waiter> &out,
@@ -512,16 +533,42 @@ void waiter::set_counts_as_blocking(bool on) noexcept
 	counts_as_blocking_.store(on, std::memory_order_relaxed);
 }
 
+namespace
+{
+using stats_t = detail::wait_stats;
+/* each count of wake_counts beside its counter in a waiter's stats */
+struct count_field {
+	uint64_t wake_counts::*out;
+	std::atomic<uint64_t> stats_t::*in;
+};
+constexpr count_field count_fields[] = {{&wake_counts::sleeps, &stats_t::sleeps},
+                                        {&wake_counts::wakeups, &stats_t::wakeups},
+                                        {&wake_counts::empty, &stats_t::empty},
+                                        {&wake_counts::handoffs, &stats_t::handoffs},
+                                        {&wake_counts::calib, &stats_t::calib},
+                                        {&wake_counts::timeouts, &stats_t::timeouts},
+                                        {&wake_counts::arm_no_spin, &stats_t::arm_no_spin},
+                                        {&wake_counts::arm_preempted, &stats_t::arm_preempted},
+                                        {&wake_counts::arm_budget, &stats_t::arm_budget},
+                                        {&wake_counts::slept_100us, &stats_t::slept_100us},
+                                        {&wake_counts::slept_1ms, &stats_t::slept_1ms},
+                                        {&wake_counts::slept_longer, &stats_t::slept_longer}};
+} // namespace
+
 wake_counts waiter::counts() const noexcept
 {
 	wake_counts out;
-	out.sleeps = stats.sleeps.load(std::memory_order_relaxed);
-	out.wakeups = stats.wakeups.load(std::memory_order_relaxed);
-	out.empty = stats.empty.load(std::memory_order_relaxed);
-	out.handoffs = stats.handoffs.load(std::memory_order_relaxed);
-	out.calib = stats.calib.load(std::memory_order_relaxed);
-	out.timeouts = stats.timeouts.load(std::memory_order_relaxed);
+	for (const count_field &f : count_fields)
+		out.*f.out = (stats.*f.in).load(std::memory_order_relaxed);
 	return out;
+}
+
+wake_counts wake_counts::since(const wake_counts &before) const noexcept
+{
+	wake_counts d = *this;
+	for (const count_field &f : count_fields)
+		d.*f.out -= before.*f.out;
+	return d;
 }
 
 } // namespace vwait::util

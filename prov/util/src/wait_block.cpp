@@ -410,8 +410,14 @@ int waiter::run(clock::time_point deadline, waitable *w, const consume_fn *consu
 	clock::time_point slept_from{};
 	bool event_woke = false;
 	bool slept = false;
+	bool armed = false;     /* this call armed (once counted, by its cause) */
+	bool did_sleep = false; /* and then slept at least once */
 	auto found = [&]() noexcept {
 		const clock::time_point now = clock::now();
+		if (did_sleep)
+			bump(now - start < std::chrono::microseconds(100) ? stats.slept_100us
+			     : now - start < std::chrono::milliseconds(1) ? stats.slept_1ms
+			                                                  : stats.slept_longer);
 		if (event_woke)
 			learner_.record_sleep(arm, note.woke_at - slept_from, now - note.woke_at);
 		if (preempted)
@@ -483,6 +489,12 @@ int waiter::run(clock::time_point deadline, waitable *w, const consume_fn *consu
 			continue;
 		}
 		const clock::time_point armed_from = now;
+		if (!armed) {
+			armed = true;
+			bump(budget == clock::duration::zero() ? stats.arm_no_spin
+			     : preempted                       ? stats.arm_preempted
+			                                       : stats.arm_budget);
+		}
 		if (trywait_phase(c)) {
 			event_woke = false;
 			found();
@@ -493,6 +505,7 @@ int waiter::run(clock::time_point deadline, waitable *w, const consume_fn *consu
 		note = sleep_note{};
 		note.calib = learner_.calibration();
 		readable = block(s, deadline, note, c);
+		did_sleep = did_sleep || note.woke_at != clock::time_point{};
 		slept = true;
 		event_woke = note.event;
 		if (note.timer_only)

@@ -24,12 +24,16 @@ namespace vwait
 
 namespace
 {
-constexpr size_t default_cq_size = 4096;
+/* fi_cq_open with size 0: upstream verbs' default. rxe rounds a CQ of n entries up to the
+ * next power of two above n, so 4096 (until 2026-11-29) mapped 8192 device entries where
+ * upstream verbs maps 2048 (memory per CQ: make bench-scale, doc/benchmarks.md). */
+constexpr size_t default_cq_size = 1024;
 /* work completions taken from the ibv_cq per ibv_poll_cq */
 constexpr size_t poll_batch = 16;
 /* A CQ that is only polled (no waiter reads the device's async fd) looks at the async fd
- * for an overrun once per this many empty polls: a system call, kept out of the busy loop's
- * way (at ~100 ns a poll, still every half millisecond or so). */
+ * for an overrun once per this many empty polls, and then only if the domain has not looked
+ * for domain::async_poll_interval (a system call: at ~100 ns a poll, 4096 of them take half a
+ * millisecond). */
 constexpr unsigned idle_polls_per_async_check = 4096;
 
 /* Whether a CQ opened with these attributes blocks on a waiter that polls fds (so that the
@@ -374,7 +378,7 @@ inline int verbs_cq::poll_wc(struct ibv_wc *wc, size_t max) noexcept
 		 * thread of the process has slept (no EQ thread yet), have the reader drain the
 		 * rdma_cm channels once it holds no lock (eq.h) */
 		idle_polls_ = 0;
-		domain_->poll_async_events();
+		domain_->poll_async_events_now_and_then();
 		if (!util::blocking_seen())
 			control_due.store(true, std::memory_order_relaxed);
 	}

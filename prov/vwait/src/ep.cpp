@@ -206,8 +206,8 @@ int ep::enable() noexcept
 	struct ibv_qp_init_attr attr = {};
 	attr.send_cq = send_cq->hw();
 	attr.recv_cq = recv_cq->hw();
-	attr.cap.max_send_wr = static_cast<uint32_t>(tx_->slots.size());
-	attr.cap.max_recv_wr = static_cast<uint32_t>(rx_->slots.size());
+	attr.cap.max_send_wr = static_cast<uint32_t>(tx_->nslots);
+	attr.cap.max_recv_wr = static_cast<uint32_t>(rx_->nslots);
 	attr.cap.max_send_sge = static_cast<uint32_t>(tx_iov_limit_);
 	attr.cap.max_recv_sge = static_cast<uint32_t>(rx_iov_limit_);
 	attr.cap.max_inline_data = static_cast<uint32_t>(inject_size_);
@@ -293,7 +293,7 @@ int ep::enable_cntrs(verbs_cq *&send_cq, verbs_cq *&recv_cq) noexcept
 	const bool rx_counted = recv_cntr_ || rwrite_cntr_ || rread_cntr_;
 	if (!own_cq_ && ((tx_counted && !tx_cq_) || (rx_counted && !rx_cq_))) {
 		/* one entry per work request either queue can have outstanding */
-		size_t n = std::min(tx_->slots.size() + rx_->slots.size(),
+		size_t n = std::min(tx_->nslots + rx_->nslots,
 		                    static_cast<size_t>(domain_->device_attr().max_cqe));
 		struct fi_cq_attr a = {};
 		a.size = n;
