@@ -39,10 +39,9 @@ void domain::poll_async_events_now_and_then() noexcept
 	                        std::chrono::steady_clock::now().time_since_epoch())
 	                        .count();
 	int64_t next = async_poll_next_ns_.load(std::memory_order_relaxed);
-	if (now < next ||
-	    !async_poll_next_ns_.compare_exchange_strong(
-	        next, now + std::chrono::nanoseconds(async_poll_interval).count(),
-	        std::memory_order_relaxed))
+	if (now < next || !async_poll_next_ns_.compare_exchange_strong(
+	                      next, now + std::chrono::nanoseconds(async_poll_interval).count(),
+	                      std::memory_order_relaxed))
 		return;
 	poll_async_events();
 }
