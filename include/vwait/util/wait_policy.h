@@ -27,8 +27,8 @@
  *    calls on new fds, connection set-up, the timerfd's creation; they measure start-up;
  *  - ageing: a sample counts for sample_max_age_ms (1 s) only. A waiter sleeps seldom exactly
  *    when its waits became short, so a count of waits or sleeps would keep the old samples;
- *    time does not. With no fresh W, the waiter is back at the fallback budget, and every
- *    other sleep calibrates until W is known again; at very short waits it never sleeps and
+ *    time does not. With no fresh W, the waiter budgets with the last W it had (below), and
+ *    every other sleep calibrates until W is known again; at very short waits it never sleeps and
  *    needs no W. Once known, a sleep is calibrated when the newest wake-up sample is
  *    calib_interval_ms (125 ms) old: 8 samples a second at most whatever the sleep rate (the
  *    old rule, one sleep in 64, gave none at short think times and 60 a second at 250 us);
@@ -364,7 +364,8 @@ public:
 	uint64_t budget_w_ns() const noexcept;
 	const wake_stats &own_wake() const noexcept { return own_; }
 	/* the wait length that decides between spinning and sleeping at once (adaptive: 2W
-	 * capped, or the fallback): a wait found within it was worth spinning for */
+	 * capped, W as budget_w_ns() has it; the 50 us fallback without any): a wait found
+	 * within it was worth spinning for */
 	clock::duration threshold() const noexcept;
 	/* the budget a spinning wait gets now: the threshold */
 	clock::duration spin_budget() const noexcept { return threshold(); }
