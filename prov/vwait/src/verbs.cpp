@@ -25,23 +25,27 @@ namespace
  * from any page below it. */
 constexpr int plug_entries = 32768;
 
-/* The plugs, by context: taken with no other lock held (domain_open), never freed, so that
- * nothing here runs at exit. */
+/* The plugs' lock: taken with no other lock held (domain_open). */
 util::mutex plugs_mu{lock_level::alone};
-auto *plugs = new std::vector<std::pair<struct ibv_context *, std::weak_ptr<struct ibv_cq>>>;
 } // namespace
 
 std::shared_ptr<struct ibv_cq> siw_key_plug(struct ibv_context *ctx) noexcept
 {
 	util::lock_guard<util::mutex> lock(plugs_mu);
 	try {
+		/* the plugs, by context: made at the first siw domain, not at load, and destroyed
+		 * at exit or unload (weak references only: a domain holds its plug; a global
+		 * allocated at load and never freed was a leak to LeakSanitizer each time
+		 * libfabric unloaded the plugin) */
+		static std::vector<std::pair<struct ibv_context *, std::weak_ptr<struct ibv_cq>>>
+		    plugs;
 		std::weak_ptr<struct ibv_cq> *slot = nullptr;
-		for (auto &p : *plugs)
+		for (auto &p : plugs)
 			if (p.first == ctx)
 				slot = &p.second;
 		if (!slot) {
-			plugs->emplace_back(ctx, std::weak_ptr<struct ibv_cq>());
-			slot = &plugs->back().second;
+			plugs.emplace_back(ctx, std::weak_ptr<struct ibv_cq>());
+			slot = &plugs.back().second;
 		}
 		if (std::shared_ptr<struct ibv_cq> plug = slot->lock())
 			return plug;
