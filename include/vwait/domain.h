@@ -6,6 +6,7 @@
 
 #include "vwait/channel.h"
 #include "vwait/fabric.h"
+#include "vwait/flow_ctrl.h"
 #include "vwait/util/fid.h"
 #include "vwait/util/held.h"
 #include "vwait/util/thread_safety.h"
@@ -58,6 +59,16 @@ public:
 	void poll_async_events_now_and_then() noexcept;
 	static constexpr std::chrono::milliseconds async_poll_interval{100};
 
+	/* ofi_rxm's credit message sender (flow_ctrl.h: set_send_handler), nullptr until set */
+	void set_credit_sender(credit_send_fn fn) noexcept
+	{
+		credit_sender_.store(fn, std::memory_order_release);
+	}
+	credit_send_fn credit_sender() const noexcept
+	{
+		return credit_sender_.load(std::memory_order_acquire);
+	}
+
 	/* The completion channels of this device context, one per waiter. */
 	channel_registry &channels() noexcept { return channels_; }
 
@@ -73,6 +84,7 @@ private:
 	std::atomic<int64_t> async_poll_next_ns_{0};
 	channel_registry channels_;
 	std::atomic<int> refs_{0};
+	std::atomic<credit_send_fn> credit_sender_{nullptr};
 	/* siw: the context's mmap key plug (verbs::siw_key_plug), released before ctx_ */
 	std::shared_ptr<struct ibv_cq> siw_plug_;
 };
@@ -83,6 +95,9 @@ inline domain *domain_of(struct fid_domain *fid) noexcept
 {
 	return domain_box::of(fid)->obj;
 }
+
+/* fid as a vwait domain, or NULL when it is none (another class, another provider) */
+domain *vwait_domain(struct fid *fid) noexcept;
 
 /* struct fi_ops_fabric::domain */
 int domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_domain **domain,

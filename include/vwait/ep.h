@@ -10,6 +10,7 @@
 #include "vwait/domain.h"
 #include "vwait/eq.h"
 #include "vwait/fabric.h"
+#include "vwait/flow_ctrl.h"
 #include "vwait/info.h"
 #include "vwait/util/fast_mutex.h"
 #include "vwait/util/fid.h"
@@ -110,6 +111,17 @@ public:
 	uint64_t tx_op_flags() const noexcept { return tx_flags_; }
 	uint64_t rx_op_flags() const noexcept { return rx_flags_; }
 
+	/* ofi_rxm's credit-based flow control (flow_ctrl.h, the ops in flow_ctrl.cpp): whether
+	 * this kind of endpoint can do it (an RC endpoint: every receive is its own), start it
+	 * (threshold: grant credits once that many receives were posted again; the receives
+	 * posted so far are granted now if they reach it), the peer's grant. Once started, a
+	 * transmit that consumes a peer receive (send, write with immediate data) takes a credit
+	 * or is refused with -FI_EAGAIN; each receive posted counts towards the next grant, which
+	 * goes out through the domain's send handler, outside the endpoint's locks. */
+	virtual bool credit_flow_capable() const noexcept { return false; }
+	int enable_credit_flow(uint64_t threshold) noexcept;
+	void add_credits(uint64_t credits) noexcept;
+
 	void set_fid(struct fid *fid) noexcept { fid_ = fid; }
 	domain *parent() const noexcept { return domain_.get(); }
 
@@ -188,8 +200,10 @@ protected:
 	tx_sges gather_iov(const char *op, const struct iovec *iov, void **desc, size_t count,
 	                   size_t limit, bool may_inline, bool must_inline,
 	                   struct ibv_sge *sge) noexcept;
+	/* priority: a credit message of ofi_rxm's (credit_priority_flags), which may take the
+	 * last credit */
 	ssize_t post_tx_wr(struct ibv_send_wr *wr, void *context, uint64_t cq_flags, size_t len,
-	                   bool report) noexcept;
+	                   bool report, bool priority = false) noexcept;
 
 	util::held<domain> domain_;
 	info_ptr info_;
@@ -258,6 +272,20 @@ private:
 	std::shared_ptr<wr_ring> tx_;
 	std::shared_ptr<wr_ring> rx_;
 	util::fast_mutex rx_mutex_{lock_level::rx_post};
+	/* ofi_rxm's flow control: credits for the peer's receives, and this side's receives not
+	 * yet granted to the peer */
+	send_credits tx_credits_ VWAIT_GUARDED_BY(mutex_);
+	recv_credits rx_credits_ VWAIT_GUARDED_BY(rx_mutex_);
+	/* post_recv's part under rx_mutex_: *grant, the credits the receive makes due */
+	ssize_t post_recv_locked(struct ibv_sge *sge, int nsge, int first, size_t total,
+	                         void *context, uint64_t flags, uint64_t *grant) noexcept;
+	/* hands credits to the domain's send handler (no lock held); if it cannot send them,
+	 * they are owed: granted with the next receive posted or the next transmit (regrant) */
+	void grant_credits(uint64_t credits) noexcept;
+	void regrant() noexcept;
+	std::atomic<bool> grant_owed_{false};
+	ssize_t post_tx_locked(struct ibv_send_wr *wr, void *context, uint64_t cq_flags, size_t len,
+	                       bool report, bool priority) noexcept;
 };
 
 /* An FI_EP_MSG endpoint: an RC QP made through rdma_cm (ep_rc.cpp); its connection
@@ -281,6 +309,8 @@ public:
 	int shutdown() noexcept;
 	int getname(void *addr, size_t *addrlen) noexcept;
 	int getpeer(void *addr, size_t *addrlen) noexcept;
+
+	bool credit_flow_capable() const noexcept override { return true; }
 
 	/* opened with a dest_addr (resolved then) or from a connection request */
 	void set_route_resolved(bool yes) noexcept { route_resolved_ = yes; }
@@ -341,6 +371,8 @@ int ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep **ep,
 /* struct fi_ops_fabric::passive_ep */
 int pep_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_pep **pep,
              void *context) noexcept;
+/* fid as a vwait endpoint, or NULL when it is none (another class, another provider) */
+ep *vwait_ep(struct fid *fid) noexcept;
 /* fid as a vwait passive endpoint, or NULL when it is none (another class, another provider) */
 pep *vwait_pep(struct fid *fid) noexcept;
 

@@ -39,6 +39,10 @@ using fabric_box = util::fid_box<struct fid_fabric, fabric>;
 
 /* struct fi_provider::fabric */
 int fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *context) noexcept;
+/* fi_open_ops on a fabric (and, for the names it does not know itself, on a domain):
+ * FI_VWAIT_WAIT_OPS, the wait-object support table (rdma/fi_ext_vwait.h). */
+int fabric_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops,
+                    void *context) noexcept;
 
 } // namespace vwait
 

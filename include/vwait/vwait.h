@@ -53,6 +53,8 @@ struct params {
 	/* longest a disconnected endpoint's FI_SHUTDOWN waits for its unread completions; 0: it
 	 * never waits (eq.cpp) */
 	int shutdown_hold_ms = 1000;
+	/* FI_VWAIT_FLOW_CTRL: ofi_rxm's credit-based flow control offered (flow_ctrl.h) */
+	bool flow_ctrl = true;
 };
 const params &get_params() noexcept;
 

@@ -29,6 +29,10 @@ echo "fi_info -e lists FI_VWAIT_SHUTDOWN_HOLD_MS: $held"
 warns FI_VWAIT_SHUTDOWN_HOLD_MS -1 "is negative; using 1000"
 warns FI_VWAIT_KEEPALIVE_MS -5 "is negative; using 0"
 warns FI_VWAIT_CM_TIMEOUT 0 "is not positive; using 2000"
+# ofi_rxm's flow control (fi_vwait(7), ofi_rxm)
+flow=$(fi_info -e 2>/dev/null | grep -c -E '^# FI_VWAIT_FLOW_CTRL:')
+echo "fi_info -e lists FI_VWAIT_FLOW_CTRL: $flow"
+[ "$flow" = 1 ] || fail=1
 # good values: no warning
 for v in "FI_VWAIT_WAIT_POLICY=block" "FI_VWAIT_WAIT_POLICY=Fixed" "FI_VWAIT_SPIN_US=0" \
 	"FI_VWAIT_SHUTDOWN_HOLD_MS=0"; do

@@ -131,7 +131,33 @@ int domain_close(struct fid *fid) noexcept
 	return FI_SUCCESS;
 }
 
-struct fi_ops domain_fi_ops = util::fi_ops_with(domain_close);
+/* fi_open_ops on a domain: ofi_rxm's flow control (flow_ctrl.h), unless FI_VWAIT_FLOW_CTRL=0;
+ * any other name as on the fabric (FI_VWAIT_WAIT_OPS). */
+int domain_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops,
+                    void *context) noexcept
+{
+	if (name && ops && strcmp(name, flow_ctrl_ops_name) == 0) {
+		if (!get_params().flow_ctrl) {
+			FI_INFO(&prov, FI_LOG_DOMAIN,
+			        "fi_open_ops(%s): off (FI_VWAIT_FLOW_CTRL=0)\n", name);
+			return -FI_ENOSYS;
+		}
+		if (flags) {
+			FI_WARN(&prov, FI_LOG_DOMAIN, "fi_open_ops(%s): flags 0x%llx must be 0\n",
+			        name, static_cast<unsigned long long>(flags));
+			return -FI_EBADFLAGS;
+		}
+		*ops = &flow_ctrl_ops;
+		return FI_SUCCESS;
+	}
+	return fabric_ops_open(fid, name, flags, ops, context);
+}
+
+struct fi_ops domain_fi_ops = [] {
+	struct fi_ops ops = util::fi_ops_with(domain_close);
+	ops.ops_open = domain_ops_open;
+	return ops;
+}();
 
 struct fi_ops_domain domain_ops = {
     .size = sizeof(struct fi_ops_domain),
@@ -170,6 +196,11 @@ struct ibv_context *find_context(const char *name, verbs::cm_devices_ptr *device
 }
 
 } // namespace
+
+domain *vwait_domain(struct fid *fid) noexcept
+{
+	return domain_box::checked(fid, FI_CLASS_DOMAIN, &domain_fi_ops);
+}
 
 int domain_open(struct fid_fabric *fabric_fid, struct fi_info *info, struct fid_domain **out,
                 void *context) noexcept

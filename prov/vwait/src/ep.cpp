@@ -14,6 +14,7 @@
 #include "vwait/vwait.h"
 
 #include <algorithm>
+#include <cinttypes>
 #include <cstring>
 #include <memory>
 
@@ -467,7 +468,17 @@ ep::tx_sges ep::gather_iov(const char *op, const struct iovec *iov, void **desc,
 }
 
 ssize_t ep::post_tx_wr(struct ibv_send_wr *wr, void *context, uint64_t cq_flags, size_t len,
-                       bool report) noexcept
+                       bool report, bool priority) noexcept
+{
+	const ssize_t ret = post_tx_locked(wr, context, cq_flags, len, report, priority);
+	/* a grant ofi_rxm could not send: again now (not from the credit message's own send) */
+	if (__builtin_expect(grant_owed_.load(std::memory_order_relaxed), 0) && !priority)
+		regrant();
+	return ret;
+}
+
+ssize_t ep::post_tx_locked(struct ibv_send_wr *wr, void *context, uint64_t cq_flags, size_t len,
+                           bool report, bool priority) noexcept
 {
 	util::lock_guard<util::fast_mutex> lock(mutex_);
 	if (!enabled_) {
@@ -477,6 +488,11 @@ ssize_t ep::post_tx_wr(struct ibv_send_wr *wr, void *context, uint64_t cq_flags,
 	wr_ring &ring = *tx_;
 	wr_slot *slot = ring.claim();
 	if (!slot)
+		return -FI_EAGAIN;
+	/* ofi_rxm's flow control: no credit, no message that needs a peer receive */
+	const bool credited = wr->opcode == IBV_WR_SEND || wr->opcode == IBV_WR_SEND_WITH_IMM ||
+	                      wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+	if (credited && !tx_credits_.take(priority))
 		return -FI_EAGAIN;
 	slot->context = context;
 	slot->flags = cq_flags;
@@ -497,6 +513,8 @@ ssize_t ep::post_tx_wr(struct ibv_send_wr *wr, void *context, uint64_t cq_flags,
 	}
 	struct ibv_send_wr *bad = nullptr;
 	if (int ret = ibv_post_send(qp_, wr, &bad)) {
+		if (credited)
+			tx_credits_.untake();
 		if (ret == ENOMEM)
 			return -FI_EAGAIN;
 		FI_WARN(&prov, FI_LOG_EP_DATA, "ibv_post_send: %s\n", strerror(ret));
@@ -505,6 +523,58 @@ ssize_t ep::post_tx_wr(struct ibv_send_wr *wr, void *context, uint64_t cq_flags,
 	ring.commit();
 	ring.unsignaled = quiet ? ring.unsignaled + 1 : 0;
 	return FI_SUCCESS;
+}
+
+int ep::enable_credit_flow(uint64_t threshold) noexcept
+{
+	if (!credit_flow_capable()) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL,
+		        "flow control: this endpoint (not FI_EP_MSG) cannot do flow control\n");
+		return -FI_ENOSYS;
+	}
+	{
+		util::lock_guard<util::fast_mutex> lock(mutex_);
+		tx_credits_.enable();
+	}
+	uint64_t grant;
+	{
+		util::lock_guard<util::fast_mutex> lock(rx_mutex_);
+		grant = rx_credits_.enable(threshold);
+	}
+	FI_DBG(&prov, FI_LOG_EP_CTRL,
+	       "flow control on, threshold %" PRIu64 ", granting %" PRIu64 "\n", threshold, grant);
+	if (grant)
+		grant_credits(grant);
+	return FI_SUCCESS;
+}
+
+void ep::add_credits(uint64_t credits) noexcept
+{
+	util::lock_guard<util::fast_mutex> lock(mutex_);
+	tx_credits_.add(credits);
+}
+
+void ep::grant_credits(uint64_t credits) noexcept
+{
+	credit_send_fn send = domain_->credit_sender();
+	/* the fid_ep begins the box: the same address as its struct fid */
+	if (send && send(reinterpret_cast<struct fid_ep *>(fid_), credits) == 0)
+		return;
+	util::lock_guard<util::fast_mutex> lock(rx_mutex_);
+	rx_credits_.not_granted(credits);
+	grant_owed_.store(true, std::memory_order_relaxed);
+}
+
+void ep::regrant() noexcept
+{
+	uint64_t credits;
+	{
+		util::lock_guard<util::fast_mutex> lock(rx_mutex_);
+		grant_owed_.store(false, std::memory_order_relaxed);
+		credits = rx_credits_.due();
+	}
+	if (credits)
+		grant_credits(credits);
 }
 
 namespace
@@ -615,6 +685,11 @@ ep *ep_of(struct fid_ep *fid) noexcept
 ep *ep_of(struct fid *fid) noexcept
 {
 	return ep_box::of(fid)->obj;
+}
+
+ep *vwait_ep(struct fid *fid) noexcept
+{
+	return ep_box::checked(fid, FI_CLASS_EP, &ep_fi_ops);
 }
 
 int ep_install(std::unique_ptr<ep> obj, struct fi_ops_cm *cm, struct fi_ops_msg *msg,

@@ -22,22 +22,6 @@
 namespace vwait
 {
 
-namespace
-{
-
-int fabric_close(struct fid *fid) noexcept
-{
-	auto *box = fabric_box::of(fid);
-	if (box->obj->busy()) {
-		FI_WARN(&prov, FI_LOG_FABRIC, "fabric %s still has objects open\n",
-		        box->obj->name().c_str());
-		return -FI_EBUSY;
-	}
-	delete box->obj;
-	delete box;
-	return FI_SUCCESS;
-}
-
 /* fi_open_ops(FI_VWAIT_WAIT_OPS): the wait-object support table (rdma/fi_ext_vwait.h). */
 int fabric_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops,
                     void *context) noexcept
@@ -58,6 +42,22 @@ int fabric_ops_open(struct fid *fid, const char *name, uint64_t flags, void **op
 		return -FI_EINVAL;
 	}
 	*ops = &wait_ops;
+	return FI_SUCCESS;
+}
+
+namespace
+{
+
+int fabric_close(struct fid *fid) noexcept
+{
+	auto *box = fabric_box::of(fid);
+	if (box->obj->busy()) {
+		FI_WARN(&prov, FI_LOG_FABRIC, "fabric %s still has objects open\n",
+		        box->obj->name().c_str());
+		return -FI_EBUSY;
+	}
+	delete box->obj;
+	delete box;
 	return FI_SUCCESS;
 }
 

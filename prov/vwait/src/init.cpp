@@ -54,6 +54,11 @@ void read_params() noexcept
 	                "CQs, at most this many milliseconds (default: %d); 0: it never waits.",
 	                the_params.shutdown_hold_ms);
 
+	fi_param_define(&prov, "flow_ctrl", FI_PARAM_BOOL,
+	                "Offer ofi_rxm credit-based flow control on MSG endpoints, as upstream "
+	                "verbs does: a send that would find no receive posted at the peer is held "
+	                "back (-FI_EAGAIN) until the peer grants credits, which iWARP needs (no "
+	                "receiver-not-ready retry); 0: ofi_rxm runs without it (default: 1).");
 	fi_param_define(&prov, "wait_policy", FI_PARAM_STRING,
 	                "How blocking calls (fi_cq_sread, fi_cntr_wait, fi_eq_sread, fi_wait) "
 	                "wait: adaptive (spin up to twice the measured wake-up cost, at most "
@@ -65,6 +70,10 @@ void read_params() noexcept
 	                "cap of adaptive, whose budget is twice the measured wake-up cost "
 	                "(default: %u), the spin of fixed (%u when unset); at most %u.",
 	                util::default_adaptive_cap_us, util::default_spin_us, util::max_spin_us);
+
+	int flow_ctrl = 1;
+	if (fi_param_get_bool(&prov, "flow_ctrl", &flow_ctrl) == FI_SUCCESS)
+		the_params.flow_ctrl = flow_ctrl != 0;
 
 	char *device = nullptr;
 	if (fi_param_get_str(&prov, "device", &device) == FI_SUCCESS && device)

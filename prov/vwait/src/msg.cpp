@@ -18,9 +18,10 @@ namespace
 {
 
 constexpr size_t max_sge_per_wr = 16;
-constexpr uint64_t tx_flag_bits =
-    FI_COMPLETION | FI_INJECT | FI_REMOTE_CQ_DATA | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE |
-    FI_INJECT_COMPLETE | FI_FENCE | FI_MORE | FI_MSG | FI_RMA | FI_SEND | FI_WRITE | FI_READ;
+constexpr uint64_t tx_flag_bits = FI_COMPLETION | FI_INJECT | FI_REMOTE_CQ_DATA |
+                                  FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_INJECT_COMPLETE |
+                                  FI_FENCE | FI_MORE | FI_MSG | FI_RMA | FI_SEND | FI_WRITE |
+                                  FI_READ | credit_priority_flags;
 constexpr uint64_t rx_flag_bits = FI_COMPLETION | FI_MORE | FI_MSG | FI_RECV;
 
 /* A send, with the remote CQ data in the immediate when flags ask for it. */
@@ -64,7 +65,8 @@ ssize_t ep::post_send(const struct iovec *iov, void **desc, size_t count, uint64
 	if (flags & FI_FENCE)
 		wr.send_flags |= IBV_SEND_FENCE;
 	bool report = !silent && (!tx_selective_ || (flags & FI_COMPLETION));
-	return post_tx_wr(&wr, context, FI_SEND | FI_MSG, g.total, report);
+	return post_tx_wr(&wr, context, FI_SEND | FI_MSG, g.total, report,
+	                  (flags & credit_priority_flags) != 0);
 }
 
 ssize_t ep::post_recv(const struct iovec *iov, void **desc, size_t count, void *context,
@@ -83,6 +85,16 @@ ssize_t ep::post_recv(const struct iovec *iov, void **desc, size_t count, void *
 	int nsge = n + first;
 	if (rx_spill_.length)
 		sge[nsge++] = rx_spill_;
+	uint64_t grant = 0;
+	const ssize_t ret = post_recv_locked(sge, nsge, first, total, context, flags, &grant);
+	if (grant)
+		grant_credits(grant); /* ofi_rxm's flow control, outside the lock */
+	return ret;
+}
+
+ssize_t ep::post_recv_locked(struct ibv_sge *sge, int nsge, int first, size_t total, void *context,
+                             uint64_t flags, uint64_t *grant) noexcept
+{
 	util::lock_guard<util::fast_mutex> lock(rx_mutex_);
 	if (!enabled_) {
 		FI_WARN(&prov, FI_LOG_EP_DATA, "recv on an endpoint that is not enabled\n");
@@ -115,6 +127,7 @@ ssize_t ep::post_recv(const struct iovec *iov, void **desc, size_t count, void *
 		return verbs::positive_code(ret);
 	}
 	ring.commit();
+	*grant = rx_credits_.posted();
 	return FI_SUCCESS;
 }
 
