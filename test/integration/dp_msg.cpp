@@ -1088,7 +1088,8 @@ void test_bad_input()
 		m.msg_iov = two;
 		m.desc = descs.data();
 		m.iov_count = 2;
-		EXPECT(fi_sendmsg(ep, &m, 1ULL << 62) == -FI_EBADFLAGS, 0);
+		/* bit 61: no flag in libfabric 1.x or 2.x (62: ofi_rxm's priority in 2.x) */
+		EXPECT(fi_sendmsg(ep, &m, 1ULL << 61) == -FI_EBADFLAGS, 0);
 		EXPECT(fi_sendmsg(ep, nullptr, 0) == -FI_EINVAL, 0);
 		EXPECT(fi_recvmsg(ep, &m, FI_REMOTE_CQ_DATA) == -FI_EBADFLAGS, 0);
 		EXPECT(fi_read(ep, b, 8, fi_mr_desc(mr), 0, 0, 1ULL << 40, nullptr) == -FI_EINVAL,
