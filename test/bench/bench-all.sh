@@ -39,7 +39,8 @@
 #            each goal checked per think time (below W: latency <= 1.1x spin; every think:
 #            latency <= spin + 1.1 W and CPU <= 2x block)
 #   oversub  K = 1 and 3 ping-pong pairs at once, both sides in fi_cq_sread (FI_WAIT_UNSPEC),
-#            think 0 and 50 us (BENCH_OVERSUB_ITERS rounds at think 0, default 3000): vwait
+#            think 0 and 50 us (BENCH_OVERSUB_ITERS rounds at think 0, default 3000; with
+#            BENCH_OVERSUB_BASE=BUILDDIR also "base", adaptive from another build): vwait
 #            adaptive, vwait block, upstream verbs, and (K = 1) both sides spinning; latency
 #            the mean of the pairs' (make bench-policy runs just policy and oversub)
 #   netpipe  NetPIPE small-message latency over vwait;ofi_rxm and verbs;ofi_rxm, both with
@@ -454,13 +455,19 @@ kpairs() {
 	rm -f "$tmp"/kp.*
 }
 
+# BENCH_OVERSUB_BASE=BUILDDIR adds an arm "base": adaptive with that build's provider (another
+# commit's, built in a second build dir), so that a change is measured against its parent in
+# the same boot
+oversub_arms="adaptive block verbs spin${BENCH_OVERSUB_BASE:+ base}"
 section_oversub() {
 	local r who k iters=${BENCH_OVERSUB_ITERS:-3000}
 	for r in $(seq "$repeats"); do
 		for k in 1 3; do
-			for who in $(in_turn "$r" adaptive block verbs spin); do
+			for who in $(in_turn "$r" $oversub_arms); do
 				case $who in
 				adaptive | block) kpairs $k $who vwait sread-unspec FI_VWAIT_WAIT_POLICY=$who "$iters" 0,50 ;;
+				base) kpairs $k base vwait sread-unspec \
+					"FI_VWAIT_WAIT_POLICY=adaptive FI_PROVIDER_PATH=$BENCH_OVERSUB_BASE/.libs" "$iters" 0,50 ;;
 				verbs) kpairs $k verbs verbs sread-unspec "" "$iters" 0,50 ;;
 				spin) [ $k = 1 ] && kpairs $k spin vwait spin "" "$iters" 0,50 ;;
 				esac
@@ -641,7 +648,7 @@ table() {
 		adaptive block spin verbs -- adaptive/spin adaptive/block verbs/adaptive
 	policy_goals
 	table oversub "K ping-pong pairs at once on $(nproc) vCPUs, both sides in fi_cq_sread (spin: both spinning), 64 B, by think time (us): one-way latency (us), the mean of the pairs" \
-		adaptive block verbs spin -- adaptive/block adaptive/spin verbs/adaptive
+		$oversub_arms -- adaptive/block adaptive/spin verbs/adaptive${BENCH_OVERSUB_BASE:+ adaptive/base base/block base/spin}
 	table netpipe "NetPIPE (Open MPI, OFI MTL) one-way latency (us)" "vwait;ofi_rxm" "verbs;ofi_rxm" -- "vwait;ofi_rxm/verbs;ofi_rxm"
 	echo
 	echo "Total: $(($(date +%s) - t_start)) s."

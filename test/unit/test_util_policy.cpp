@@ -668,19 +668,46 @@ void test_seeded_guess(void **)
 	assert_true(a.budget(outside) == d(80));
 }
 
+/* A path sample drops the cached W only where a wake-up part was ever sampled: before that W
+ * stays 0 however many path samples come; after, a new path median moves W within the same
+ * millisecond of the (fake) clock. */
+void test_cached_w(void **)
+{
+	spin_learner a({wait_policy_kind::adaptive, 1000, &quiet});
+	warm_up(a);
+	for (int i = 0; i < 8; i++)
+		a.record_sleep(us(10), us(1000), us(0));
+	assert_int_equal(a.wake_cost_ns(), 0);
+	for (int i = 0; i < 3; i++)
+		a.record_wake(us(25));
+	assert_int_equal(a.wake_cost_ns(), 35000);
+	for (int i = 0; i < 8; i++)
+		a.record_sleep(us(50), us(1000), us(0));
+	assert_int_equal(a.wake_cost_ns(), 75000);
+	assert_true(a.threshold() == d(150));
+}
+
 } // namespace
 
 int main()
 {
 	init_logging();
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_policy_names),          cmocka_unit_test(test_learner),
-	    cmocka_unit_test(test_learner_wake_cost),     cmocka_unit_test(test_estimator_warmup),
-	    cmocka_unit_test(test_estimator_ageing),      cmocka_unit_test(test_estimator_outlier),
-	    cmocka_unit_test(test_fallback_budget),       cmocka_unit_test(test_cpu_gauge),
-	    cmocka_unit_test(test_learner_busy_cpu),      cmocka_unit_test(test_decision_is_2w),
-	    cmocka_unit_test(test_slept_waits),           cmocka_unit_test(test_decision_counts),
-	    cmocka_unit_test(test_cpu_looked_at_to_spin), cmocka_unit_test(test_seeded_guess),
+	    cmocka_unit_test(test_policy_names),
+	    cmocka_unit_test(test_learner),
+	    cmocka_unit_test(test_learner_wake_cost),
+	    cmocka_unit_test(test_estimator_warmup),
+	    cmocka_unit_test(test_estimator_ageing),
+	    cmocka_unit_test(test_estimator_outlier),
+	    cmocka_unit_test(test_fallback_budget),
+	    cmocka_unit_test(test_cpu_gauge),
+	    cmocka_unit_test(test_learner_busy_cpu),
+	    cmocka_unit_test(test_decision_is_2w),
+	    cmocka_unit_test(test_slept_waits),
+	    cmocka_unit_test(test_decision_counts),
+	    cmocka_unit_test(test_cpu_looked_at_to_spin),
+	    cmocka_unit_test(test_seeded_guess),
+	    cmocka_unit_test(test_cached_w),
 	};
 	return cmocka_run_group_tests_name("util_policy", tests, nullptr, nullptr);
 }

@@ -42,7 +42,12 @@
  *    budget that fixed has. With that 50 us before any sleep, a pair both in fi_cq_sread at
  *    think 0 sent every wait past 50 us (a stall of the peer's vCPU, 3 % of waits) to sleep,
  *    and nothing slept often enough to measure W: 1.5x spinning (boot x, 2026-11-29).
- * The last W is cached for the millisecond (two medians of 8 per wait otherwise).
+ * The last W is cached until the learner's millisecond clock moves (two medians of 8 per wait
+ * otherwise); a path sample drops the cache only where a wake-up part was ever sampled (W
+ * cannot move otherwise). That clock is CLOCK_MONOTONIC_COARSE (steady_ms_now): no TSC read,
+ * and its tick (1-4 ms) is fine enough for ages of 125 ms and 1 s and the 10 ms CPU check; a
+ * spinning wait of adaptive reads the precise clock only where the waiter does (at its start
+ * and end, and once per 8 polls), as fixed does.
  *
  * Why 2W: a wait of length d costs d of CPU when spun through, and when slept through about W
  * of latency plus about W of CPU (the system calls of arming and sleeping, the wake-up, the
@@ -172,7 +177,8 @@ private:
 	std::atomic<uint64_t> v_[size] = {}; /* (ms << 32) | ns, both truncated to 32 bits */
 };
 
-/* The steady clock in milliseconds (what samples are stamped with by default). */
+/* The steady clock in milliseconds (what samples are stamped with by default): from
+ * CLOCK_MONOTONIC_COARSE, so it moves by the kernel's tick (1-4 ms). */
 uint64_t steady_ms_now() noexcept;
 
 /* What the adaptive learners of a process decided, since it started (relaxed counters, for
@@ -373,6 +379,8 @@ public:
 
 private:
 	clock::duration cap() const noexcept { return std::chrono::microseconds(policy_.spin_us); }
+	/* adaptive's threshold for a W of w ns (budget_w_ns) */
+	clock::duration threshold_of(uint64_t w) const noexcept;
 	clock::duration adaptive_budget(wall_clock_fn wall_ms) noexcept;
 	void learn(bool hit, clock::duration waited) noexcept;
 	bool adaptive() const noexcept

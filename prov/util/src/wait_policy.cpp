@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <strings.h>
 #include <sys/timerfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -52,8 +53,14 @@ uint64_t ns_of(clock::duration d) noexcept
 	return n > 0 ? static_cast<uint64_t>(n) : 0;
 }
 
+/* CLOCK_MONOTONIC_COARSE (steady_ms_now in wait_policy.h): the vDSO copies it from the last
+ * tick, with no read of the TSC; CLOCK_MONOTONIC where it cannot be had */
 uint64_t steady_ms() noexcept
 {
+	struct timespec ts;
+	if (::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) == 0)
+		return static_cast<uint64_t>(ts.tv_sec) * 1000 +
+		       static_cast<uint64_t>(ts.tv_nsec) / 1000000;
 	return static_cast<uint64_t>(
 	    std::chrono::duration_cast<std::chrono::milliseconds>(clock::now().time_since_epoch())
 	        .count());
@@ -306,7 +313,11 @@ clock::duration spin_learner::threshold() const noexcept
 {
 	if (policy_.kind != wait_policy_kind::adaptive)
 		return cap();
-	const uint64_t w = budget_w_ns();
+	return threshold_of(budget_w_ns());
+}
+
+clock::duration spin_learner::threshold_of(uint64_t w) const noexcept
+{
 	const clock::duration b =
 	    w ? std::chrono::duration_cast<clock::duration>(std::chrono::nanoseconds(2 * w))
 	      : std::chrono::microseconds(default_spin_us);
@@ -366,7 +377,9 @@ void spin_learner::record(clock::duration waited, bool found) noexcept
 		return;
 	const bool slept = wait_slept;
 	wait_slept = false;
-	const clock::duration b = threshold();
+	/* W once: the threshold and, for a wait that slept, the wake-up it paid */
+	const uint64_t w = budget_w_ns();
+	const clock::duration b = threshold_of(w);
 	if (!found && waited < b)
 		return; /* a short timeout says nothing about how long waits last */
 	if (!found || !slept) {
@@ -376,7 +389,6 @@ void spin_learner::record(clock::duration waited, bool found) noexcept
 	/* it slept: the wait itself lasted about `waited` less the wake-up cost, and longer than
 	 * the spin it was given; short when that is under the budget it would get now (a wait
 	 * that slept at once after waits judged against a smaller budget, or before W was known) */
-	const uint64_t w = budget_w_ns();
 	if (w == 0) {
 		learn(false, waited);
 		return;
@@ -414,9 +426,14 @@ void spin_learner::record_sleep(clock::duration arm, clock::duration slept,
 	const uint64_t path = ns_of(arm) + ns_of(drain);
 	const uint64_t now = now_ms();
 	if (own_.add_path(path, now)) {
-		w_ms_.store(0, std::memory_order_relaxed);
 		if (in_.process)
 			in_.process->add_path(path, now);
+		/* a path sample moves W only where the wake-up part can be known: with fewer than
+		 * 3 wake-up samples ever kept (no calibration ended by its timer yet, as while
+		 * CPUs are short) W stays 0, and so does the cached one (no medians per sleep) */
+		if (own_.wake().kept() >= sample_window::min_fresh ||
+		    (in_.process && in_.process->wake().kept() >= sample_window::min_fresh))
+			w_ms_.store(0, std::memory_order_relaxed);
 	}
 	const uint64_t ns = ns_of(slept);
 	const uint64_t m = sleep_ns_.load(std::memory_order_relaxed);
