@@ -547,6 +547,48 @@ void test_channel_threads(void **st)
 	assert_int_equal(fi_close(&cq->fid), 0);
 }
 
+/* One reader sleeps for each completion, which comes through the channel: each sleep is one
+ * arm and one wake-up that finds the entry. The event of a wake-up that the reader did not
+ * read before returning (nobody else asleep) is read before its next arming, so it does not
+ * end the next sleep at once (an empty wake-up, a second arm and poll per completion). */
+void test_channel_one_wake_per_sleep(void **st)
+{
+	struct fid_cq *cq = nullptr;
+	hw_cq *q = open_hw_cq(variant_of(st), &cq);
+	constexpr uint64_t total = 50;
+	const util::wake_counts c0 = q->wait_object()->counts();
+	const uint64_t arms0 = q->arms_.load();
+	std::atomic<uint64_t> done{0};
+	std::thread producer([&] {
+		for (uint64_t i = 1; i <= total; i++) {
+			/* the reader is asleep again before the next completion */
+			std::this_thread::sleep_for(std::chrono::milliseconds(3));
+			q->complete(i);
+			while (done.load() < i)
+				std::this_thread::yield();
+		}
+	});
+	for (uint64_t i = 1; i <= total; i++) {
+		struct fi_cq_entry e;
+		assert_int_equal(fi_cq_sread(cq, &e, 1, nullptr, 2000), 1);
+		assert_ptr_equal(e.op_context, reinterpret_cast<void *>(i));
+		done.store(i);
+	}
+	producer.join();
+	const util::wake_counts c = q->wait_object()->counts();
+	const uint64_t empty = c.empty - c0.empty, arms = q->arms_.load() - arms0;
+	print_message("%llu completions, each waited for: %llu sleeps, %llu empty wake-ups, "
+	              "%llu arms\n",
+	              static_cast<unsigned long long>(total),
+	              static_cast<unsigned long long>(c.sleeps - c0.sleeps),
+	              static_cast<unsigned long long>(empty),
+	              static_cast<unsigned long long>(arms));
+	/* before the fix: one empty wake-up and two arms per completion */
+	assert_true(empty <= total / 10);
+	assert_true(arms <= total + total / 10);
+	assert_int_equal(fi_close(&cq->fid), 0);
+}
+
 constexpr util::wait_policy adaptive{util::wait_policy_kind::adaptive, util::default_spin_us};
 constexpr util::wait_policy block{util::wait_policy_kind::block, util::default_spin_us};
 constexpr util::wait_policy fixed{util::wait_policy_kind::fixed, util::default_spin_us};
@@ -585,6 +627,8 @@ int main(void)
 	    cmocka_unit_test_prestate(test_race, &f_mc),
 	    cmocka_unit_test_prestate(test_channel_threads, &k_fd),
 	    cmocka_unit_test_prestate(test_channel_threads, &b_fd),
+	    cmocka_unit_test_prestate(test_channel_one_wake_per_sleep, &b_fd),
+	    cmocka_unit_test_prestate(test_channel_one_wake_per_sleep, &b_pollfd),
 	};
 	return cmocka_run_group_tests_name("util_fault", tests, nullptr, nullptr);
 }

@@ -324,7 +324,8 @@ private:
 	std::list<detail::source> sources;
 	pollfd_set source_fds; /* tags: source * */
 	std::atomic<size_t> nsources{0};
-	uint64_t sources_gen = 0; /* moves on every add/remove (under sources_mu, exclusive) */
+	/* a new value on every add/remove, unique across waiters (under sources_mu, exclusive) */
+	uint64_t sources_gen = 0;
 
 	/* signalling */
 	std::atomic<uint64_t> seq{0};
@@ -439,6 +440,7 @@ private:
 	bool block(uint64_t s, clock::time_point deadline, sleep_note &note, call &c) noexcept;
 	bool sleep(sleeper &me, clock::time_point deadline, sleep_note &note) noexcept;
 	void drain_polled() noexcept;
+	bool drain_owed() noexcept;
 	void helper_main() noexcept;
 };
 

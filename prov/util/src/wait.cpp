@@ -28,6 +28,13 @@ namespace
 {
 std::atomic<blocking_hook> the_blocking_hook{nullptr};
 std::atomic<bool> blocked_once{false};
+std::atomic<uint64_t> sources_gens{0};
+
+/* a value no waiter's sources_gen has had (a thread's polled sources name their set by it) */
+uint64_t next_sources_gen() noexcept
+{
+	return sources_gens.fetch_add(1, std::memory_order_relaxed) + 1;
+}
 } // namespace
 
 void set_blocking_hook(blocking_hook fn) noexcept
@@ -244,7 +251,7 @@ int waiter::add_source(int raw_fd, short events, drain_fn drain, void *arg) noex
 		return ret;
 	}
 	nsources.fetch_add(1);
-	sources_gen++;
+	sources_gen = next_sources_gen();
 	lock.unlock();
 	if (kind_ == FI_WAIT_MUTEX_COND && helper_wanted.load()) {
 		ret = start_helper();
@@ -273,7 +280,7 @@ int waiter::remove_source(int raw_fd) noexcept
 	source_fds.del(raw_fd);
 	sources.erase(it);
 	nsources.fetch_sub(1);
-	sources_gen++;
+	sources_gen = next_sources_gen();
 	lock.unlock();
 	wake_blocker();
 	return 0;

@@ -53,6 +53,9 @@ namespace
 struct polled_sources {
 	std::vector<void *> tags;
 	uint64_t gen = 0;
+	/* the call that polled them returned without reading them (nobody else slept): the
+	 * thread's next arming of that waiter reads them first (drain_owed) */
+	bool owed = false;
 };
 thread_local polled_sources polled_by_me;
 
@@ -155,6 +158,7 @@ bool waiter::sleep(sleeper &me, clock::time_point deadline, sleep_note &note) no
 		return false;
 	polled_by_me.tags.clear();
 	polled_by_me.gen = gen;
+	polled_by_me.owed = false;
 	try {
 		for (size_t i = 1; i < fds.size(); ++i)
 			if (fds[i].revents)
@@ -169,6 +173,7 @@ bool waiter::sleep(sleeper &me, clock::time_point deadline, sleep_note &note) no
  * unless the sources changed meanwhile, then look at all of them. */
 void waiter::drain_polled() noexcept
 {
+	polled_by_me.owed = false;
 	{
 		std::shared_lock<util::shared_mutex> lock(sources_mu);
 		if (polled_by_me.gen == sources_gen) {
@@ -180,6 +185,23 @@ void waiter::drain_polled() noexcept
 		}
 	}
 	drain_ready();
+}
+
+/* What this thread's last poll() found and its call left unread, if it was this waiter's
+ * sources as they are now (sources_gen is unique across waiters): read before the thread arms
+ * again. Otherwise the event would end the next poll() at once: an arm, a poll and a pass
+ * more per sleep. true when it read some. */
+bool waiter::drain_owed() noexcept
+{
+	polled_by_me.owed = false;
+	std::shared_lock<util::shared_mutex> lock(sources_mu);
+	if (polled_by_me.gen != sources_gen)
+		return false; /* another waiter's, or sources changed: the poll will tell */
+	for (void *tag : polled_by_me.tags) {
+		auto *src = static_cast<detail::source *>(tag);
+		src->drain(src->arg);
+	}
+	return !polled_by_me.tags.empty();
 }
 
 thread_local waiter::call *waiter::current_call = nullptr;
@@ -434,9 +456,12 @@ int waiter::run(clock::time_point deadline, waitable *w, const consume_fn *consu
 		uint64_t s = seq.load();
 		if (peek_phase(w, consume)) {
 			/* read before its event was: drain the event now, or the thread that
-			 * leads next would wake at once for it */
+			 * leads next would wake at once for it; with nobody asleep, the next
+			 * arming of this thread reads it (drain_owed), not this return */
 			if (readable && nsleeping.load() > 0)
 				drain_polled();
+			else if (readable)
+				polled_by_me.owed = true;
 			found();
 			return 0;
 		}
@@ -489,6 +514,9 @@ int waiter::run(clock::time_point deadline, waitable *w, const consume_fn *consu
 			sched_yield();
 			continue;
 		}
+		/* the last wake's event, still unread: read it, and look once more before arming */
+		if (polled_by_me.owed && drain_owed())
+			continue;
 		const clock::time_point armed_from = now;
 		if (!armed) {
 			armed = true;
