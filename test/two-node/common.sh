@@ -87,13 +87,15 @@ tn_pair() {
 	[ "$crc" = 0 ] && [ "$src" = 0 ]
 }
 
-# tn_link_ready: the link is up (qemu) and rxe0's port is ACTIVE on both nodes (up to 30 s)
+# tn_link_ready: the link is up (qemu) and the device's port (RXE_DEV on the nodes: rxe0, or
+# siw0 with VM_RDMA=siw) is ACTIVE on both nodes (up to 30 s). siw ignores the carrier: its
+# port stays ACTIVE while the link is down.
 tn_link_ready() {
+	local w='for i in $(seq 300); do grep -q ACTIVE "/sys/class/infiniband/$RXE_DEV/ports/1/state" && exit 0; sleep 0.1; done; exit 1'
 	"$TN" link up >/dev/null 2>&1
-	"$TN" both 'for i in $(seq 300); do grep -q ACTIVE /sys/class/infiniband/rxe0/ports/1/state && exit 0; sleep 0.1; done; exit 1' \
-		'for i in $(seq 300); do grep -q ACTIVE /sys/class/infiniband/rxe0/ports/1/state && exit 0; sleep 0.1; done; exit 1' >/dev/null
+	"$TN" both "$w" "$w" >/dev/null
 }
 
-# gidx: (a shell snippet for a node's command) prints rxe0's IPv4 RoCE v2 GID index (rxe_gidx
-# of test/integration/common.sh, run on the node)
-gidx="\$(. $VWAIT_SRCDIR/test/integration/common.sh && rxe_gidx rxe0)"
+# gidx: (a shell snippet for a node's command) prints the node's device's IPv4 RoCE v2 GID index
+# (rxe_gidx of test/integration/common.sh, run on the node)
+gidx="\$(. $VWAIT_SRCDIR/test/integration/common.sh && rxe_gidx \$RXE_DEV)"
