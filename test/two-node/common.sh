@@ -96,6 +96,20 @@ tn_link_ready() {
 	"$TN" both "$w" "$w" >/dev/null
 }
 
+# tn_is_iwarp: true when node a's device is iWARP (is_iwarp of test/integration/common.sh, run
+# on the node; both nodes have the same kind); asked once per test
+tn_is_iwarp() {
+	if [ -z "${tn_iwarp:-}" ]; then
+		tn_iwarp=no
+		"$TN" on a bash -c ". '$VWAIT_SRCDIR/test/integration/common.sh' && is_iwarp" && tn_iwarp=yes
+	fi
+	[ "$tn_iwarp" = yes ]
+}
+# tn_need_roce WHAT: skip when the nodes' device is iWARP, which cannot do WHAT
+tn_need_roce() {
+	! tn_is_iwarp || skip "the nodes' device is iWARP: ${1:-this test needs InfiniBand or RoCE}"
+}
+
 # gidx: (a shell snippet for a node's command) prints the node's device's IPv4 RoCE v2 GID index
 # (rxe_gidx of test/integration/common.sh, run on the node)
 gidx="\$(. $VWAIT_SRCDIR/test/integration/common.sh && rxe_gidx \$RXE_DEV)"
