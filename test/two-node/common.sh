@@ -87,13 +87,29 @@ tn_pair() {
 	[ "$crc" = 0 ] && [ "$src" = 0 ]
 }
 
-# tn_link_ready: the link is up (qemu) and rxe0's port is ACTIVE on both nodes (up to 30 s)
+# tn_link_ready: the link is up (qemu) and the device's port (RXE_DEV on the nodes: rxe0, or
+# siw0 with VM_RDMA=siw) is ACTIVE on both nodes (up to 30 s). siw ignores the carrier: its
+# port stays ACTIVE while the link is down.
 tn_link_ready() {
+	local w='for i in $(seq 300); do grep -q ACTIVE "/sys/class/infiniband/$RXE_DEV/ports/1/state" && exit 0; sleep 0.1; done; exit 1'
 	"$TN" link up >/dev/null 2>&1
-	"$TN" both 'for i in $(seq 300); do grep -q ACTIVE /sys/class/infiniband/rxe0/ports/1/state && exit 0; sleep 0.1; done; exit 1' \
-		'for i in $(seq 300); do grep -q ACTIVE /sys/class/infiniband/rxe0/ports/1/state && exit 0; sleep 0.1; done; exit 1' >/dev/null
+	"$TN" both "$w" "$w" >/dev/null
 }
 
-# gidx: (a shell snippet for a node's command) prints rxe0's IPv4 RoCE v2 GID index (rxe_gidx
-# of test/integration/common.sh, run on the node)
-gidx="\$(. $VWAIT_SRCDIR/test/integration/common.sh && rxe_gidx rxe0)"
+# tn_is_iwarp: true when node a's device is iWARP (is_iwarp of test/integration/common.sh, run
+# on the node; both nodes have the same kind); asked once per test
+tn_is_iwarp() {
+	if [ -z "${tn_iwarp:-}" ]; then
+		tn_iwarp=no
+		"$TN" on a bash -c ". '$VWAIT_SRCDIR/test/integration/common.sh' && is_iwarp" && tn_iwarp=yes
+	fi
+	[ "$tn_iwarp" = yes ]
+}
+# tn_need_roce WHAT: skip when the nodes' device is iWARP, which cannot do WHAT
+tn_need_roce() {
+	! tn_is_iwarp || skip "the nodes' device is iWARP: ${1:-this test needs InfiniBand or RoCE}"
+}
+
+# gidx: (a shell snippet for a node's command) prints the node's device's IPv4 RoCE v2 GID index
+# (rxe_gidx of test/integration/common.sh, run on the node)
+gidx="\$(. $VWAIT_SRCDIR/test/integration/common.sh && rxe_gidx \$RXE_DEV)"

@@ -22,11 +22,17 @@
  *                                 each round (message k*R+i lands in receive i of round k); fds
  *                                 and RSS after round 1 and after the last must match (RSS
  *                                 within 4 MiB). The feeder then sends R*ROUNDS (-n).
+ *                                 -P (paced, with -k): once a round's receives are posted
+ *                                 again, a message (a "go") to the feeder on each connection.
  *   xnode feeder (-l PORT | -c ADDR -p PORT) [-n K] [-i MS] [-t sleep|exit] [-R FILE]
  *                                 two connections; K messages on each (default 16), one every MS
  *                                 ms (default 0), each send completion read; then sleeps until
  *                                 killed (-t sleep, default) or shuts down and exits (-t exit).
  *                                 -R FILE: created once the first messages went out.
+ *                                 -P -r R: before each R-th message after the first R, waits
+ *                                 for the waiter's go on that connection (iWARP has no RNR
+ *                                 retry to pace a feeder: a message that finds no receive
+ *                                 ends the connection).
  *
  * ADDR is the peer's IPv4 address; a listener binds RXE_ADDR. Exit 0 pass, 1 fail, 2 usage. */
 #include "vwait/fi_deprecated.h"
@@ -280,17 +286,17 @@ bool check(const uint8_t *p, uint32_t j)
 	return true;
 }
 
-/* one completion of a send, blocking */
-int send_wait(conn &c, void *ctx)
+/* one completion of cq (ctx: the one expected), blocking; 0 or a negative error */
+int cq_wait(struct fid_cq *cq, void *ctx)
 {
 	struct fi_cq_msg_entry e;
 	for (;;) {
-		ssize_t n = fi_cq_sread(c.txcq, &e, 1, nullptr, -1);
+		ssize_t n = fi_cq_sread(cq, &e, 1, nullptr, -1);
 		if (n == 1)
 			return e.op_context == ctx ? 0 : -FI_EOTHER;
 		if (n == -FI_EAVAIL) {
 			struct fi_cq_err_entry err = {};
-			fi_cq_readerr(c.txcq, &err, 0);
+			fi_cq_readerr(cq, &err, 0);
 			return -err.err;
 		}
 		if (n != -FI_EAGAIN)
@@ -308,7 +314,7 @@ int send_msg(conn &c, size_t recv_slots, uint32_t j)
 		;
 	if (ret)
 		return static_cast<int>(ret);
-	return send_wait(c, &c.ctx[slot]);
+	return cq_wait(c.txcq, &c.ctx[slot]);
 }
 
 /* ------------------------------------------------------------------ cm */
@@ -387,7 +393,7 @@ struct opts {
 	const char *listen_port = nullptr, *addr = nullptr, *port = nullptr, *ready = nullptr;
 	size_t r = 64, n = 16, rounds = 1;
 	long expect_ok = -1;
-	bool expect_error = false, no_eq = false;
+	bool expect_error = false, no_eq = false, paced = false;
 	int interval_ms = 0;
 	std::string then = "sleep";
 };
@@ -472,7 +478,18 @@ int waiter(const opts &o)
 				t[i].seen.assign(o.r, 0);
 				t[i].base = static_cast<uint32_t>(k * o.r);
 				post_recvs(c[i], o.r);
+				/* -P: the round's receives are posted, the feeder may send it */
+				int ret =
+				    o.paced ? send_msg(c[i], o.r, static_cast<uint32_t>(k)) : 0;
+				if (ret) {
+					fprintf(stderr,
+					        "FAIL: round %zu's go on connection %d: %s\n", k, i,
+					        fi_strerror(-ret));
+					failures++;
+				}
 			}
+			if (failures)
+				break;
 		}
 		std::thread sread(
 		    [&] { /* fi_cq_sread on connection 0 */
@@ -617,13 +634,24 @@ int feeder(const opts &o)
 	base b;
 	open_base(b, o.addr, o.port ? o.port : o.listen_port);
 	conn c[2];
-	const size_t slots = 8;
-	establish(b, c[0], nullptr, false, slots, 0, "feeder");
-	establish(b, c[1], nullptr, false, slots, 0, "feeder");
+	const size_t recvs = o.paced ? 1 : 0, slots = 8 + recvs; /* -P: one receive for the go */
+	establish(b, c[0], nullptr, false, slots, recvs, "feeder");
+	establish(b, c[1], nullptr, false, slots, recvs, "feeder");
 	size_t ok[2] = {0, 0}, err[2] = {0, 0};
 	for (uint32_t j = 0; j < o.n; j++) {
 		for (int i = 0; i < 2; i++) {
-			int ret = send_msg(c[i], 0, j);
+			if (o.paced && j && j % o.r == 0) { /* the waiter's go for round j / R */
+				int ret = cq_wait(c[i].rxcq, &c[i].ctx[0]);
+				if (!ret && !check(c[i].buf.data(), j / static_cast<uint32_t>(o.r)))
+					ret = -FI_EOTHER; /* not this round's go */
+				if (ret) {
+					printf("FAIL: no go for round %zu on connection %d: %s\n",
+					       j / o.r, i, fi_strerror(-ret));
+					return 1;
+				}
+				post_recvs(c[i], 1);
+			}
+			int ret = send_msg(c[i], recvs, j);
 			(ret ? err : ok)[i]++;
 			if (ret)
 				printf("send %u on connection %d: %s\n", j, i, fi_strerror(-ret));
@@ -649,7 +677,7 @@ int feeder(const opts &o)
 {
 	fprintf(stderr, "usage: xnode cm-server PORT | cm-client ADDR PORT |\n"
 	                "       xnode waiter|feeder (-l PORT | -c ADDR -p PORT) [-r R] [-n N] "
-	                "[-e] [-E] [-i MS] [-t sleep|exit] [-R FILE]\n");
+	                "[-e] [-E] [-i MS] [-t sleep|exit] [-R FILE] [-k ROUNDS] [-P]\n");
 	exit(2);
 }
 
@@ -670,7 +698,7 @@ int main(int argc, char **argv)
 	opts o;
 	int ch;
 	optind = 2;
-	while ((ch = getopt(argc, argv, "l:c:p:r:n:eEi:t:R:k:")) != -1) {
+	while ((ch = getopt(argc, argv, "l:c:p:r:n:eEi:t:R:k:P")) != -1) {
 		switch (ch) {
 		case 'l':
 			o.listen_port = optarg;
@@ -705,6 +733,9 @@ int main(int argc, char **argv)
 			break;
 		case 'k':
 			o.rounds = strtoul(optarg, nullptr, 0);
+			break;
+		case 'P':
+			o.paced = true;
 			break;
 		default:
 			usage();

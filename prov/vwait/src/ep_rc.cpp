@@ -86,6 +86,21 @@ bool rc_ep::probe() noexcept
 	util::lock_guard<util::mutex> lock(qp_mutex_);
 	if (qp_gone_ || !id_->qp)
 		return true;
+	/* iWARP has no RC retry budget (its transport is TCP, which gives a dead peer up after
+	 * its own retransmissions), and siw's query_qp fills in neither the QP's state nor its
+	 * timeout and retry count: nothing to probe by, and a state read back there is not the
+	 * QP's (an "error" would shut a live connection). Said once per QP. */
+	if (id_->verbs->device->transport_type == IBV_TRANSPORT_IWARP) {
+		if (!budget_told_) {
+			budget_told_ = true;
+			FI_WARN(&prov, FI_LOG_EP_CTRL,
+			        "keepalive: QP %u is on iWARP device %s: no RC retry budget, no "
+			        "probe; a dead peer is found only when TCP gives up "
+			        "(net.ipv4.tcp_retries2)\n",
+			        id_->qp->qp_num, ibv_get_device_name(id_->verbs->device));
+		}
+		return true;
+	}
 	struct ibv_qp_attr attr = {};
 	struct ibv_qp_init_attr init = {};
 	if (ibv_query_qp(id_->qp, &attr, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT, &init) !=
