@@ -47,6 +47,40 @@ inline long proc_rss_kb()
 	return proc_status_kb("VmRSS:");
 }
 
+/* A field of /proc/self/smaps_rollup in KiB ("Rss:", "Anonymous:"), -1 if unknown. Unlike
+ * /proc/self/status, exact: the kernel walks the page tables. Linux before 6.2 keeps each
+ * thread's RSS changes in a cache of its own, added to the process's counts only every 64 page
+ * faults (or at an munmap); the pages a verbs driver maps with vm_insert_page (rxe's queues)
+ * are no page faults, so RssFile of /proc/self/status can lag by several MiB (issue 37). */
+inline long proc_smaps_kb(const char *field)
+{
+	FILE *f = fopen("/proc/self/smaps_rollup", "r");
+	if (!f)
+		return -1;
+	char line[256];
+	long kb = -1;
+	const size_t n = strlen(field);
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, field, n))
+			kb = atol(line + n);
+	fclose(f);
+	return kb;
+}
+
+/* The resident set in KiB as three exact figures: the whole, the anonymous part (the
+ * process's own memory) and the rest (file mappings: the device's queues among them), from
+ * /proc/self/smaps_rollup; from /proc/self/status (see above) when that cannot be read. */
+struct proc_rss {
+	long all, anon, file;
+};
+inline proc_rss proc_rss_exact()
+{
+	const long rss = proc_smaps_kb("Rss:"), anon = proc_smaps_kb("Anonymous:");
+	if (rss >= 0 && anon >= 0)
+		return {rss, anon, rss - anon};
+	return {proc_rss_kb(), proc_status_kb("RssAnon:"), proc_status_kb("RssFile:")};
+}
+
 /* Bytes malloc has handed out and not taken back (glibc's mallinfo2: the arena's in-use
  * chunks and the mmapped ones), -1 without glibc. */
 inline long long proc_heap_bytes()
