@@ -290,6 +290,19 @@ rss3_of() { awk '/^Rss:/{r=$2} /^Anonymous:/{a=$2} END{print r, a, r - a}' /proc
 # the same three from /proc/PID/status (VmRSS, RssAnon, RssFile), for the raw section
 rss3_status_of() { awk '/^VmRSS/{r=$2} /^RssAnon/{a=$2} /^RssFile/{f=$2} END{print r, a, f}' /proc/"$1"/status 2>/dev/null; }
 
+# the mappings of a process's verbs device files (the queues a verbs provider maps: rxe's CQs,
+# send and receive queues), as "KiB x count" by size, the largest first
+uverbs_maps_of() {
+	local range path k
+	declare -A n=()
+	while read -r range _ _ _ _ path; do
+		[[ $path == /dev/infiniband/uverbs* ]] || continue
+		k=$(((16#${range#*-} - 16#${range%-*}) / 1024))
+		n[$k]=$((${n[$k]:-0} + 1))
+	done </proc/"$1"/maps
+	for k in "${!n[@]}"; do echo "$k KiB x ${n[$k]}"; done | sort -rn | paste -sd, -
+}
+
 # conn_run PROV C: one server, C connections; prints a table row
 conn_run() {
 	local p=$1 c=$2 name="conn-$1-$2" spid="" tpid cpid
@@ -310,7 +323,7 @@ conn_run() {
 	local f0 r0 f1 r1 a b
 	f0=$(fds_of "$spid")
 	read -r r0 an0 fi0 < <(rss3_of "$spid")
-	local st0 st1
+	local st0 st1 maps1=""
 	st0=$(rss3_status_of "$spid")
 	(ulimit -n 65536 && exec timeout -k 5 900 "$echo_bin" -p "$p" -P "$port" -c "$c" -m 2 -R 3 -H 9 "$RXE_ADDR") \
 		>"$name.client.log" 2>&1 </dev/null &
@@ -325,6 +338,7 @@ conn_run() {
 		f1=$(fds_of "$spid")
 		read -r r1 an1 fi1 < <(rss3_of "$spid")
 		st1=$(rss3_status_of "$spid")
+		maps1=$(uverbs_maps_of "$spid")
 		a=$(cpu_ns "$spid")
 		sleep 5
 		b=$(cpu_ns "$spid")
@@ -335,6 +349,7 @@ conn_run() {
 	wait "$tpid"
 	{
 		echo "== $name server KiB (rss anon file) before/after: smaps_rollup $r0 $an0 $fi0 / ${r1:-} ${an1:-} ${fi1:-}; status $st0 / ${st1:-}"
+		echo "== $name server's uverbs mappings, all connected: $maps1"
 		echo "== $name client (exit $crc)"
 		cat "$name.client.log"
 		echo "== $name server"
