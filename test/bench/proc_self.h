@@ -24,11 +24,10 @@ inline int proc_open_fds()
 	return n - 1; /* the directory's own */
 }
 
-/* A field of /proc/self/status in KiB ("VmRSS:", "RssAnon:": the process's own memory, heap
- * included; "RssFile:": file mappings, a verbs device's queues among them), -1 if unknown. */
-inline long proc_status_kb(const char *field)
+/* A field of a /proc file of "Name:   value kB" lines, in KiB, -1 if unknown. */
+inline long proc_field_kb(const char *path, const char *field)
 {
-	FILE *f = fopen("/proc/self/status", "r");
+	FILE *f = fopen(path, "r");
 	if (!f)
 		return -1;
 	char line[256];
@@ -39,6 +38,13 @@ inline long proc_status_kb(const char *field)
 			kb = atol(line + n);
 	fclose(f);
 	return kb;
+}
+
+/* A field of /proc/self/status in KiB ("VmRSS:", "RssAnon:": the process's own memory, heap
+ * included; "RssFile:": file mappings, a verbs device's queues among them), -1 if unknown. */
+inline long proc_status_kb(const char *field)
+{
+	return proc_field_kb("/proc/self/status", field);
 }
 
 /* The resident set in KiB (VmRSS of /proc/self/status), -1 if unknown. */
@@ -54,17 +60,7 @@ inline long proc_rss_kb()
  * are no page faults, so RssFile of /proc/self/status can lag by several MiB (issue 37). */
 inline long proc_smaps_kb(const char *field)
 {
-	FILE *f = fopen("/proc/self/smaps_rollup", "r");
-	if (!f)
-		return -1;
-	char line[256];
-	long kb = -1;
-	const size_t n = strlen(field);
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, field, n))
-			kb = atol(line + n);
-	fclose(f);
-	return kb;
+	return proc_field_kb("/proc/self/smaps_rollup", field);
 }
 
 /* The resident set in KiB as three exact figures: the whole, the anonymous part (the
