@@ -39,6 +39,8 @@ using info_ptr = std::unique_ptr<struct fi_info, info_deleter>;
  * and 256 cost the same (fi_vwait(7), "Memory"). With FI_VWAIT_KEEPALIVE_MS the send queue
  * asks one slot more, for the probe. */
 constexpr size_t default_queue_size = 255;
+static_assert((default_queue_size & (default_queue_size + 1)) == 0,
+              "rxe maps a power of two of slots for n + 1: keep n + 1 one");
 
 /* struct fi_provider::getinfo */
 int getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
