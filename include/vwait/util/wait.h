@@ -406,13 +406,18 @@ private:
 
 	/* MUTEX_COND helper thread: needed only once the application holds the mutex and cond
 	 * (FI_GETWAIT) and may wait on them itself; started then (or at the first source after
-	 * that), joined at close. Until then a blocking thread polls the fds as FD does. */
-	helper_thread helper;
+	 * that), joined at close. Until then a blocking thread polls the fds as FD does. The
+	 * thread and its signal are made by the first start_helper() (under mu, before helper_on
+	 * is set; never freed before the waiter): no other waiter holds them (120 bytes). */
+	struct helper_parts {
+		helper_thread thread;
+		signal sig; /* the helper's own wakeup (the leader's is its thread's) */
+	};
+	std::unique_ptr<helper_parts> helper;
 	std::atomic<bool> helper_on{false};
 	std::atomic<bool> helper_wanted{false};
 	std::atomic<bool> counts_as_blocking_{true}; /* set_counts_as_blocking */
 	std::atomic<bool> helper_stop{false};
-	signal hsig; /* the helper's own wakeup (the leader's is its thread's) */
 
 	/* waiter::counts() */
 	detail::wait_stats stats;

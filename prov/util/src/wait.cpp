@@ -222,7 +222,7 @@ void waiter::wake_blocker() noexcept
 			take(sleep_head, true, r);
 	}
 	if (helper_on.load())
-		hsig.raise();
+		helper->sig.raise(); /* helper made before helper_on was set */
 }
 
 int waiter::add_source(int raw_fd, short events, drain_fn drain, void *arg) noexcept
