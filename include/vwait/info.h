@@ -30,6 +30,18 @@ struct info_deleter {
 /* An fi_info list, owned. */
 using info_ptr = std::unique_ptr<struct fi_info, info_deleter>;
 
+/* The send and receive queue depth an endpoint gets when neither the hints nor the info ask
+ * for one (tx_attr->size, rx_attr->size). 255, not 256: rxe keeps one slot of a queue of n
+ * work requests empty and rounds n + 1 up to a power of two, so 256 maps 512 slots and 255
+ * maps 256 (a send slot is its 208-byte WQE plus the larger of 16 bytes per SGE and the
+ * inline bytes, rounded up to a power of two: 512 bytes with 4 SGEs and 256 inline, so the
+ * send queue of 256 maps 260 KiB, of 255 132 KiB); siw and mlx5 round n itself, where 255
+ * and 256 cost the same (fi_vwait(7), "Memory"). With FI_VWAIT_KEEPALIVE_MS the send queue
+ * asks one slot more, for the probe. */
+constexpr size_t default_queue_size = 255;
+static_assert((default_queue_size & (default_queue_size + 1)) == 0,
+              "rxe maps a power of two of slots for n + 1: keep n + 1 one");
+
 /* struct fi_provider::getinfo */
 int getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
             const struct fi_info *hints, struct fi_info **info) noexcept;

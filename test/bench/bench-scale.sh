@@ -11,9 +11,11 @@
 #   the server's system calls counted by strace -f -c (divided by the rounds run: setup
 #   included, so the N-dependent setup shows as a difference in the total, see the raw table).
 # Descriptors and memory: test/bench/cq_fds opens N CQs of one wait object, vwait beside
-#   upstream verbs, and counts /proc/self/fd and VmRSS before and after (RssAnon: the process's
-#   own memory; RssFile: file mappings, where the device's queues mapped from the uverbs device
-#   count; the bytes malloc holds), also for CQs of the default size; with ulimit -n 1024
+#   upstream verbs, and counts /proc/self/fd and the resident set before and after (from
+#   smaps_rollup, exact: anon, the process's own memory; file, file mappings, where the
+#   device's queues mapped from the uverbs device count; the bytes malloc holds; RssFile of
+#   /proc/self/status, which lags before Linux 6.2, in the raw lines), also for CQs of the
+#   default size; with ulimit -n 1024
 #   it shows where a provider runs out of descriptors, and that a vwait wait set of 4096 or
 #   16384 CQs opens there.
 # Streaming: fi_vwait_bench -X 32, a one-way stream of 64 B messages at gap 0 whose receiver
@@ -31,7 +33,8 @@
 #   round-robin phase (one message in flight, each connection in turn), the server's CPU over
 #   5 s with everything connected and idle (/proc/PID/task/*/schedstat), its descriptors and
 #   RSS per connection (against the listening server; the example's own buffers, 4 x 4 KiB
-#   per connection, included; RssAnon and RssFile apart). vwait beside upstream verbs.
+#   per connection, included; anon and file apart, from smaps_rollup; /proc/PID/status's
+#   figures in the raw section). vwait beside upstream verbs.
 # Not measured here (yet): A = 16 active members, an application epoll over N FD CQs, the
 # thread section (host: scale_util); the util layer alone is measured on the host by
 # test/bench/scale_util (callgrind, see its header).
@@ -280,9 +283,25 @@ has streaming && {
 cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f\n", s }'; }
 fds_of() { ls /proc/"$1"/fd 2>/dev/null | wc -l; }
 rss_of() { awk '/^VmRSS/{print $2}' /proc/"$1"/status 2>/dev/null; }
-# "rss anon file" of a process in KiB (RssAnon: its own memory; RssFile: file mappings, the
-# device's queues among them)
-rss3_of() { awk '/^VmRSS/{r=$2} /^RssAnon/{a=$2} /^RssFile/{f=$2} END{print r, a, f}' /proc/"$1"/status 2>/dev/null; }
+# "rss anon file" of a process in KiB (anon: its own memory; file: the rest, file mappings, the
+# device's queues among them), from smaps_rollup: exact, where /proc/PID/status lags on Linux
+# before 6.2 by the pages each thread mapped since its last 64 page faults (test/bench/proc_self.h)
+rss3_of() { awk '/^Rss:/{r=$2} /^Anonymous:/{a=$2} END{print r, a, r - a}' /proc/"$1"/smaps_rollup 2>/dev/null; }
+# the same three from /proc/PID/status (VmRSS, RssAnon, RssFile), for the raw section
+rss3_status_of() { awk '/^VmRSS/{r=$2} /^RssAnon/{a=$2} /^RssFile/{f=$2} END{print r, a, f}' /proc/"$1"/status 2>/dev/null; }
+
+# the mappings of a process's verbs device files (the queues a verbs provider maps: rxe's CQs,
+# send and receive queues), as "KiB x count" by size, the largest first
+uverbs_maps_of() {
+	local range path k
+	declare -A n=()
+	while read -r range _ _ _ _ path; do
+		[[ $path == /dev/infiniband/uverbs* ]] || continue
+		k=$(((16#${range#*-} - 16#${range%-*}) / 1024))
+		n[$k]=$((${n[$k]:-0} + 1))
+	done </proc/"$1"/maps
+	for k in "${!n[@]}"; do echo "$k KiB x ${n[$k]}"; done | sort -rn | paste -sd, -
+}
 
 # conn_run PROV C: one server, C connections; prints a table row
 conn_run() {
@@ -304,6 +323,8 @@ conn_run() {
 	local f0 r0 f1 r1 a b
 	f0=$(fds_of "$spid")
 	read -r r0 an0 fi0 < <(rss3_of "$spid")
+	local st0 st1 maps1=""
+	st0=$(rss3_status_of "$spid")
 	(ulimit -n 65536 && exec timeout -k 5 900 "$echo_bin" -p "$p" -P "$port" -c "$c" -m 2 -R 3 -H 9 "$RXE_ADDR") \
 		>"$name.client.log" 2>&1 </dev/null &
 	cpid=$!
@@ -316,6 +337,8 @@ conn_run() {
 		sleep 1
 		f1=$(fds_of "$spid")
 		read -r r1 an1 fi1 < <(rss3_of "$spid")
+		st1=$(rss3_status_of "$spid")
+		maps1=$(uverbs_maps_of "$spid")
 		a=$(cpu_ns "$spid")
 		sleep 5
 		b=$(cpu_ns "$spid")
@@ -325,6 +348,8 @@ conn_run() {
 	kill -TERM "$spid" 2>/dev/null
 	wait "$tpid"
 	{
+		echo "== $name server KiB (rss anon file) before/after: smaps_rollup $r0 $an0 $fi0 / ${r1:-} ${an1:-} ${fi1:-}; status $st0 / ${st1:-}"
+		echo "== $name server's uverbs mappings, all connected: $maps1"
 		echo "== $name client (exit $crc)"
 		cat "$name.client.log"
 		echo "== $name server"

@@ -15,10 +15,12 @@
  * file_kb_per_cq=.. heap_b_per_cq=.. first_error=..
  * fds_left=.. (descriptors after closing everything, against those before the first CQ; a
  * first CQ is opened before the count and closed with the others, see warm)
- * set_fds=.. (-w set: the descriptors the wait set itself holds). anon: RssAnon (the process's
- * own memory: the provider's and libibverbs' allocations); file: RssFile (file mappings: the
- * device's queues, which a verbs provider maps from the uverbs device, are counted there);
- * heap: the bytes malloc holds (mallinfo2), in the anon part.
+ * set_fds=.. (-w set: the descriptors the wait set itself holds). rss, anon, file: from
+ * /proc/self/smaps_rollup (exact; proc_self.h): anon the process's own memory (the provider's
+ * and libibverbs' allocations), file the rest (file mappings: the device's queues, which a
+ * verbs provider maps from the uverbs device, are counted there); heap: the bytes malloc holds
+ * (mallinfo2), in the anon part. status_file_kb_per_cq: RssFile of /proc/self/status, which
+ * Linux before 6.2 lets lag (proc_self.h), beside it.
  * Exit 0 when every CQ opened or a limit stopped it with a clear error, 1 on anything else. */
 #include "proc_self.h"
 #include "vwait/fi_deprecated.h"
@@ -144,8 +146,8 @@ int main(int argc, char **argv)
 	 * limit can still open /proc/self/fd */
 	int spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	const int fds0 = proc_open_fds() - (spare >= 0 ? 1 : 0);
-	const long rss0 = proc_rss_kb();
-	const long anon0 = proc_status_kb("RssAnon:"), file0 = proc_status_kb("RssFile:");
+	const proc_rss m0 = proc_rss_exact();
+	const long status_file0 = proc_status_kb("RssFile:");
 	const long long heap0 = proc_heap_bytes();
 	std::vector<struct fid_cq *> cqs;
 	int first_error = 0;
@@ -182,8 +184,8 @@ int main(int argc, char **argv)
 	if (spare >= 0)
 		close(spare);
 	const int fds1 = proc_open_fds();
-	const long rss1 = proc_rss_kb();
-	const long anon1 = proc_status_kb("RssAnon:"), file1 = proc_status_kb("RssFile:");
+	const proc_rss m1 = proc_rss_exact();
+	const long status_file1 = proc_status_kb("RssFile:");
 	const long long heap1 = proc_heap_bytes();
 	const size_t opened = cqs.size();
 	std::shuffle(cqs.begin(), cqs.end(), std::mt19937(37));
@@ -196,15 +198,17 @@ int main(int argc, char **argv)
 	auto per_cq = [opened](double d) { return opened ? d / static_cast<double>(opened) : 0; };
 	printf("RESULT prov=%s wait=%s asked=%d opened=%zu fds_per_cq=%.2f rss_kb_per_cq=%.1f "
 	       "anon_kb_per_cq=%.1f file_kb_per_cq=%.1f heap_b_per_cq=%.0f "
-	       "first_error=%s fds_left=%d close_errors=%d set_fds=%d\n",
-	       prov.c_str(), wait.c_str(), n, opened, per, per_cq(static_cast<double>(rss1 - rss0)),
-	       per_cq(static_cast<double>(anon1 - anon0)),
-	       per_cq(static_cast<double>(file1 - file0)),
+	       "first_error=%s fds_left=%d close_errors=%d set_fds=%d status_file_kb_per_cq=%.1f\n",
+	       prov.c_str(), wait.c_str(), n, opened, per,
+	       per_cq(static_cast<double>(m1.all - m0.all)),
+	       per_cq(static_cast<double>(m1.anon - m0.anon)),
+	       per_cq(static_cast<double>(m1.file - m0.file)),
 	       per_cq(static_cast<double>(heap1 - heap0)),
 	       !epoll_error.empty() ? epoll_error.c_str()
 	       : first_error        ? fi_strerror(-first_error)
 	                            : "none",
-	       fds2 - fds_before, close_errors, set_fds);
+	       fds2 - fds_before, close_errors, set_fds,
+	       per_cq(static_cast<double>(status_file1 - status_file0)));
 	if (set)
 		fi_close(&set->fid);
 	fi_close(&domain->fid);

@@ -65,6 +65,7 @@
 #include <functional>
 #include <list>
 #include <memory>
+#include <new>
 #include <type_traits>
 #include <unordered_set>
 #include <vector>
@@ -113,6 +114,30 @@ private:
 	{
 		return (*static_cast<F *>(f))();
 	}
+};
+
+/* N slots of T (value-initialized) that exist once allocate() made them: an empty range
+ * before. What a waiter keeps only for sets larger than it peeks whole (waiter::recent). */
+template <typename T, size_t N>
+class lazy_slots
+{
+public:
+	/* true once the slots exist (false: no memory) */
+	bool allocate() noexcept
+	{
+		if (!p_)
+			p_.reset(new (std::nothrow) std::array<T, N>());
+		return p_ != nullptr;
+	}
+	bool allocated() const noexcept { return p_ != nullptr; }
+	T *begin() noexcept { return p_ ? p_->data() : nullptr; }
+	T *end() noexcept { return p_ ? p_->data() + N : nullptr; }
+	static constexpr size_t size() noexcept { return N; }
+	/* only once allocated */
+	T &operator[](size_t i) noexcept { return (*p_)[i]; }
+
+private:
+	std::unique_ptr<std::array<T, N>> p_;
 };
 
 /* Who a notify of the object wakes while a call blocks on it (wait_for): one sleeper per
@@ -314,8 +339,11 @@ private:
 	/* the last peek_keep distinct members that fi_wait's poll phase found with something:
 	 * peeked on every pass of a large set whether armed or not, as a small set peeks all
 	 * its members, so that a few active members are found by peeking, not through their
-	 * channel's event (written under members_mu shared, cleared under it exclusive) */
-	std::array<std::atomic<waitable *>, peek_keep> recent{};
+	 * channel's event (written under members_mu shared, cleared under it exclusive). Made
+	 * by attach() under members_mu exclusive when the set first grows past peek_all_max,
+	 * the only sets that use them: not in the waiter of a CQ of its own (256 bytes of each
+	 * FI_WAIT_FD CQ, issue 37); an empty range before. */
+	lazy_slots<std::atomic<waitable *>, peek_keep> recent;
 	std::atomic<size_t> recent_next{0};
 	void remember(waitable *w) noexcept;
 
@@ -379,13 +407,18 @@ private:
 
 	/* MUTEX_COND helper thread: needed only once the application holds the mutex and cond
 	 * (FI_GETWAIT) and may wait on them itself; started then (or at the first source after
-	 * that), joined at close. Until then a blocking thread polls the fds as FD does. */
-	helper_thread helper;
+	 * that), joined at close. Until then a blocking thread polls the fds as FD does. The
+	 * thread and its signal are made by the first start_helper() (under mu, before helper_on
+	 * is set; never freed before the waiter): no other waiter holds them (120 bytes). */
+	struct helper_parts {
+		helper_thread thread;
+		signal sig; /* the helper's own wakeup (the leader's is its thread's) */
+	};
+	std::unique_ptr<helper_parts> helper;
 	std::atomic<bool> helper_on{false};
 	std::atomic<bool> helper_wanted{false};
 	std::atomic<bool> counts_as_blocking_{true}; /* set_counts_as_blocking */
 	std::atomic<bool> helper_stop{false};
-	signal hsig; /* the helper's own wakeup (the leader's is its thread's) */
 
 	/* waiter::counts() */
 	detail::wait_stats stats;

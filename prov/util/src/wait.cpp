@@ -169,7 +169,15 @@ int waiter::attach(waitable *w) noexcept
 	std::unique_lock<util::shared_mutex> lock(members_mu);
 	if (members.count(w))
 		return -FI_EALREADY;
+	/* a set larger than fi_wait peeks whole keeps its recent members (peek_ready) */
+	if (members.size() >= peek_all_max && !recent.allocate())
+		return -FI_ENOMEM;
 	try {
+		/* a first member (a CQ's own waiter has only that one): reserve(1) makes 2 buckets
+		 * (16 bytes), where libstdc++'s first insert makes 13 (104); a set grows as usual
+		 */
+		if (members.empty())
+			members.reserve(1);
 		members.insert(w);
 		try {
 			if (!w->self_notifying())
@@ -221,7 +229,7 @@ void waiter::wake_blocker() noexcept
 			take(sleep_head, true, r);
 	}
 	if (helper_on.load())
-		hsig.raise();
+		helper->sig.raise(); /* helper made before helper_on was set */
 }
 
 int waiter::add_source(int raw_fd, short events, drain_fn drain, void *arg) noexcept

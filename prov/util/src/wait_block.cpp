@@ -681,8 +681,13 @@ int waiter::trywait() noexcept
 int waiter::start_helper() noexcept
 {
 	std::lock_guard<util::mutex> lock(mu);
-	if (helper.running())
+	if (!helper)
+		helper.reset(new (std::nothrow) helper_parts);
+	if (!helper)
+		return -FI_ENOMEM;
+	if (helper->thread.running())
 		return 0;
+	signal &hsig = helper->sig;
 	if (!hsig.is_open()) {
 		int ret = hsig.open();
 		if (ret) {
@@ -692,11 +697,11 @@ int waiter::start_helper() noexcept
 			return ret;
 		}
 	}
-	int ret = helper.start([this] { helper_main(); },
-	                       [this] {
-		                       helper_stop.store(true);
-		                       hsig.raise();
-	                       });
+	int ret = helper->thread.start([this] { helper_main(); },
+	                               [this] {
+		                               helper_stop.store(true);
+		                               helper->sig.raise();
+	                               });
 	if (ret) {
 		FI_WARN(prov_, FI_LOG_CORE, "cannot start the FI_WAIT_MUTEX_COND helper thread\n");
 		return ret;
@@ -707,7 +712,8 @@ int waiter::start_helper() noexcept
 
 void waiter::stop_helper() noexcept
 {
-	helper.stop();
+	if (helper)
+		helper->thread.stop();
 }
 
 /* MUTEX_COND: nobody blocks on the fds but this thread; it drains them, and the drains'
@@ -716,6 +722,7 @@ void waiter::helper_main() noexcept
 {
 	std::vector<struct pollfd> fds;
 	std::vector<void *> tags;
+	signal &hsig = helper->sig; /* made before this thread started */
 	while (!helper_stop.load()) {
 		hsig.reset();
 		if (helper_stop.load())

@@ -19,6 +19,8 @@ namespace vwait::util
 void ready_list::add(waitable *w, bool fresh)
 {
 	lock_guard<mutex> lock(mu_);
+	if (queued_.empty())
+		queued_.reserve(1); /* see waiter::attach: 2 buckets, not 13, for a first member */
 	list_.reserve(queued_.size() + 1);
 	fresh_.reserve(queued_.size() + 1);
 	auto [it, inserted] = queued_.emplace(w, fresh ? on_fresh : on_list);

@@ -21,13 +21,6 @@
 namespace vwait
 {
 
-namespace
-{
-
-constexpr size_t default_queue_size = 256;
-
-} // namespace
-
 ep::ep(domain *dom, info_ptr info) : domain_(dom), info_(std::move(info))
 {
 	const struct ibv_device_attr &attr = domain_->device_attr();
