@@ -472,6 +472,7 @@ private:
 	};
 	bool block(uint64_t s, clock::time_point deadline, sleep_note &note, call &c) noexcept;
 	bool sleep(sleeper &me, clock::time_point deadline, sleep_note &note) noexcept;
+	int drain_polled_tags() noexcept;
 	void drain_polled() noexcept;
 	bool drain_owed() noexcept;
 	void helper_main() noexcept;

@@ -169,39 +169,36 @@ bool waiter::sleep(sleeper &me, clock::time_point deadline, sleep_note &note) no
 	return !polled_by_me.tags.empty() || polled_by_me.gen == ~uint64_t{0};
 }
 
-/* The sources this thread's poll() found readable: drain exactly those (no second poll),
- * unless the sources changed meanwhile, then look at all of them. */
-void waiter::drain_polled() noexcept
-{
-	polled_by_me.owed = false;
-	{
-		std::shared_lock<util::shared_mutex> lock(sources_mu);
-		if (polled_by_me.gen == sources_gen) {
-			for (void *tag : polled_by_me.tags) {
-				auto *src = static_cast<detail::source *>(tag);
-				src->drain(src->arg);
-			}
-			return;
-		}
-	}
-	drain_ready();
-}
-
-/* What this thread's last poll() found and its call left unread, if it was this waiter's
- * sources as they are now (sources_gen is unique across waiters): read before the thread arms
- * again. Otherwise the event would end the next poll() at once: an arm, a poll and a pass
- * more per sleep. true when it read some. */
-bool waiter::drain_owed() noexcept
+/* The sources this thread's last poll() found readable, drained if they are this waiter's
+ * sources as they are now (sources_gen is unique across waiters): how many, or -1 when they
+ * are not (another waiter's, or the sources changed). Settles what a call left owed. */
+int waiter::drain_polled_tags() noexcept
 {
 	polled_by_me.owed = false;
 	std::shared_lock<util::shared_mutex> lock(sources_mu);
 	if (polled_by_me.gen != sources_gen)
-		return false; /* another waiter's, or sources changed: the poll will tell */
+		return -1;
 	for (void *tag : polled_by_me.tags) {
 		auto *src = static_cast<detail::source *>(tag);
 		src->drain(src->arg);
 	}
-	return !polled_by_me.tags.empty();
+	return static_cast<int>(polled_by_me.tags.size());
+}
+
+/* The sources this thread's poll() found readable: drain exactly those (no second poll),
+ * unless the sources changed meanwhile, then look at all of them. */
+void waiter::drain_polled() noexcept
+{
+	if (drain_polled_tags() < 0)
+		drain_ready();
+}
+
+/* What this thread's last poll() found and its call left unread: read before the thread arms
+ * again, or the event would end the next poll() at once (an arm, a poll and a pass more per
+ * sleep); if the sources changed, the poll still sees what is left. true when it read some. */
+bool waiter::drain_owed() noexcept
+{
+	return drain_polled_tags() > 0;
 }
 
 thread_local waiter::call *waiter::current_call = nullptr;

@@ -19,7 +19,7 @@ namespace vwait::util
 void ready_list::add(waitable *w, bool fresh)
 {
 	lock_guard<mutex> lock(mu_);
-	if (queued_.empty())
+	if (queued_.bucket_count() < 2) /* once: never rehash (nor shrink) on the wake path */
 		queued_.reserve(1); /* see waiter::attach: 2 buckets, not 13, for a first member */
 	list_.reserve(queued_.size() + 1);
 	fresh_.reserve(queued_.size() + 1);
