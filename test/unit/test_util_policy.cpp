@@ -338,6 +338,32 @@ void test_estimator_outlier(void **)
 	assert_int_equal(w.fresh(7), 3);
 	assert_int_equal(w.fresh(7 + 999), 3);
 	assert_int_equal(w.fresh(7 + 1000), 0);
+	/* fresh_at_least answers as fresh() does, in one look */
+	sample_window x;
+	for (uint64_t t = 100; t < 100 + 12 * 300; t += 300) {
+		x.push(1000, t);
+		for (uint64_t now : {t, t + 299, t + 999, t + 1000, t + 2500})
+			for (unsigned n = 0; n <= sample_window::size + 1; n++)
+				assert_int_equal(x.fresh_at_least(n, now), x.fresh(now) >= n);
+	}
+}
+
+/* /proc/loadavg's runnable count, parsed by hand: the fourth field; anything else (the
+ * descriptor now names another file) is -1 */
+void test_loadavg_parse(void **)
+{
+	using vwait::util::parse_loadavg_runnable;
+	assert_int_equal(parse_loadavg_runnable("0.20 0.83 1.15 3/412 30451\n"), 3);
+	assert_int_equal(parse_loadavg_runnable("12.00 6.96 4.15 17/1203 9\n"), 17);
+	assert_int_equal(parse_loadavg_runnable("0.00 0.00 0.00 0/1 1"), 0);
+	assert_int_equal(parse_loadavg_runnable(""), -1);
+	assert_int_equal(parse_loadavg_runnable("hello world\n"), -1);
+	assert_int_equal(parse_loadavg_runnable("0.20 0.83 1.15\n"), -1);
+	assert_int_equal(parse_loadavg_runnable("0.20 0.83 1.15 3\n"), -1);
+	assert_int_equal(parse_loadavg_runnable("0.20 0.83 x.15 3/412 1\n"), -1);
+	assert_int_equal(parse_loadavg_runnable("0.20  0.83 1.15 3/412 1\n"), -1);
+	/* a count too large for an int saturates */
+	assert_true(parse_loadavg_runnable("1.00 1.00 1.00 99999999999/5 1") > 1000000);
 }
 
 /* Until W is known the budget is min(cap, default_spin_us), whatever the partial samples say;
@@ -693,21 +719,14 @@ int main()
 {
 	init_logging();
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_policy_names),
-	    cmocka_unit_test(test_learner),
-	    cmocka_unit_test(test_learner_wake_cost),
-	    cmocka_unit_test(test_estimator_warmup),
-	    cmocka_unit_test(test_estimator_ageing),
-	    cmocka_unit_test(test_estimator_outlier),
-	    cmocka_unit_test(test_fallback_budget),
-	    cmocka_unit_test(test_cpu_gauge),
-	    cmocka_unit_test(test_learner_busy_cpu),
-	    cmocka_unit_test(test_decision_is_2w),
-	    cmocka_unit_test(test_slept_waits),
-	    cmocka_unit_test(test_decision_counts),
-	    cmocka_unit_test(test_cpu_looked_at_to_spin),
-	    cmocka_unit_test(test_seeded_guess),
-	    cmocka_unit_test(test_cached_w),
+	    cmocka_unit_test(test_policy_names),      cmocka_unit_test(test_loadavg_parse),
+	    cmocka_unit_test(test_learner),           cmocka_unit_test(test_learner_wake_cost),
+	    cmocka_unit_test(test_estimator_warmup),  cmocka_unit_test(test_estimator_ageing),
+	    cmocka_unit_test(test_estimator_outlier), cmocka_unit_test(test_fallback_budget),
+	    cmocka_unit_test(test_cpu_gauge),         cmocka_unit_test(test_learner_busy_cpu),
+	    cmocka_unit_test(test_decision_is_2w),    cmocka_unit_test(test_slept_waits),
+	    cmocka_unit_test(test_decision_counts),   cmocka_unit_test(test_cpu_looked_at_to_spin),
+	    cmocka_unit_test(test_seeded_guess),      cmocka_unit_test(test_cached_w),
 	};
 	return cmocka_run_group_tests_name("util_policy", tests, nullptr, nullptr);
 }

@@ -161,6 +161,9 @@ public:
 	bool push(uint64_t ns, uint64_t now_ms) noexcept;
 	/* the samples that count at now_ms */
 	unsigned fresh(uint64_t now_ms) const noexcept;
+	/* fresh(now_ms) >= n, in one look: the n-th newest sample counts (samples are pushed in
+	 * the order of their clock), so that asking costs no pass over the window */
+	bool fresh_at_least(unsigned n, uint64_t now_ms) const noexcept;
 	/* their lower median; 0 while fewer than min_fresh count */
 	uint64_t median(uint64_t now_ms) const noexcept;
 	/* samples kept (warm-up ones not included), and when the last one was */
@@ -169,6 +172,7 @@ public:
 
 private:
 	unsigned collect(uint64_t now_ms, uint32_t *out) const noexcept;
+	static bool counts_at(uint64_t sample, uint64_t now_ms) noexcept;
 
 	const unsigned warmup_;
 	std::atomic<uint64_t> seen_{0};
@@ -213,8 +217,8 @@ public:
 	/* both parts have min_fresh samples that count */
 	bool known(uint64_t now_ms) const noexcept
 	{
-		return path_.fresh(now_ms) >= sample_window::min_fresh &&
-		       wake_.fresh(now_ms) >= sample_window::min_fresh;
+		return path_.fresh_at_least(sample_window::min_fresh, now_ms) &&
+		       wake_.fresh_at_least(sample_window::min_fresh, now_ms);
 	}
 	bool known() const noexcept { return known(steady_ms_now()); }
 	/* W in ns (0 while not known) */
@@ -296,6 +300,9 @@ private:
  * cpu_check_ms (one thread of the process reads; the others take the last verdict). */
 bool cpu_short_now() noexcept;
 constexpr uint64_t cpu_check_ms = 10;
+/* /proc/loadavg's runnable count (the fourth field, "running/total") in buf; -1 when buf is
+ * not in /proc/loadavg's form (the descriptor no longer names it) */
+int parse_loadavg_runnable(const char *buf) noexcept;
 
 class spin_learner
 {

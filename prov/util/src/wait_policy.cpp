@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <initializer_list>
@@ -66,16 +67,38 @@ uint64_t steady_ms() noexcept
 	        .count());
 }
 
-/* /proc/loadavg's runnable count ("running/total", the fourth field) in buf, -1 if none */
-int parse_runnable(const char *buf) noexcept
+/* a run of digits at p, its value in *out (saturated); the end of the run, or null if none */
+const char *parse_digits(const char *p, long *out) noexcept
 {
-	double l1, l5, l15;
-	int running, total;
-	if (sscanf(buf, "%lf %lf %lf %d/%d", &l1, &l5, &l15, &running, &total) != 5)
+	long v = 0;
+	const char *start = p;
+	for (; *p >= '0' && *p <= '9'; p++)
+		v = v < 100000000 ? v * 10 + (*p - '0') : v;
+	*out = v;
+	return p == start ? nullptr : p;
+}
+} // namespace
+
+/* By hand, not sscanf: the three averages are skipped, not converted (sscanf's three %lf
+ * were ~1,500 instructions a snapshot, counted in the guest, where a wait's own bookkeeping
+ * is a few hundred) */
+int parse_loadavg_runnable(const char *buf) noexcept
+{
+	const char *p = buf;
+	for (int field = 0; field < 3; field++) {
+		long whole, frac;
+		if (!(p = parse_digits(p, &whole)) || *p++ != '.' ||
+		    !(p = parse_digits(p, &frac)) || *p++ != ' ')
+			return -1;
+	}
+	long running, total;
+	if (!(p = parse_digits(p, &running)) || *p++ != '/' || !parse_digits(p, &total))
 		return -1;
-	return running;
+	return running > INT_MAX ? INT_MAX : static_cast<int>(running);
 }
 
+namespace
+{
 /* /proc/loadavg, opened once per process and read with pread (one system call a snapshot,
  * not three: boot u's stream of completions made ~0.009 system calls per completion with
  * open, read and close). -1: not open; -2: it cannot be opened (no /proc), never retried. */
@@ -104,7 +127,7 @@ int runnable_now() noexcept
 		const ssize_t n = ::pread(f, buf, sizeof(buf) - 1, 0);
 		if (n > 0) {
 			buf[n] = '\0';
-			const int r = parse_runnable(buf);
+			const int r = parse_loadavg_runnable(buf);
 			if (r >= 0)
 				return r;
 		}
@@ -138,6 +161,15 @@ bool sample_window::push(uint64_t ns, uint64_t now_ms) noexcept
 	return true;
 }
 
+/* whether a sample (its word: stamp and value) counts at now_ms. Signed: a sample another
+ * thread stamped a moment after now_ms is fresh */
+bool sample_window::counts_at(uint64_t s, uint64_t now_ms) noexcept
+{
+	const int32_t age =
+	    static_cast<int32_t>(static_cast<uint32_t>(now_ms) - static_cast<uint32_t>(s >> 32));
+	return age < static_cast<int32_t>(sample_max_age_ms);
+}
+
 /* the values of the samples that count at now_ms into out (size of them at most) */
 unsigned sample_window::collect(uint64_t now_ms, uint32_t *out) const noexcept
 {
@@ -146,13 +178,20 @@ unsigned sample_window::collect(uint64_t now_ms, uint32_t *out) const noexcept
 	unsigned n = 0;
 	for (unsigned i = 0; i < m; i++) {
 		const uint64_t s = v_[i].load(std::memory_order_relaxed);
-		/* signed: a sample another thread stamped a moment after now_ms is fresh */
-		const int32_t age = static_cast<int32_t>(static_cast<uint32_t>(now_ms) -
-		                                         static_cast<uint32_t>(s >> 32));
-		if (age < static_cast<int32_t>(sample_max_age_ms))
+		if (counts_at(s, now_ms))
 			out[n++] = static_cast<uint32_t>(s);
 	}
 	return n;
+}
+
+bool sample_window::fresh_at_least(unsigned n, uint64_t now_ms) const noexcept
+{
+	const uint64_t k = kept();
+	if (n == 0)
+		return true;
+	if (n > size || k < n)
+		return false;
+	return counts_at(v_[(k - n) % size].load(std::memory_order_relaxed), now_ms);
 }
 
 unsigned sample_window::fresh(uint64_t now_ms) const noexcept
@@ -450,7 +489,7 @@ clock::duration spin_learner::calibration() noexcept
 	 * calib_interval_ms old */
 	const uint64_t k = sleeps_.fetch_add(1, std::memory_order_relaxed);
 	const uint64_t now = now_ms();
-	if (own_.wake().fresh(now) < sample_window::min_fresh) {
+	if (!own_.wake().fresh_at_least(sample_window::min_fresh, now)) {
 		if (k % 2 != 0)
 			return clock::duration::zero();
 	} else if (static_cast<int64_t>(now - own_.wake().newest_ms()) <
