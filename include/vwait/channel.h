@@ -156,8 +156,10 @@ public:
 
 	/* The channel of waiter w (created at first use; w NULL: the channel of the CQs with
 	 * no waiter): 0, or a negative FI_E* code. The channel lives while any CQ holds the
-	 * shared_ptr. */
-	int get(util::waiter *w, std::shared_ptr<comp_channel> &out) noexcept;
+	 * shared_ptr. shared false: w is one CQ's own waiter, which no other CQ will ask for:
+	 * a new channel that the registry does not keep (no entry to look up, sweep or hold,
+	 * 64 bytes of each FD CQ). */
+	int get(util::waiter *w, std::shared_ptr<comp_channel> &out, bool shared = true) noexcept;
 
 private:
 	struct ibv_context *ctx_;

@@ -78,14 +78,16 @@
  *        util::sw_eq::lock_ (util/eq.h)           after the lock is dropped.
  *  90    waitable::listeners_mu_ (util/waitable.h) a waitable's waiters and poll sets; under
  *                                                 it their notify(): 94, 96 (wake), signals.
- *  94    ready_list::mu_ (util/ready_list.h)      queued members; leaf.
- *  96    waiter::mu (wait.h)                      the sleepers and leader of a blocking wait,
+ *  94    ready_list::mu_ (fast_mutex,             queued members; leaf.
+ *        util/ready_list.h)
+ *  96    waiter::blocking_state::mu (wait.h)      the sleepers and leader of a blocking wait,
  *                                                 and for MUTEX_COND the mutex handed out by
  *                                                 FI_GETWAIT; leaf (held across cv waits).
  *  97    helper_thread's registry                 the provider's threads (util/helper_thread.h);
  *        (prov/util/src/helper_thread.cpp)        taken under 96 (starting a MUTEX_COND
  *                                                 helper); under it only 99.
- *  98    pollfd_set::mu_ (util/fdset.h)           an fd set; leaf (snapshot under 32).
+ *  98    pollfd_set::mu_ (fast_mutex,             an fd set; leaf (snapshot under 32).
+ *        util/fdset.h)
  *  99    helper_thread::mu_ (helper_thread.h)     one thread's handle; stop() joins under it,
  *                                                 and stop_all (the provider's cleanup, at
  *                                                 fi_fini) under 97 and it: a thread's body
@@ -165,7 +167,7 @@ enum : int {
 	sw_queue = 80,     /* util::sw_cq::lock_, util::sw_eq::lock_ */
 	listeners = 90,    /* waitable::listeners_mu_ */
 	ready = 94,        /* ready_list::mu_ */
-	wait_block = 96,   /* util::waiter::mu */
+	wait_block = 96,   /* util::waiter::blocking_state::mu */
 	threads = 97,      /* helper_thread's registry */
 	fdset = 98,        /* pollfd_set::mu_ */
 	thread = 99,       /* helper_thread::mu_ */

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* util::ready_list: the members of a waiter or poll set that reported an event, each at most
  * once, in report order. push() is what waitable::notify() reaches: O(1), no allocation
- * (capacity is reserved when a member is added). One leaf mutex.
+ * (capacity is reserved when a member is added). One leaf mutex. While it has had only one
+ * member (the private waiter of a CQ, counter or EQ) that member and its marks are all it
+ * holds: the table of members and the two lists are made when a second one joins (issue 37:
+ * 200 bytes of each FI_WAIT_FD CQ).
  *
  * A member may also be added "fresh": kept on a list of its own (take_with_fresh), apart from the
  * reported ones, so that a waiter can arm the members that joined it once, without looking
@@ -9,8 +12,10 @@
 #ifndef VWAIT_UTIL_READY_LIST_H
 #define VWAIT_UTIL_READY_LIST_H
 
+#include "vwait/util/fast_mutex.h"
 #include "vwait/util/thread_safety.h"
 
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -38,11 +43,20 @@ public:
 	size_t members() const noexcept;
 
 private:
-	mutable mutex mu_{lock_level::ready};
 	enum : unsigned char { on_list = 1, on_fresh = 2 };
-	std::unordered_map<waitable *, unsigned char> queued_; /* on_list | on_fresh */
-	std::vector<waitable *> list_;
-	std::vector<waitable *> fresh_;
+	/* from the second member on */
+	struct table {
+		std::unordered_map<waitable *, unsigned char> queued; /* on_list | on_fresh */
+		std::vector<waitable *> list;
+		std::vector<waitable *> fresh;
+	};
+	/* under mu_: one_ and its marks into a new table (may throw: then nothing changed) */
+	void make_table();
+
+	mutable fast_mutex mu_{lock_level::ready}; /* 4 bytes, not 40: one in every waiter */
+	unsigned char one_marks_ = 0;              /* one_'s: on_list | on_fresh */
+	waitable *one_ = nullptr;                  /* the member, while there is no table */
+	std::unique_ptr<table> many_;
 };
 
 } // namespace vwait::util

@@ -68,6 +68,7 @@
 #include <new>
 #include <type_traits>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 namespace vwait::util
@@ -116,8 +117,9 @@ private:
 	}
 };
 
-/* N slots of T (value-initialized) that exist once allocate() made them: an empty range
- * before. What a waiter keeps only for sets larger than it peeks whole (waiter::recent). */
+/* N slots of T (value-initialized), filled round-robin, that exist once allocate() made them:
+ * an empty range before. What a waiter keeps only for sets larger than it peeks whole
+ * (waiter::recent). */
 template <typename T, size_t N>
 class lazy_slots
 {
@@ -126,18 +128,69 @@ public:
 	bool allocate() noexcept
 	{
 		if (!p_)
-			p_.reset(new (std::nothrow) std::array<T, N>());
+			p_.reset(new (std::nothrow) block());
 		return p_ != nullptr;
 	}
 	bool allocated() const noexcept { return p_ != nullptr; }
-	T *begin() noexcept { return p_ ? p_->data() : nullptr; }
-	T *end() noexcept { return p_ ? p_->data() + N : nullptr; }
+	T *begin() noexcept { return p_ ? p_->slots.data() : nullptr; }
+	T *end() noexcept { return p_ ? p_->slots.data() + N : nullptr; }
 	static constexpr size_t size() noexcept { return N; }
 	/* only once allocated */
-	T &operator[](size_t i) noexcept { return (*p_)[i]; }
+	T &operator[](size_t i) noexcept { return p_->slots[i]; }
+	/* only once allocated: the slot after the one the previous call gave (any thread) */
+	T &next_slot() noexcept
+	{
+		return p_->slots[p_->next.fetch_add(1, std::memory_order_relaxed) % N];
+	}
 
 private:
-	std::unique_ptr<std::array<T, N>> p_;
+	struct block {
+		std::array<T, N> slots{};
+		std::atomic<size_t> next{0};
+	};
+	std::unique_ptr<block> p_;
+};
+
+/* A T that exists once make() made it, from any thread: concurrent first calls make one each
+ * and keep the one that was published first (the others are freed before they are seen), so
+ * get() never sees a T in the making. Freed with its owner. What a waiter keeps only once it
+ * is blocked on (waiter::parts). */
+template <typename T>
+class lazy_object
+{
+public:
+	lazy_object() noexcept = default;
+	lazy_object(const lazy_object &) = delete;
+	lazy_object &operator=(const lazy_object &) = delete;
+	~lazy_object() { delete p_.load(std::memory_order_acquire); }
+	/* the T, or nullptr before the first make() */
+	T *get() const noexcept { return p_.load(std::memory_order_acquire); }
+	/* the T, made from args if there is none yet; nullptr: no memory */
+	template <typename... A>
+	T *make(A &&...args) noexcept
+	{
+		T *p = get();
+		if (__builtin_expect(p != nullptr, 1))
+			return p;
+		return make_slow(std::forward<A>(args)...);
+	}
+
+private:
+	template <typename... A>
+	__attribute__((noinline)) T *make_slow(A &&...args) noexcept
+	{
+		T *made = new (std::nothrow) T(std::forward<A>(args)...);
+		if (!made)
+			return nullptr;
+		T *seen = nullptr;
+		if (p_.compare_exchange_strong(seen, made, std::memory_order_acq_rel,
+		                               std::memory_order_acquire))
+			return made;
+		delete made; /* another thread's came first */
+		return seen;
+	}
+
+	std::atomic<T *> p_{nullptr};
 };
 
 /* Who a notify of the object wakes while a call blocks on it (wait_for): one sleeper per
@@ -147,6 +200,60 @@ enum class wakes { one, all };
 
 namespace detail
 {
+/* The members of a waiter: a hash set from the second member on; until then the one member
+ * alone (a private waiter has one member only: no table, 104 bytes of each FD CQ). Not thread
+ * safe (the waiter's members_mu). */
+class member_set
+{
+public:
+	bool contains(const waitable *w) const noexcept
+	{
+		return many_ ? many_->count(const_cast<waitable *>(w)) != 0 : w && one_ == w;
+	}
+	size_t size() const noexcept { return many_ ? many_->size() : one_ ? 1 : 0; }
+	bool empty() const noexcept { return size() == 0; }
+	/* may throw std::bad_alloc (then nothing changed) */
+	void insert(waitable *w)
+	{
+		if (!many_ && (!one_ || one_ == w)) {
+			one_ = w;
+			return;
+		}
+		if (!many_) {
+			auto set = std::make_unique<std::unordered_set<waitable *>>();
+			set->insert(one_);
+			many_ = std::move(set);
+			one_ = nullptr;
+		}
+		many_->insert(w);
+	}
+	/* false when w is no member */
+	bool erase(waitable *w) noexcept
+	{
+		if (many_)
+			return many_->erase(w) != 0;
+		if (!w || one_ != w)
+			return false;
+		one_ = nullptr;
+		return true;
+	}
+	/* true once f(member) said true (f is called for the members until then) */
+	template <typename F>
+	bool any(F &&f) const
+	{
+		if (!many_)
+			return one_ && f(one_);
+		for (waitable *w : *many_)
+			if (f(w))
+				return true;
+		return false;
+	}
+
+private:
+	waitable *one_ = nullptr;
+	std::unique_ptr<std::unordered_set<waitable *>> many_;
+};
+
 /* an fd source of a waiter */
 struct source {
 	int fd;
@@ -329,11 +436,12 @@ private:
 
 	const struct fi_provider *const prov_;
 	const enum fi_wait_obj kind_;
-	spin_learner learner_; /* how long a blocking call polls before it arms */
+	epoll_set ep;              /* FD: pub + sources (beside kind_: no padding hole; pahole) */
+	const wait_policy policy_; /* its blocking calls' (blocking_state::learner) */
 
 	/* members: shared while calling into them, exclusive to attach/detach */
 	mutable shared_mutex members_mu{lock_level::wait_members};
-	std::unordered_set<waitable *> members;
+	detail::member_set members;
 	std::vector<waitable *> polled; /* members that are not self_notifying() */
 	ready_list ready;
 	/* the last peek_keep distinct members that fi_wait's poll phase found with something:
@@ -344,7 +452,6 @@ private:
 	 * the only sets that use them: not in the waiter of a CQ of its own (256 bytes of each
 	 * FI_WAIT_FD CQ, issue 37); an empty range before. */
 	lazy_slots<std::atomic<waitable *>, peek_keep> recent;
-	std::atomic<size_t> recent_next{0};
 	void remember(waitable *w) noexcept;
 
 	/* sources: shared while draining, exclusive to remove */
@@ -355,11 +462,8 @@ private:
 	/* a new value on every add/remove, unique across waiters (under sources_mu, exclusive) */
 	uint64_t sources_gen = 0;
 
-	/* signalling */
+	/* signalling (pub and pending are with the small members at the end) */
 	std::atomic<uint64_t> seq{0};
-	std::atomic<bool> pending{false}; /* a wake() not yet consumed by fi_wait/fi_trywait */
-	signal pub;                       /* FD / POLLFD: the application's signal */
-	epoll_set ep;                     /* FD: pub + sources */
 
 	/* Blocking (wait_block.cpp). Every thread that sleeps in a blocking call is a sleeper:
 	 * it sleeps on its own thread signal (thread_signal()), and one of them, the leader, on
@@ -374,7 +478,8 @@ private:
 	 * while its member still has something and another sleeper waits for it, takes that one
 	 * off the list: one wakeup passes the work on, none is lost.
 	 * For MUTEX_COND, mu/cv are the object handed out by FI_GETWAIT; once its helper thread
-	 * runs, blocking threads wait on cv for seq to move (the helper polls the sources). */
+	 * runs, blocking threads wait on cv for seq to move (the helper polls the sources).
+	 * mu, cv and the list are in blocking_state (below), made by the first blocking call. */
 	struct sleeper {
 		signal *sig = nullptr;            /* nullptr: no eventfd; sleeps 1 ms at a time */
 		const waitable *target = nullptr; /* what its call waits for; nullptr: anything */
@@ -386,25 +491,6 @@ private:
 		std::atomic<bool> woken{false};
 		sleeper *prev = nullptr, *next = nullptr;
 	};
-	/* one blocking call (run), as block() and notify() see it */
-	struct call {
-		waiter *self;
-		waitable *w;               /* whose phases run calls; nullptr: none */
-		const consume_fn *consume; /* nullptr: fi_wait */
-		waitable *target;
-		bool leading = false; /* holds the leadership */
-		bool owes = false;    /* was woken for work, or read its member's event itself */
-		int err = 0;          /* the error of a failed arm_now() */
-	};
-	/* the blocking call the calling thread is in (wait_block.cpp), nullptr outside one */
-	static thread_local call *current_call;
-	mutex mu{lock_level::wait_block};
-	std::condition_variable cv;
-	bool leader = false;                                  /* guarded by mu */
-	sleeper *sleep_head = nullptr, *sleep_tail = nullptr; /* guarded by mu */
-	std::atomic<int> nsleeping{0};
-	std::atomic<int> followers{0}; /* MUTEX_COND with its helper: threads waiting on cv */
-
 	/* MUTEX_COND helper thread: needed only once the application holds the mutex and cond
 	 * (FI_GETWAIT) and may wait on them itself; started then (or at the first source after
 	 * that), joined at close. Until then a blocking thread polls the fds as FD does. The
@@ -414,14 +500,51 @@ private:
 		helper_thread thread;
 		signal sig; /* the helper's own wakeup (the leader's is its thread's) */
 	};
-	std::unique_ptr<helper_parts> helper;
-	std::atomic<bool> helper_on{false};
-	std::atomic<bool> helper_wanted{false};
+	/* What only a waiter that something blocks on holds: the wait policy's learner, the
+	 * counts of its sleeps, the sleepers' lock and list, MUTEX_COND's cond and helper. An FD
+	 * CQ that is read with fi_cq_read, or waited for through fi_trywait and the application's
+	 * own epoll or poll, never needs them (about 560 bytes of each such CQ, issue 37). Made
+	 * by the first blocking call whose first look found nothing (run), or at creation for
+	 * MUTEX_COND (FI_GETWAIT hands out its mutex and cond, and every notify takes the mutex);
+	 * freed with the waiter. Whoever sees nsleeping > 0 finds them made: a thread makes them
+	 * before it counts itself in nsleeping. */
+	struct blocking_state {
+		explicit blocking_state(const wait_policy &p) noexcept : learner(p) {}
+		spin_learner learner;     /* how long a blocking call polls before it arms */
+		detail::wait_stats stats; /* waiter::counts() */
+		mutex mu{lock_level::wait_block};
+		std::condition_variable cv;
+		sleeper *sleep_head = nullptr, *sleep_tail = nullptr; /* guarded by mu */
+		bool leader = false;                                  /* guarded by mu */
+		/* MUTEX_COND: FI_GETWAIT handed out the mutex and cond; the helper must end */
+		std::atomic<bool> helper_wanted{false}, helper_stop{false};
+		std::atomic<int> followers{0}; /* MUTEX_COND with its helper: threads on cv */
+		std::unique_ptr<helper_parts> helper;
+	};
+	mutable lazy_object<blocking_state> blocking_;
+	/* blocking_'s, where it exists: in a blocking call (call::bs), under its mu, where
+	 * nsleeping > 0 or helper_on was seen, in a MUTEX_COND waiter */
+	blocking_state &bs() const noexcept { return *blocking_.get(); }
+	/* one blocking call (run), as block() and notify() see it */
+	struct call {
+		waiter *self;
+		blocking_state &bs;
+		waitable *w;               /* whose phases run calls; nullptr: none */
+		const consume_fn *consume; /* nullptr: fi_wait */
+		waitable *target;
+		bool leading = false; /* holds the leadership */
+		bool owes = false;    /* was woken for work, or read its member's event itself */
+		int err = 0;          /* the error of a failed arm_now() */
+	};
+	/* the blocking call the calling thread is in (wait_block.cpp), nullptr outside one */
+	static thread_local call *current_call;
+	/* the small members last, so that no padding hole is left (pahole) */
+	signal pub; /* FD / POLLFD: the application's signal */
+	std::atomic<int> nsleeping{0};
+	std::atomic<bool> pending{false};   /* a wake() not yet consumed by fi_wait/fi_trywait */
+	std::atomic<bool> helper_on{false}; /* blocking_state::helper runs */
 	std::atomic<bool> counts_as_blocking_{true}; /* set_counts_as_blocking */
-	std::atomic<bool> helper_stop{false};
 
-	/* waiter::counts() */
-	detail::wait_stats stats;
 	static void bump(std::atomic<uint64_t> &c) noexcept
 	{
 		c.fetch_add(1, std::memory_order_relaxed);

@@ -67,7 +67,7 @@ int epoll_set::wait(int timeout_ms) noexcept
 
 int pollfd_set::add(int raw_fd, short events, void *tag) noexcept
 {
-	lock_guard<mutex> lock(mu_);
+	lock_guard<fast_mutex> lock(mu_);
 	for (const auto &p : fds_)
 		if (p.fd == raw_fd)
 			return -FI_EALREADY;
@@ -85,7 +85,7 @@ int pollfd_set::add(int raw_fd, short events, void *tag) noexcept
 
 int pollfd_set::del(int raw_fd) noexcept
 {
-	lock_guard<mutex> lock(mu_);
+	lock_guard<fast_mutex> lock(mu_);
 	for (size_t i = 0; i < fds_.size(); ++i) {
 		if (fds_[i].fd != raw_fd)
 			continue;
@@ -99,13 +99,13 @@ int pollfd_set::del(int raw_fd) noexcept
 
 size_t pollfd_set::size() const noexcept
 {
-	lock_guard<mutex> lock(mu_);
+	lock_guard<fast_mutex> lock(mu_);
 	return fds_.size();
 }
 
 uint64_t pollfd_set::change_index() const noexcept
 {
-	lock_guard<mutex> lock(mu_);
+	lock_guard<fast_mutex> lock(mu_);
 	return change_index_;
 }
 
@@ -114,7 +114,7 @@ int pollfd_set::get(struct fi_wait_pollfd *out, const struct pollfd *prefix,
 {
 	if (!out)
 		return -FI_EINVAL;
-	lock_guard<mutex> lock(mu_);
+	lock_guard<fast_mutex> lock(mu_);
 	size_t need = nprefix + fds_.size();
 	size_t have = out->nfds;
 	out->change_index = change_index_;
@@ -135,7 +135,7 @@ int pollfd_set::get(struct fi_wait_pollfd *out, const struct pollfd *prefix,
 void pollfd_set::snapshot(std::vector<struct pollfd> &fds, std::vector<void *> &tags,
                           uint64_t *index) const
 {
-	lock_guard<mutex> lock(mu_);
+	lock_guard<fast_mutex> lock(mu_);
 	fds.insert(fds.end(), fds_.begin(), fds_.end());
 	tags.insert(tags.end(), tags_.begin(), tags_.end());
 	if (index)

@@ -159,6 +159,9 @@ int waiter::open() noexcept
 		if (ret)
 			return ret;
 	}
+	/* MUTEX_COND: its mutex and cond exist from the start (notify takes the mutex) */
+	if (kind_ == FI_WAIT_MUTEX_COND && !blocking_.make(policy_))
+		return -FI_ENOMEM;
 	return 0;
 }
 
@@ -167,17 +170,12 @@ int waiter::attach(waitable *w) noexcept
 	if (!w)
 		return -FI_EINVAL;
 	std::unique_lock<util::shared_mutex> lock(members_mu);
-	if (members.count(w))
+	if (members.contains(w))
 		return -FI_EALREADY;
 	/* a set larger than fi_wait peeks whole keeps its recent members (peek_ready) */
 	if (members.size() >= peek_all_max && !recent.allocate())
 		return -FI_ENOMEM;
 	try {
-		/* a first member (a CQ's own waiter has only that one): reserve(1) makes 2 buckets
-		 * (16 bytes), where libstdc++'s first insert makes 13 (104); a set grows as usual
-		 */
-		if (members.empty())
-			members.reserve(1);
 		members.insert(w);
 		try {
 			if (!w->self_notifying())
@@ -218,18 +216,19 @@ void waiter::wake_blocker() noexcept
 	/* The leader (or, with none, a sleeper that will lead) re-reads the sources; the
 	 * helper (MUTEX_COND) too. */
 	if (nsleeping.load() > 0) {
+		blocking_state &b = bs(); /* made before nsleeping moved */
 		raises r;
-		std::lock_guard<util::mutex> lock(mu);
-		sleeper *s = sleep_head;
+		std::lock_guard<util::mutex> lock(b.mu);
+		sleeper *s = b.sleep_head;
 		while (s && !s->leads)
 			s = s->next;
 		if (s)
 			take(s, false, r);
-		else if (!leader && sleep_head && nsources.load() > 0)
-			take(sleep_head, true, r);
+		else if (!b.leader && b.sleep_head && nsources.load() > 0)
+			take(b.sleep_head, true, r);
 	}
 	if (helper_on.load())
-		helper->sig.raise(); /* helper made before helper_on was set */
+		bs().helper->sig.raise(); /* helper made before helper_on was set */
 }
 
 int waiter::add_source(int raw_fd, short events, drain_fn drain, void *arg) noexcept
@@ -261,7 +260,7 @@ int waiter::add_source(int raw_fd, short events, drain_fn drain, void *arg) noex
 	nsources.fetch_add(1);
 	sources_gen = next_sources_gen();
 	lock.unlock();
-	if (kind_ == FI_WAIT_MUTEX_COND && helper_wanted.load()) {
+	if (kind_ == FI_WAIT_MUTEX_COND && bs().helper_wanted.load()) { /* made at creation */
 		ret = start_helper();
 		if (ret) {
 			remove_source(raw_fd);
@@ -380,9 +379,12 @@ void waiter::notify(waitable *w, bool wake) noexcept
 		/* The application may wait on this cond with its own predicate, and so do
 		 * blocking calls once the helper thread runs. */
 		{
-			std::lock_guard<util::mutex> lock(mu);
+			blocking_state &b = bs(); /* made at creation */
+			{
+				std::lock_guard<util::mutex> lock(b.mu);
+			}
+			b.cv.notify_all();
 		}
-		cv.notify_all();
 		break;
 	default:
 		break;
@@ -391,7 +393,7 @@ void waiter::notify(waitable *w, bool wake) noexcept
 	if (nsleeping.load() > 0) {
 		call *mine = current_call;
 		raises r;
-		std::lock_guard<util::mutex> lock(mu);
+		std::lock_guard<util::mutex> lock(bs().mu); /* made before nsleeping moved */
 		take_for(w, wake || !w, mine && mine->self == this ? mine : nullptr, r);
 	}
 }
@@ -419,15 +421,15 @@ int waiter::control(int command, void *arg) noexcept
 		}
 		case FI_WAIT_MUTEX_COND: {
 			/* the application may now wait on the cond: fd events must reach it */
-			helper_wanted.store(true);
+			bs().helper_wanted.store(true); /* made at creation */
 			if (nsources.load() > 0) {
 				int ret = start_helper();
 				if (ret)
 					return ret;
 			}
 			auto *mc = static_cast<struct fi_mutex_cond *>(arg);
-			mc->mutex = mu.native_handle();
-			mc->cond = cv.native_handle();
+			mc->mutex = bs().mu.native_handle(); /* made at creation */
+			mc->cond = bs().cv.native_handle();
 			return 0;
 		}
 		default:
@@ -441,7 +443,7 @@ int waiter::control(int command, void *arg) noexcept
 /* ------------------------------------------------------------------ waiter */
 
 waiter::waiter(const struct fi_provider *prov, enum fi_wait_obj kind, wait_policy policy)
-    : prov_(prov), kind_(kind), learner_(policy)
+    : prov_(prov), kind_(kind), policy_(policy)
 {
 }
 
@@ -450,7 +452,10 @@ waiter::~waiter()
 	std::vector<waitable *> left;
 	{
 		std::shared_lock<util::shared_mutex> lock(members_mu);
-		left.assign(members.begin(), members.end());
+		members.any([&left](waitable *w) {
+			left.push_back(w);
+			return false;
+		});
 	}
 	for (waitable *w : left)
 		drop_member(w, true);
@@ -524,7 +529,10 @@ const struct fi_provider *waiter::provider() const noexcept
 }
 const spin_learner &waiter::learner() const noexcept
 {
-	return learner_;
+	if (blocking_state *b = blocking_.make(policy_))
+		return b->learner;
+	static const spin_learner none{wait_policy{}}; /* no memory: a learner of nothing */
+	return none;
 }
 int waiter::detach(waitable *w) noexcept
 {
@@ -573,8 +581,11 @@ constexpr count_field count_fields[] = {{&wake_counts::sleeps, &stats_t::sleeps}
 wake_counts waiter::counts() const noexcept
 {
 	wake_counts out;
+	const blocking_state *b = blocking_.get();
+	if (!b)
+		return out; /* nothing has blocked on it */
 	for (const count_field &f : count_fields)
-		out.*f.out = (stats.*f.in).load(std::memory_order_relaxed);
+		out.*f.out = (b->stats.*f.in).load(std::memory_order_relaxed);
 	return out;
 }
 

@@ -96,6 +96,7 @@ bool waiter::sleep(sleeper &me, clock::time_point deadline, sleep_note &note) no
 {
 	thread_local std::vector<struct pollfd> fds;
 	thread_local std::vector<void *> tags;
+	detail::wait_stats &stats = bs().stats; /* in a blocking call: made */
 	bool woke = false;
 	uint64_t gen = 0;
 	fds.clear();
@@ -205,16 +206,18 @@ thread_local waiter::call *waiter::current_call = nullptr;
 
 void waiter::link(sleeper *s) noexcept
 {
-	s->prev = sleep_tail;
+	blocking_state &b = bs();
+	s->prev = b.sleep_tail;
 	s->next = nullptr;
-	(sleep_tail ? sleep_tail->next : sleep_head) = s;
-	sleep_tail = s;
+	(b.sleep_tail ? b.sleep_tail->next : b.sleep_head) = s;
+	b.sleep_tail = s;
 }
 
 void waiter::unlink(sleeper *s) noexcept
 {
-	(s->prev ? s->prev->next : sleep_head) = s->next;
-	(s->next ? s->next->prev : sleep_tail) = s->prev;
+	blocking_state &b = bs();
+	(s->prev ? s->prev->next : b.sleep_head) = s->next;
+	(s->next ? s->next->prev : b.sleep_tail) = s->prev;
 	s->prev = s->next = nullptr;
 	nsleeping.fetch_sub(1);
 }
@@ -233,7 +236,7 @@ void waiter::take(sleeper *s, bool handoff, raises &r) noexcept
 waiter::sleeper *waiter::first_for(const waitable *w) noexcept
 {
 	sleeper *lead = nullptr;
-	for (sleeper *s = sleep_head; s; s = s->next) {
+	for (sleeper *s = bs().sleep_head; s; s = s->next) {
 		if (s->target != w)
 			continue;
 		if (!s->leads)
@@ -245,7 +248,7 @@ waiter::sleeper *waiter::first_for(const waitable *w) noexcept
 
 void waiter::take_for(const waitable *w, bool all, call *from_call, raises &r) noexcept
 {
-	for (sleeper *s = sleep_head; s;) {
+	for (sleeper *s = bs().sleep_head; s;) {
 		sleeper *next = s->next;
 		if (!s->target || (all && (!w || s->target == w)))
 			take(s, false, r);
@@ -270,14 +273,14 @@ void waiter::leave(call &c) noexcept
 	if (!c.leading && !pass)
 		return;
 	raises r;
-	std::lock_guard<util::mutex> lock(mu);
+	std::lock_guard<util::mutex> lock(c.bs.mu);
 	sleeper *next = pass ? first_for(c.target) : nullptr;
 	if (c.leading) {
-		leader = false;
+		c.bs.leader = false;
 		c.leading = false;
 		/* exactly one sleeper leads next (the one the work goes to, if any) */
 		if (!next && nsources.load() > 0)
-			next = sleep_head;
+			next = c.bs.sleep_head;
 		if (next)
 			take(next, nsources.load() > 0, r);
 	} else if (next) {
@@ -295,24 +298,25 @@ bool waiter::block(uint64_t s, clock::time_point deadline, sleep_note &note, cal
 	sleeper me;
 	me.target = c.target;
 	me.sig = thread_signal();
-	cv_lock lock(mu);
+	blocking_state &b = c.bs;
+	cv_lock lock(b.mu);
 	if (kind_ == FI_WAIT_MUTEX_COND && helper_on.load()) {
 		/* The helper thread polls the sources and turns their events into notify(),
 		 * which broadcasts the cond. */
 		if (c.leading) {
-			leader = false;
+			b.leader = false;
 			c.leading = false;
 		}
-		followers.fetch_add(1);
+		b.followers.fetch_add(1);
 		while (seq.load() == s && clock::now() < deadline) {
-			bump(stats.sleeps);
+			bump(b.stats.sleeps);
 			if (deadline == clock::time_point::max())
-				cv.wait(lock);
+				b.cv.wait(lock);
 			else
-				cv.wait_until(lock, deadline);
-			bump(clock::now() < deadline ? stats.wakeups : stats.timeouts);
+				b.cv.wait_until(lock, deadline);
+			bump(clock::now() < deadline ? b.stats.wakeups : b.stats.timeouts);
 		}
-		followers.fetch_sub(1);
+		b.followers.fetch_sub(1);
 		return false;
 	}
 	/* listed before it looks at seq: a notify bumps seq before it looks at nsleeping */
@@ -322,10 +326,10 @@ bool waiter::block(uint64_t s, clock::time_point deadline, sleep_note &note, cal
 		return false;
 	}
 	if (nsources.load() > 0) {
-		if (!leader)
-			leader = c.leading = true;
+		if (!b.leader)
+			b.leader = c.leading = true;
 	} else if (c.leading) {
-		leader = c.leading = false; /* nothing left to poll */
+		b.leader = c.leading = false; /* nothing left to poll */
 	}
 	me.leads = c.leading;
 	link(&me);
@@ -354,7 +358,7 @@ bool waiter::block(uint64_t s, clock::time_point deadline, sleep_note &note, cal
 	if (woken) {
 		c.owes = true;
 		if (me.handoff)
-			bump(stats.handoffs);
+			bump(b.stats.handoffs);
 	}
 	return readable;
 }
@@ -398,8 +402,15 @@ int waiter::wait(int timeout_ms) noexcept
 int waiter::run(clock::time_point deadline, waitable *w, const consume_fn *consume,
                 waitable *target) noexcept
 {
-	/* the caller's first peek found nothing (wait_for, wait_until, wait) */
-	call c{this, w, consume, target};
+	/* the caller's first peek found nothing (wait_for, wait_until, wait): from here on
+	 * the waiter is blocked on, and needs its blocking state */
+	blocking_state *made = blocking_.make(policy_);
+	if (!made)
+		return -FI_ENOMEM;
+	blocking_state &b = *made;
+	spin_learner &learner = b.learner;
+	detail::wait_stats &stats = b.stats;
+	call c{this, b, w, consume, target};
 	struct in_call {
 		call &c;
 		call *outer;
@@ -415,7 +426,7 @@ int waiter::run(clock::time_point deadline, waitable *w, const consume_fn *consu
 	} scope(c);
 	const clock::time_point start = clock::now();
 	/* the peek phase lasts the policy's budget, never past the deadline */
-	const clock::duration budget = learner_.budget();
+	const clock::duration budget = learner.budget();
 	clock::time_point spin_end = deadline - start > budget ? start + budget : deadline;
 	bool readable = false;
 	bool spinning = spin_end > start;
@@ -438,11 +449,11 @@ int waiter::run(clock::time_point deadline, waitable *w, const consume_fn *consu
 			     : now - start < std::chrono::milliseconds(1) ? stats.slept_1ms
 			                                                  : stats.slept_longer);
 		if (event_woke)
-			learner_.record_sleep(arm, note.woke_at - slept_from, now - note.woke_at);
+			learner.record_sleep(arm, note.woke_at - slept_from, now - note.woke_at);
 		if (preempted)
-			learner_.record_preempted();
+			learner.record_preempted();
 		else
-			learner_.record(now - start, true);
+			learner.record(now - start, true);
 	};
 	for (;;) {
 		/* FD / POLLFD: what the leader's poll() found readable is drained after the
@@ -483,15 +494,15 @@ int waiter::run(clock::time_point deadline, waitable *w, const consume_fn *consu
 		const clock::time_point now = clock::now();
 		if (now >= deadline) {
 			if (preempted)
-				learner_.record_preempted();
+				learner.record_preempted();
 			else
-				learner_.record(now - start, false);
+				learner.record(now - start, false);
 			return -FI_ETIMEDOUT;
 		}
 		if (spinning) {
 			/* a jump between two clock reads of the spin: this thread lost its CPU for
 			 * longer than a sleep costs, so the CPUs are short; stop spinning */
-			if (learner_.preempted(now - last_read)) {
+			if (learner.preempted(now - last_read)) {
 				preempted = true;
 				spin_end = now;
 			}
@@ -529,13 +540,13 @@ int waiter::run(clock::time_point deadline, waitable *w, const consume_fn *consu
 		slept_from = clock::now();
 		arm = slept_from - armed_from;
 		note = sleep_note{};
-		note.calib = learner_.calibration();
+		note.calib = learner.calibration();
 		readable = block(s, deadline, note, c);
 		did_sleep = did_sleep || note.woke_at != clock::time_point{};
 		slept = true;
 		event_woke = note.event;
 		if (note.timer_only)
-			learner_.record_wake(note.late);
+			learner.record_wake(note.late);
 	}
 }
 
@@ -560,12 +571,8 @@ bool waiter::peek_ready() noexcept
 	if (pending.exchange(false))
 		return true;
 	std::shared_lock<util::shared_mutex> lock(members_mu);
-	if (members.size() <= peek_all_max) {
-		for (waitable *w : members)
-			if (w->peek())
-				return true;
-		return false;
-	}
+	if (members.size() <= peek_all_max)
+		return members.any([](waitable *w) { return w->peek(); });
 	for (waitable *w : polled)
 		if (w->peek())
 			return true;
@@ -593,8 +600,7 @@ void waiter::remember(waitable *w) noexcept
 	for (auto &slot : recent)
 		if (slot.load(std::memory_order_relaxed) == w)
 			return;
-	recent[recent_next.fetch_add(1, std::memory_order_relaxed) % recent.size()].store(
-	    w, std::memory_order_relaxed);
+	recent.next_slot().store(w, std::memory_order_relaxed);
 }
 
 /* peek_ready's pass over batch (members_mu held shared): its first nfresh members, and all but
@@ -677,7 +683,9 @@ int waiter::trywait() noexcept
 
 int waiter::start_helper() noexcept
 {
-	std::lock_guard<util::mutex> lock(mu);
+	blocking_state &b = bs(); /* MUTEX_COND: made at creation */
+	std::lock_guard<util::mutex> lock(b.mu);
+	std::unique_ptr<helper_parts> &helper = b.helper;
 	if (!helper)
 		helper.reset(new (std::nothrow) helper_parts);
 	if (!helper)
@@ -696,8 +704,8 @@ int waiter::start_helper() noexcept
 	}
 	int ret = helper->thread.start([this] { helper_main(); },
 	                               [this] {
-		                               helper_stop.store(true);
-		                               helper->sig.raise();
+		                               bs().helper_stop.store(true);
+		                               bs().helper->sig.raise();
 	                               });
 	if (ret) {
 		FI_WARN(prov_, FI_LOG_CORE, "cannot start the FI_WAIT_MUTEX_COND helper thread\n");
@@ -709,8 +717,8 @@ int waiter::start_helper() noexcept
 
 void waiter::stop_helper() noexcept
 {
-	if (helper)
-		helper->thread.stop();
+	if (blocking_state *b = blocking_.get(); b && b->helper)
+		b->helper->thread.stop();
 }
 
 /* MUTEX_COND: nobody blocks on the fds but this thread; it drains them, and the drains'
@@ -719,10 +727,11 @@ void waiter::helper_main() noexcept
 {
 	std::vector<struct pollfd> fds;
 	std::vector<void *> tags;
-	signal &hsig = helper->sig; /* made before this thread started */
-	while (!helper_stop.load()) {
+	blocking_state &b = bs();     /* MUTEX_COND: made at creation */
+	signal &hsig = b.helper->sig; /* made before this thread started */
+	while (!b.helper_stop.load()) {
 		hsig.reset();
-		if (helper_stop.load())
+		if (b.helper_stop.load())
 			break;
 		fds.clear();
 		tags.clear();

@@ -16,78 +16,141 @@ namespace vwait::util
 
 /* ------------------------------------------------------------------ ready_list */
 
+void ready_list::make_table()
+{
+	auto t = std::make_unique<table>();
+	t->queued.reserve(2); /* see waiter::attach: a few buckets, not 13 */
+	t->list.reserve(2);
+	t->fresh.reserve(2);
+	if (one_) {
+		t->queued.emplace(one_, one_marks_);
+		if (one_marks_ & on_fresh)
+			t->fresh.push_back(one_);
+		if (one_marks_ & on_list)
+			t->list.push_back(one_);
+	}
+	many_ = std::move(t);
+	one_ = nullptr;
+	one_marks_ = 0;
+}
+
 void ready_list::add(waitable *w, bool fresh)
 {
-	lock_guard<mutex> lock(mu_);
-	if (queued_.bucket_count() < 2) /* once: never rehash (nor shrink) on the wake path */
-		queued_.reserve(1); /* see waiter::attach: 2 buckets, not 13, for a first member */
-	list_.reserve(queued_.size() + 1);
-	fresh_.reserve(queued_.size() + 1);
-	auto [it, inserted] = queued_.emplace(w, fresh ? on_fresh : on_list);
+	lock_guard<fast_mutex> lock(mu_);
+	const unsigned char mark = fresh ? on_fresh : on_list;
+	if (!many_) {
+		if (!one_) {
+			one_ = w;
+			one_marks_ = mark;
+			return;
+		}
+		if (one_ == w)
+			return;
+		make_table();
+	}
+	table &t = *many_;
+	if (t.queued.bucket_count() < 2) /* once: never rehash (nor shrink) on the wake path */
+		t.queued.reserve(1);
+	t.list.reserve(t.queued.size() + 1);
+	t.fresh.reserve(t.queued.size() + 1);
+	auto [it, inserted] = t.queued.emplace(w, mark);
 	if (!inserted)
 		return;
-	(fresh ? fresh_ : list_).push_back(w);
+	(fresh ? t.fresh : t.list).push_back(w);
 	(void)it;
 }
 
 void ready_list::remove(waitable *w) noexcept
 {
-	lock_guard<mutex> lock(mu_);
-	auto it = queued_.find(w);
-	if (it == queued_.end())
+	lock_guard<fast_mutex> lock(mu_);
+	if (!many_) {
+		if (one_ == w) {
+			one_ = nullptr;
+			one_marks_ = 0;
+		}
+		return;
+	}
+	table &t = *many_;
+	auto it = t.queued.find(w);
+	if (it == t.queued.end())
 		return;
 	if (it->second & on_list)
-		list_.erase(std::find(list_.begin(), list_.end(), w));
+		t.list.erase(std::find(t.list.begin(), t.list.end(), w));
 	if (it->second & on_fresh)
-		fresh_.erase(std::find(fresh_.begin(), fresh_.end(), w));
-	queued_.erase(it);
+		t.fresh.erase(std::find(t.fresh.begin(), t.fresh.end(), w));
+	t.queued.erase(it);
 }
 
 void ready_list::push(waitable *w) noexcept
 {
-	lock_guard<mutex> lock(mu_);
-	auto it = queued_.find(w);
-	if (it == queued_.end() || (it->second & on_list))
+	lock_guard<fast_mutex> lock(mu_);
+	if (!many_) {
+		if (one_ == w)
+			one_marks_ |= on_list;
+		return;
+	}
+	table &t = *many_;
+	auto it = t.queued.find(w);
+	if (it == t.queued.end() || (it->second & on_list))
 		return;
 	it->second |= on_list;
-	list_.push_back(w); /* capacity >= members: never reallocates */
+	t.list.push_back(w); /* capacity >= members: never reallocates */
 }
 
 void ready_list::take(std::vector<waitable *> &out)
 {
-	lock_guard<mutex> lock(mu_);
-	out.insert(out.end(), list_.begin(), list_.end());
-	for (waitable *w : list_)
-		queued_.find(w)->second &= static_cast<unsigned char>(~on_list);
-	list_.clear();
+	lock_guard<fast_mutex> lock(mu_);
+	if (!many_) {
+		if (one_marks_ & on_list) {
+			out.push_back(one_);
+			one_marks_ &= static_cast<unsigned char>(~on_list);
+		}
+		return;
+	}
+	table &t = *many_;
+	out.insert(out.end(), t.list.begin(), t.list.end());
+	for (waitable *w : t.list)
+		t.queued.find(w)->second &= static_cast<unsigned char>(~on_list);
+	t.list.clear();
 }
 
 size_t ready_list::take_with_fresh(std::vector<waitable *> &out)
 {
-	lock_guard<mutex> lock(mu_);
-	const size_t nfresh = fresh_.size();
-	out.reserve(out.size() + nfresh + list_.size());
-	out.insert(out.end(), fresh_.begin(), fresh_.end());
-	for (waitable *w : fresh_)
-		queued_.find(w)->second &= static_cast<unsigned char>(~on_fresh);
-	fresh_.clear();
-	out.insert(out.end(), list_.begin(), list_.end());
-	for (waitable *w : list_)
-		queued_.find(w)->second &= static_cast<unsigned char>(~on_list);
-	list_.clear();
+	lock_guard<fast_mutex> lock(mu_);
+	if (!many_) {
+		out.reserve(out.size() + 2);
+		const size_t nfresh = (one_marks_ & on_fresh) ? 1 : 0;
+		if (nfresh)
+			out.push_back(one_);
+		if (one_marks_ & on_list)
+			out.push_back(one_);
+		one_marks_ = 0;
+		return nfresh;
+	}
+	table &t = *many_;
+	const size_t nfresh = t.fresh.size();
+	out.reserve(out.size() + nfresh + t.list.size());
+	out.insert(out.end(), t.fresh.begin(), t.fresh.end());
+	for (waitable *w : t.fresh)
+		t.queued.find(w)->second &= static_cast<unsigned char>(~on_fresh);
+	t.fresh.clear();
+	out.insert(out.end(), t.list.begin(), t.list.end());
+	for (waitable *w : t.list)
+		t.queued.find(w)->second &= static_cast<unsigned char>(~on_list);
+	t.list.clear();
 	return nfresh;
 }
 
 bool ready_list::empty() const noexcept
 {
-	lock_guard<mutex> lock(mu_);
-	return list_.empty();
+	lock_guard<fast_mutex> lock(mu_);
+	return many_ ? many_->list.empty() : !(one_marks_ & on_list);
 }
 
 size_t ready_list::members() const noexcept
 {
-	lock_guard<mutex> lock(mu_);
-	return queued_.size();
+	lock_guard<fast_mutex> lock(mu_);
+	return many_ ? many_->queued.size() : (one_ ? 1 : 0);
 }
 
 /* ------------------------------------------------------------------ waitable */

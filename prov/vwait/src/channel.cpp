@@ -185,11 +185,12 @@ unsigned comp_channel::drain() noexcept
 	return n;
 }
 
-int channel_registry::get(util::waiter *w, std::shared_ptr<comp_channel> &out) noexcept
+int channel_registry::get(util::waiter *w, std::shared_ptr<comp_channel> &out, bool shared) noexcept
 {
+	shared = shared || !w;
 	return guard([&] {
 		util::lock_guard<util::mutex> lock(mu_);
-		auto it = channels_.find(w);
+		auto it = shared ? channels_.find(w) : channels_.end();
 		if (it != channels_.end()) {
 			if (auto existing = it->second.lock()) {
 				out = std::move(existing);
@@ -210,10 +211,12 @@ int channel_registry::get(util::waiter *w, std::shared_ptr<comp_channel> &out) n
 		if (int ret = comp_channel::create(ctx_, w, created, hold ? async_ : nullptr,
 		                                   async_arg_, async_holders_))
 			return ret;
-		channels_[w] = created;
-		/* forget channels that died, so the map follows the live ones */
-		for (auto i = channels_.begin(); i != channels_.end();)
-			i = i->second.expired() ? channels_.erase(i) : std::next(i);
+		if (shared) {
+			channels_[w] = created;
+			/* forget channels that died, so the map follows the live ones */
+			for (auto i = channels_.begin(); i != channels_.end();)
+				i = i->second.expired() ? channels_.erase(i) : std::next(i);
+		}
 		out = std::move(created);
 		return 0;
 	});

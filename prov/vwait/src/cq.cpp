@@ -253,10 +253,11 @@ verbs_cq::~verbs_cq()
 
 int verbs_cq::create_hw() noexcept
 {
-	/* the channel of its waiter when that waiter polls fds; otherwise the domain's channel
-	 * of the CQs with no such waiter, which poll sets and counters drain */
+	/* the channel of its waiter when that waiter polls fds (its own, when the waiter is
+	 * its own); otherwise the domain's channel of the CQs with no such waiter, which poll
+	 * sets and counters drain */
 	util::waiter *w = waiter_drains_ ? wait_object() : nullptr;
-	if (int ret = domain_->channels().get(w, channel_))
+	if (int ret = domain_->channels().get(w, channel_, !wait_is_private()))
 		return ret;
 	channel_->cq_added();
 	errno = 0;
