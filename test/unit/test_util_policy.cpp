@@ -694,9 +694,10 @@ void test_seeded_guess(void **)
 	assert_true(a.budget(outside) == d(80));
 }
 
-/* A path sample drops the cached W only where a wake-up part was ever sampled: before that W
- * stays 0 however many path samples come; after, a new path median moves W within the same
- * millisecond of the (fake) clock. */
+/* W is cached: path samples (one per sleep) reach it at its next refresh, w_refresh_ms later,
+ * not at once (recomputed after every sleep, W cost its medians on every wait that slept);
+ * a wake-up sample reaches it at once. Before any wake-up sample W stays 0 however many path
+ * samples come. */
 void test_cached_w(void **)
 {
 	spin_learner a({wait_policy_kind::adaptive, 1000, &quiet});
@@ -709,8 +710,14 @@ void test_cached_w(void **)
 	assert_int_equal(a.wake_cost_ns(), 35000);
 	for (int i = 0; i < 8; i++)
 		a.record_sleep(us(50), us(1000), us(0));
+	assert_int_equal(a.wake_cost_ns(), 35000);
+	advance_ms(spin_learner::w_refresh_ms);
 	assert_int_equal(a.wake_cost_ns(), 75000);
 	assert_true(a.threshold() == d(150));
+	for (int i = 0; i < 4; i++)
+		a.record_wake(us(40));
+	/* the wake-up samples 25 25 25 40 40 40 40, at once: their lower median is 40 */
+	assert_int_equal(a.wake_cost_ns(), 90000);
 }
 
 } // namespace

@@ -42,9 +42,10 @@
  *    budget that fixed has. With that 50 us before any sleep, a pair both in fi_cq_sread at
  *    think 0 sent every wait past 50 us (a stall of the peer's vCPU, 3 % of waits) to sleep,
  *    and nothing slept often enough to measure W: 1.5x spinning (boot x, 2026-11-29).
- * The last W is cached until the learner's millisecond clock moves (two medians of 8 per wait
- * otherwise); a path sample drops the cache only where a wake-up part was ever sampled (W
- * cannot move otherwise). That clock is CLOCK_MONOTONIC_COARSE (steady_ms_now): no TSC read,
+ * The last W is cached for w_refresh_ms (16 ms) of the learner's clock, and until a wake-up
+ * sample comes (two medians of 8 per wait otherwise: recomputed after every sleep, W cost ~450
+ * instructions a wait that slept, counted in the guest); a path sample, one per sleep, reaches
+ * W at the next refresh. That clock is CLOCK_MONOTONIC_COARSE (steady_ms_now): no TSC read,
  * and its tick (1-4 ms) is fine enough for ages of 125 ms and 1 s and the 10 ms CPU check; a
  * spinning wait of adaptive reads the precise clock only where the waiter does (at its start
  * and end, and once per 8 polls), as fixed does.
@@ -318,6 +319,8 @@ public:
 	 * sample_max_age_ms) */
 	static constexpr uint64_t calib_interval_ms =
 	    sample_window::sample_max_age_ms / sample_window::size;
+	/* how long a computed W is kept (see "The last W is cached" above) */
+	static constexpr uint64_t w_refresh_ms = 16;
 	/* a gap in the spin's clock reads longer than this is a preemption (not W: see above) */
 	static constexpr unsigned preempt_gap_us = 100;
 
@@ -408,7 +411,7 @@ private:
 	std::atomic<unsigned> gap_{1};
 	std::atomic<unsigned> until_probe_{0};
 	std::atomic<uint64_t> mean_ns_{0};
-	/* the wake-up cost; W as last computed, for the millisecond w_ms_ - 1 (0: none) */
+	/* the wake-up cost; W as last computed, for the w_refresh_ms period w_ms_ - 1 (0: none) */
 	wake_stats own_;
 	mutable std::atomic<uint64_t> w_ns_{0};
 	mutable std::atomic<uint64_t> last_w_ns_{0}; /* the last non-zero W: budget_w_ns() */

@@ -323,15 +323,16 @@ uint64_t spin_learner::wall_ms_now() noexcept
 
 uint64_t spin_learner::wake_cost_ns() const noexcept
 {
-	/* computed at most once per millisecond and own sample (two medians of 8 or four) */
+	/* computed at most once per w_refresh_ms and wake-up sample (two medians of 8, or four) */
 	const uint64_t now = now_ms();
-	if (w_ms_.load(std::memory_order_relaxed) == now + 1)
+	const uint64_t key = now / w_refresh_ms + 1;
+	if (w_ms_.load(std::memory_order_relaxed) == key)
 		return w_ns_.load(std::memory_order_relaxed);
 	uint64_t w = own_.cost_ns(now);
 	if (!w && in_.process)
 		w = in_.process->cost_ns(now);
 	w_ns_.store(w, std::memory_order_relaxed);
-	w_ms_.store(now + 1, std::memory_order_relaxed);
+	w_ms_.store(key, std::memory_order_relaxed);
 	if (w)
 		last_w_ns_.store(w, std::memory_order_relaxed);
 	return w;
@@ -464,16 +465,10 @@ void spin_learner::record_sleep(clock::duration arm, clock::duration slept,
 	wait_slept = true;
 	const uint64_t path = ns_of(arm) + ns_of(drain);
 	const uint64_t now = now_ms();
-	if (own_.add_path(path, now)) {
-		if (in_.process)
-			in_.process->add_path(path, now);
-		/* a path sample moves W only where the wake-up part can be known: with fewer than
-		 * 3 wake-up samples ever kept (no calibration ended by its timer yet, as while
-		 * CPUs are short) W stays 0, and so does the cached one (no medians per sleep) */
-		if (own_.wake().kept() >= sample_window::min_fresh ||
-		    (in_.process && in_.process->wake().kept() >= sample_window::min_fresh))
-			w_ms_.store(0, std::memory_order_relaxed);
-	}
+	/* the path sample reaches W at its next refresh (w_refresh_ms): W recomputed after
+	 * every sleep cost its medians on every wait that slept */
+	if (own_.add_path(path, now) && in_.process)
+		in_.process->add_path(path, now);
 	const uint64_t ns = ns_of(slept);
 	const uint64_t m = sleep_ns_.load(std::memory_order_relaxed);
 	sleep_ns_.store(m == 0 ? ns : m - m / 8 + ns / 8, std::memory_order_relaxed);
