@@ -16,13 +16,13 @@ comparison, ours). CPU is per thread, from /proc/self/task/TID/schedstat (nanose
 on CPU; /proc/self/task/TID/stat's utime + stime, in clock ticks, when schedstat is
 missing; the main thread's own from its CPU clock, which schedstat lags by up to a tick while
 the thread runs), and so are the voluntary and involuntary context switches
-(/proc/self/task/TID/status), read at each phase boundary. The main thread's own figures are
+(/proc/self/task/TID/status) and the minor page faults (stat), read at each phase boundary. The main thread's own figures are
 read first and again last at a boundary: what reading the other threads' files costs it (more
 threads, more files) is charged to neither phase but shown apart ("sampling"). It prints one
 line per thread:
 
   thread TID NAME sleeps-in SYSCALL wait W% read R% verify V% (percent of one core over the
-  phase's wall time) per-step wait cpu C us vcs V ics I read cpu C us vcs V ics I
+  phase's wall time) per-step wait cpu C us vcs V ics I minflt F read cpu ... (the same)
 
 and the summary lines "steps ... verified ...", "rate ... steps/s", "cpu wait ... read ...",
 "sampling ...".
@@ -77,11 +77,17 @@ PHASES = ("wait", "read", "verify")
 
 
 def read_thread(tid):
-    """(nanoseconds on CPU, voluntary, involuntary context switches) of a thread of this
-    process, or None when it ended meanwhile. The CPU is read last: for the main thread, what
-    the call costs before it is on the clock read."""
+    """(nanoseconds on CPU, voluntary, involuntary context switches, minor page faults) of a
+    thread of this process, or None when it ended meanwhile. The CPU is read last: for the
+    main thread, what the call costs before it is on the clock read."""
     d = "/proc/self/task/%d" % tid
     vcs = ics = 0
+    try:
+        with open(d + "/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        minflt, ticks = int(fields[7]), int(fields[11]) + int(fields[12])
+    except (OSError, ValueError, IndexError):
+        return None
     try:
         with open(d + "/status") as f:
             for line in f:
@@ -94,18 +100,12 @@ def read_thread(tid):
     if tid == os.getpid() and tid == threading.get_native_id():
         # the calling thread's own: schedstat moves only when the scheduler updates it (at a
         # tick or a sleep), the thread's CPU clock is exact
-        return (time.thread_time_ns(), vcs, ics)
+        return (time.thread_time_ns(), vcs, ics, minflt)
     try:
         with open(d + "/schedstat") as f:
-            return (int(f.read().split()[0]), vcs, ics)
+            return (int(f.read().split()[0]), vcs, ics, minflt)
     except (OSError, ValueError, IndexError):
-        pass
-    try:
-        with open(d + "/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return ((int(fields[11]) + int(fields[12])) * TICK_NS, vcs, ics)
-    except (OSError, ValueError, IndexError):
-        return None
+        return (ticks * TICK_NS, vcs, ics, minflt)
 
 
 def snapshot():
@@ -192,7 +192,8 @@ def reader(args):
     got = np.empty(n, dtype=np.uint64)
     eng = io.Open(args.stream, adios2.Mode.Read)
     print("reader: connected to the writer", flush=True)
-    # figures per phase and thread: [ns on CPU, voluntary, involuntary context switches]
+    # figures per phase and thread: (ns on CPU, voluntary, involuntary context switches,
+    # minor page faults)
     acc = {p: {} for p in PHASES}
     wall = {p: 0.0 for p in PHASES}
     sampling = [0]  # the main thread's CPU (ns) spent reading the other threads' files
@@ -216,8 +217,8 @@ def reader(args):
         a = acc[phase]
         start, end = s_a[1], s_b[0]
         for tid, v in end.items():
-            v0 = start.get(tid, (0, 0, 0))
-            old = a.get(tid, (0, 0, 0))
+            v0 = start.get(tid, (0, 0, 0, 0))
+            old = a.get(tid, (0, 0, 0, 0))
             a[tid] = tuple(o + x - x0 for o, x, x0 in zip(old, v, v0))
 
     where = {}
@@ -277,9 +278,10 @@ def reader(args):
                for p in PHASES]
         per = []
         for p in ("wait", "read"):
-            ns, vcs, ics = acc[p].get(tid, (0, 0, 0))
-            per.append("%s cpu %.1f us vcs %.2f ics %.2f"
-                       % (p, ns / 1e3 / max(steps, 1), vcs / max(steps, 1), ics / max(steps, 1)))
+            ns, vcs, ics, flt = acc[p].get(tid, (0, 0, 0, 0))
+            k = max(steps, 1)
+            per.append("%s cpu %.1f us vcs %.2f ics %.2f minflt %.2f"
+                       % (p, ns / 1e3 / k, vcs / k, ics / k, flt / k))
         print("thread %d %s%s sleeps-in %s %s per-step %s"
               % (tid, name, " (main)" if tid == main else "", call, " ".join(pct), " ".join(per)))
     tot = {p: sum(cpu[p].values()) / 1e9 for p in PHASES}
@@ -320,7 +322,12 @@ def count(args):
     call_re = re.compile(r"^([a-z_0-9]+)\((.*)")
     mark_re = re.compile(r'^write\(\d+, "vwait-mark ([a-z-]+) (\d+)"')
     clone_re = re.compile(r"^clone3?\(.*\)\s+=\s+(\d+)")
-    calls = []   # (time, tid, call, args)
+    fd_re = re.compile(r"^(\d+)")
+    ret_re = re.compile(r"\)\s+=\s+(\d+)")
+    made_re = re.compile(r"^(openat|eventfd2?|socket|epoll_create1?|timerfd_create|memfd_create|"
+                         r"signalfd4?|accept4?|dup[23]?)\((.*)")
+    fd_kind = {}  # fd -> what made it (the last one to, in the file's order)
+    calls = []   # (time, tid, call, args, what its fd is)
     marks = []   # (time, phase, step)
     created = {}  # tid -> the thread that created it
     main = None
@@ -347,7 +354,27 @@ def count(args):
             cl = clone_re.match(rest)
             if cl:
                 created[int(cl.group(1))] = tid
-            calls.append((t, tid, c.group(1), c.group(2)))
+            call, a = c.group(1), c.group(2)
+            mm, r = made_re.match(rest), ret_re.search(rest)
+            if mm and r:
+                kind = mm.group(1)
+                if kind == "openat":
+                    path = re.search(r'"([^"]*)"', a)
+                    kind = path.group(1).rsplit("/", 1)[-1] if path else "file"
+                fd_kind[int(r.group(1))] = kind
+            elif call == "pipe2":
+                for fd in re.findall(r"\d+", a.split("]")[0]):
+                    fd_kind[int(fd)] = "pipe"
+            what = ""
+            if call in ("read", "write", "ioctl", "writev", "readv", "sendmsg", "recvmsg",
+                        "pread64", "fcntl"):
+                fdm = fd_re.match(a)
+                if fdm:
+                    fd = int(fdm.group(1))
+                    what = fd_kind.get(fd, "fd %d" % fd)
+                    if call == "ioctl":
+                        what += ", " + a.split(",")[1].strip() if "," in a else ""
+            calls.append((t, tid, call, a, what))
     if not marks or marks[-1][1] != "end":
         print("count: no markers, or no end marker, in %s (adios2_sst.py reader --mark)"
               % args.trace)
@@ -359,12 +386,17 @@ def count(args):
     times = [b[0] for b in bounds]
     per = {}    # tid -> phase -> call -> n
     sleeps = {}  # tid -> call -> (n, first args)
-    for t, tid, call, a in calls:
+    byfd = {}   # tid -> phase -> "call(what)" -> n
+    for t, tid, call, a, what in calls:
         if t < t_first or t >= t_end:
             continue
         phase = bounds[bisect.bisect_right(times, t) - 1][1]
         d = per.setdefault(tid, {}).setdefault(phase, {})
         d[call] = d.get(call, 0) + 1
+        if what:
+            d = byfd.setdefault(tid, {}).setdefault(phase, {})
+            k = "%s(%s)" % (call, what)
+            d[k] = d.get(k, 0) + 1
         if call in BLOCKING:
             n, first = sleeps.setdefault(tid, {}).get(call, (0, a))
             sleeps[tid][call] = (n + 1, first)
@@ -380,11 +412,11 @@ def count(args):
         print("  calls per step: wait %.2f read %.2f verify %.2f"
               % (tot["wait"], tot["read"], tot["verify"]))
         for p in ("wait", "read"):
-            d = ph.get(p, {})
-            if d:
-                print("  %s: %s" % (p, " ".join(
-                    "%s %.2f" % (k, v / max(steps, 1))
-                    for k, v in sorted(d.items(), key=lambda kv: (-kv[1], kv[0])))))
+            for head, d in (("", ph.get(p, {})), (" by fd", byfd.get(tid, {}).get(p, {}))):
+                if d:
+                    print("  %s%s: %s" % (p, head, " ".join(
+                        "%s %.2f" % (k, v / max(steps, 1))
+                        for k, v in sorted(d.items(), key=lambda kv: (-kv[1], kv[0])))))
     return 0
 
 

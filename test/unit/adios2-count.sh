@@ -4,13 +4,16 @@
 # output (test/integration/adios2-sst.test, ADIOS2_STRACE), on a made-up trace of 2 steps: the
 # calls before the first and after the last marker are left out, and so are the markers; a call
 # is counted once, at its entry (not at "resumed"); another thread's calls fall in the phase
-# the main thread's markers set at their time. No device, no ADIOS2.
+# the main thread's markers set at their time; a read, write or ioctl is also counted by what
+# made its fd (an eventfd, a file opened by name). No device, no ADIOS2.
 src="${VWAIT_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}"
 command -v python3 >/dev/null || { echo "python3 not found: skipped"; exit 77; }
 dir=$(mktemp -d) || exit 1
 trap 'rm -rf "$dir"' EXIT
 cat >"$dir/trace" <<'TRACE'
 100  10.000000 openat(AT_FDCWD, "x", O_RDONLY) = 3
+100  10.050000 eventfd2(0, EFD_CLOEXEC|EFD_NONBLOCK) = 5
+100  10.060000 openat(AT_FDCWD, "/dev/infiniband/uverbs0", O_RDWR|O_CLOEXEC) = 6
 100  10.100000 clone3({flags=CLONE_VM, ...}, 88) = 101
 100  11.000000 write(9, "vwait-mark wait-begin 0", 23) = 23
 101  11.100000 poll([{fd=5, events=POLLIN}], 1, -1 <unfinished ...>
@@ -31,6 +34,7 @@ cat >"$dir/trace" <<'TRACE'
 100  11.800000 write(9, "vwait-mark read-begin 1", 23) = 23
 100  11.810000 poll([{fd=6, events=POLLIN}], 1, -1) = 1 ([{fd=6, revents=POLLIN}])
 100  11.820000 poll([{fd=6, events=POLLIN}], 1, -1) = 1 ([{fd=6, revents=POLLIN}])
+100  11.830000 ioctl(6, RDMA_VERBS_IOCTL, 0x7ffc) = 0
 100  11.900000 write(9, "vwait-mark verify-begin 1", 25) = 25
 100  12.000000 write(9, "vwait-mark wait-begin 2", 23) = 23
 100  12.100000 write(9, "vwait-mark read-begin 2", 23) = 23
@@ -49,11 +53,13 @@ fail=0
 want() { printf '%s\n' "$out" | grep -qxF -- "$1" || { echo "missing: '$1'"; fail=1; }; }
 want "trace $dir/trace: 2 steps, 1.20 s between the first and the last marker"
 want "thread 100 (main) created-by - sleeps-in poll([{fd=6, events=POLLIN}], 1, -1) = 1 ([{f"
-want "  calls per step: wait 1.00 read 1.50 verify 0.00"
+want "  calls per step: wait 1.00 read 2.00 verify 0.00"
 want "  wait: futex 1.00"
-want "  read: poll 1.50"
+want "  read: poll 1.50 ioctl 0.50"
+want "  read by fd: ioctl(uverbs0, RDMA_VERBS_IOCTL) 0.50"
 want "thread 101 created-by 100 sleeps-in poll([{fd=5, events=POLLIN}], 1, -1 <unfinish"
 want "  calls per step: wait 2.50 read 0.50 verify 0.00"
 want "  wait: futex 1.00 read 1.00 poll 0.50"
+want "  wait by fd: read(eventfd2) 1.00"
 want "  read: poll 0.50"
 exit $fail
