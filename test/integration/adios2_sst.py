@@ -31,7 +31,8 @@ and the summary lines "steps ... verified ...", "rate ... steps/s", "cpu wait ..
                                 PHASE-begin STEP") at each phase boundary and samples nothing:
                                 for a reader run under strace -f -ttt -o TRACE
   adios2_sst.py count TRACE     system calls per step of each thread of such a trace, by phase
-                                (between the first and the last marker), and by call
+  [--skip N]                    (between the first and the last marker, or from step N on:
+                                step 0's read makes rxm's connection), and by call
 The libfabric provider and domain come from the environment: FI_PROVIDER (vwait or verbs)
 and FABRIC_IFACE (the domain name: SST takes any provider whose domain has that name;
 without it SST takes only providers named verbs, gni, psm2 or cxi).
@@ -373,13 +374,21 @@ def count(args):
                     fd = int(fdm.group(1))
                     what = fd_kind.get(fd, "fd %d" % fd)
                     if call == "ioctl":
-                        what += ", " + a.split(",")[1].strip() if "," in a else ""
+                        req = a.split(",")[1] if "," in a else ""
+                        what += ", " + req.replace("<unfinished ...>", "").strip() if req else ""
             calls.append((t, tid, call, a, what))
     if not marks or marks[-1][1] != "end":
         print("count: no markers, or no end marker, in %s (adios2_sst.py reader --mark)"
               % args.trace)
         return 1
-    steps = marks[-1][2]
+    # --skip N: from the wait for step N on (step 0's read makes rxm's connection)
+    first_mark = next((i for i, mk in enumerate(marks)
+                       if mk[1] == "wait-begin" and mk[2] == args.skip), None)
+    if first_mark is None:
+        print("count: no marker of step %d in %s" % (args.skip, args.trace))
+        return 1
+    marks = marks[first_mark:]
+    steps = marks[-1][2] - args.skip
     t_first, t_end = marks[0][0], marks[-1][0]
     bounds = [(t, ph.replace("-begin", "")) for t, ph, _ in marks[:-1]]
     import bisect
@@ -400,8 +409,8 @@ def count(args):
         if call in BLOCKING:
             n, first = sleeps.setdefault(tid, {}).get(call, (0, a))
             sleeps[tid][call] = (n + 1, first)
-    print("trace %s: %d steps, %.2f s between the first and the last marker"
-          % (args.trace, steps, t_end - t_first))
+    print("trace %s: %d steps (from step %d), %.2f s between the first and the last marker"
+          % (args.trace, steps, args.skip, t_end - t_first))
     for tid in sorted(per, key=lambda x: (x != main, x)):
         ph = per[tid]
         tot = {p: sum(ph.get(p, {}).values()) / max(steps, 1) for p in PHASES}
@@ -424,6 +433,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("role", choices=("writer", "reader", "count"))
     ap.add_argument("trace", nargs="?", help="count: the strace -f -ttt output of a --mark reader")
+    ap.add_argument("--skip", type=int, default=0,
+                    help="count: leave out the first SKIP steps (step 0 connects)")
     ap.add_argument("--mark", action="store_true",
                     help="reader: markers at the phase boundaries, no sampling (under strace)")
     ap.add_argument("--steps", type=int, default=50)
@@ -432,7 +443,7 @@ def main():
     ap.add_argument("--stream", default="vwait-sst")
     ap.add_argument("--open-timeout", type=int, default=60)
     ap.add_argument("--transport", default="RDMA", help="SST's DataTransport (WAN: no libfabric)")
-    args = ap.parse_args()
+    args = ap.parse_intermixed_args()
     if args.steps < 1 or args.mib < 1:
         ap.error("--steps and --mib must be at least 1")
     if args.role == "count":

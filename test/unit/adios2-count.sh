@@ -4,7 +4,7 @@
 # output (test/integration/adios2-sst.test, ADIOS2_STRACE), on a made-up trace of 2 steps: the
 # calls before the first and after the last marker are left out, and so are the markers; a call
 # is counted once, at its entry (not at "resumed"); another thread's calls fall in the phase
-# the main thread's markers set at their time; a read, write or ioctl is also counted by what
+# the main thread's markers set at their time; --skip N starts at step N's wait; a read, write or ioctl is also counted by what
 # made its fd (an eventfd, a file opened by name). No device, no ADIOS2.
 src="${VWAIT_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}"
 command -v python3 >/dev/null || { echo "python3 not found: skipped"; exit 77; }
@@ -51,7 +51,7 @@ echo "$out"
 fail=0
 # WANT: a line of the output, exactly
 want() { printf '%s\n' "$out" | grep -qxF -- "$1" || { echo "missing: '$1'"; fail=1; }; }
-want "trace $dir/trace: 2 steps, 1.20 s between the first and the last marker"
+want "trace $dir/trace: 2 steps (from step 0), 1.20 s between the first and the last marker"
 want "thread 100 (main) created-by - sleeps-in poll([{fd=6, events=POLLIN}], 1, -1) = 1 ([{f"
 want "  calls per step: wait 1.00 read 2.00 verify 0.00"
 want "  wait: futex 1.00"
@@ -62,4 +62,13 @@ want "  calls per step: wait 2.50 read 0.50 verify 0.00"
 want "  wait: futex 1.00 read 1.00 poll 0.50"
 want "  wait by fd: read(eventfd2) 1.00"
 want "  read: poll 0.50"
+# --skip 1: step 1 alone
+out=$(python3 "$src/test/integration/adios2_sst.py" count --skip 1 "$dir/trace") || {
+	echo "count --skip 1 failed: $out"
+	exit 1
+}
+echo "$out"
+want "trace $dir/trace: 1 steps (from step 1), 0.60 s between the first and the last marker"
+want "  calls per step: wait 1.00 read 3.00 verify 0.00"
+want "  calls per step: wait 2.00 read 0.00 verify 0.00"
 exit $fail
