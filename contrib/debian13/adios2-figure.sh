@@ -6,8 +6,11 @@
 # element verified (at 0.1 s the reader cannot keep up on the emulated CPU, and its "waiting"
 # CPU is SST catching up, not waiting); first one verbs run at the default FI_UNIVERSE_SIZE, to show how it fails
 # (ADIOS2_VERBS_DEFAULT=0 leaves it out). Prints each run's figures (steps/s, the reader's CPU
-# waiting and reading, by thread), then median and min-max. D13_BUILDDIR: a tree built in the
-# root (contrib/setup.sh's debian13-build stage: _build/ci-debian13, the default).
+# waiting and reading, by thread, with each thread's context switches per step), then median
+# and min-max. ADIOS2_STRACE="STRACE-COMMAND" (ADIOS2_STRACE_REPEATS pairs, default 2) adds
+# runs with the reader under strace -f and its system calls per step by thread and phase
+# (test/integration/adios2-sst.test). D13_BUILDDIR: a tree built in the root
+# (contrib/setup.sh's debian13-build stage: _build/ci-debian13, the default).
 # Root only (the VM on the root). About 4 min of VM for the defaults in the TCG guest.
 set -u -o pipefail
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
