@@ -87,6 +87,35 @@ tn_pair() {
 	[ "$crc" = 0 ] && [ "$src" = 0 ]
 }
 
+# tn_feed FEEDER_JOB WAITER_JOB PORT 'FEEDER OPTIONS' 'WAITER OPTIONS': test/two-node/xnode's
+# feeder on node b and its waiter on node a, connected on PORT; the listener first, the other
+# once it listens (xnode -L; up to 30 s). On RoCE the feeder listens and the waiter connects.
+# On iWARP the waiter listens and the feeder connects: the feeder sends first, and MPA lets
+# only the connecting side do that (a message the accepting side sends at once can reach the
+# other side with the MPA reply, and siw there fails the connect: FI_ECONNABORTED; fi_vwait(7)).
+tn_feed() {
+	local fj=$1 wj=$2 port=$3 fo=$4 wo=$5 x=$VWAIT_BUILDDIR/test/two-node/xnode
+	local l=$PWD/$2.listening lj
+	rm -f "$l"
+	if tn_is_iwarp; then
+		lj=$wj
+		tn_start a "$wj" "$x waiter -l $port -L $l $wo"
+	else
+		lj=$fj
+		tn_start b "$fj" "$x feeder -l $port -L $l $fo"
+	fi
+	for _ in $(seq 300); do
+		[ -e "$l" ] && break
+		sleep 0.1
+	done
+	[ -e "$l" ] || { tn_wait "$lj" 1; fail "$lj never listened on port $port"; }
+	if tn_is_iwarp; then
+		tn_start b "$fj" "$x feeder -c $ADDR_A -p $port $fo"
+	else
+		tn_start a "$wj" "$x waiter -c $ADDR_B -p $port $wo"
+	fi
+}
+
 # tn_link_ready: the link is up (qemu) and the device's port (RXE_DEV on the nodes: rxe0, or
 # siw0 with VM_RDMA=siw) is ACTIVE on both nodes (up to 30 s). siw ignores the carrier: its
 # port stays ACTIVE while the link is down.

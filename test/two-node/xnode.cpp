@@ -19,9 +19,11 @@
  *                                 created once the receives are posted.
  *                                 -k ROUNDS (soak): R receives per round on each connection,
  *                                 re-posted when all completed, the same waiter threads' kinds
- *                                 each round (message k*R+i lands in receive i of round k); fds
- *                                 and RSS after round 1 and after the last must match (RSS
- *                                 within 4 MiB). The feeder then sends R*ROUNDS (-n).
+ *                                 each round (message k*R+i lands in receive i of round k);
+ *                                 from after round 2 to after round ROUNDS - 1 (-k 4 or more)
+ *                                 no more fds (eventfds and timerfds: at most soak_threads
+ *                                 more each) and RSS within 4 MiB. The feeder then sends
+ *                                 R*ROUNDS (-n).
  *                                 -P (paced, with -k): once a round's receives are posted
  *                                 again, a message (a "go") to the feeder on each connection.
  *   xnode feeder (-l PORT | -c ADDR -p PORT) [-n K] [-i MS] [-t sleep|exit] [-R FILE]
@@ -34,7 +36,13 @@
  *                                 retry to pace a feeder: a message that finds no receive
  *                                 ends the connection).
  *
- * ADDR is the peer's IPv4 address; a listener binds RXE_ADDR. Exit 0 pass, 1 fail, 2 usage. */
+ * waiter and feeder: -L FILE: created once listening (with -l).
+ *
+ * ADDR is the peer's IPv4 address; a listener binds RXE_ADDR. Exit 0 pass, 1 fail, 2 usage.
+ * On iWARP the side that connects must send first (MPA; fi_vwait(7)): a message the accepting
+ * side sends at once can reach the connecting side with the MPA reply, and siw there fails the
+ * connection (FI_ECONNABORTED). The feeder sends first, so on iWARP the tests run the waiter
+ * with -l and the feeder with -c (test/two-node/common.sh, tn_feed). */
 #include "vwait/fi_deprecated.h"
 
 #include <rdma/fabric.h>
@@ -49,10 +57,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -104,6 +114,73 @@ size_t count_fds()
 	return n;
 }
 
+/* the open fds by what they are: "anon_inode:[eventfd]", "/dev/infiniband/uverbs0", "socket"
+ * (the number in "socket:[123]" or "pipe:[45]" dropped) */
+std::map<std::string, int> fd_kinds()
+{
+	std::map<std::string, int> kinds;
+	DIR *d = opendir("/proc/self/fd");
+	if (!d)
+		return kinds;
+	while (struct dirent *e = readdir(d)) {
+		if (e->d_name[0] == '.')
+			continue;
+		char link[PATH_MAX];
+		const std::string path = std::string("/proc/self/fd/") + e->d_name;
+		ssize_t n = readlink(path.c_str(), link, sizeof(link) - 1);
+		if (n < 0)
+			continue;
+		std::string kind(link, static_cast<size_t>(n));
+		const size_t colon = kind.find(":[");
+		if (colon != std::string::npos && kind.compare(0, 10, "anon_inode") != 0)
+			kind.resize(colon);
+		kinds[kind]++;
+	}
+	closedir(d);
+	return kinds;
+}
+
+/* What vwait keeps for blocking is made at a thread's first sleep and kept: a signal (an
+ * eventfd) per sleeping thread, pooled for reuse when the thread ends, and a calibration
+ * timerfd for the thread's life. A thread may first sleep in any round, so over a soak the
+ * waiter's eventfds and timerfds may each grow by one per thread that can sleep: its main
+ * thread (-P), the EQ reader, the three waiters, and vwait's EQ thread. */
+constexpr int soak_threads = 6;
+
+/* true when b holds more fds of a kind than a: more than soak_threads more eventfds or
+ * timerfds, or any more of another kind */
+bool fds_grew(const std::map<std::string, int> &a, const std::map<std::string, int> &b)
+{
+	for (const auto &[kind, n] : b) {
+		const auto was = a.find(kind);
+		const int more = n - (was == a.end() ? 0 : was->second);
+		const bool per_thread =
+		    kind == "anon_inode:[eventfd]" || kind == "anon_inode:[timerfd]";
+		if (more > (per_thread ? soak_threads : 0))
+			return true;
+	}
+	return false;
+}
+
+/* what changed from a to b: "+3 anon_inode:[eventfd], -1 socket" (empty: nothing) */
+std::string fd_change(const std::map<std::string, int> &a, const std::map<std::string, int> &b)
+{
+	std::map<std::string, int> diff;
+	for (const auto &[kind, n] : b)
+		diff[kind] += n;
+	for (const auto &[kind, n] : a)
+		diff[kind] -= n;
+	std::string out;
+	for (const auto &[kind, n] : diff) {
+		if (!n)
+			continue;
+		if (!out.empty())
+			out += ", ";
+		out += (n > 0 ? "+" : "") + std::to_string(n) + " " + kind;
+	}
+	return out;
+}
+
 long rss_kib()
 {
 	long pages = 0, rss = 0;
@@ -124,8 +201,9 @@ struct base {
 	bool listening = false;
 };
 
-/* fabric, domain and EQ; a listener on RXE_ADDR:port, or the info to connect to addr:port */
-void open_base(base &b, const char *addr, const char *port)
+/* fabric, domain and EQ; a listener on RXE_ADDR:port (listening: a file created once it
+ * listens), or the info to connect to addr:port */
+void open_base(base &b, const char *addr, const char *port, const char *listening = nullptr)
 {
 	struct fi_info *hints = fi_allocinfo();
 	hints->ep_attr->type = FI_EP_MSG;
@@ -155,6 +233,7 @@ void open_base(base &b, const char *addr, const char *port)
 		CHECK(fi_passive_ep(b.fab, b.info, &b.pep, nullptr));
 		CHECK(fi_pep_bind(b.pep, &b.eq->fid, 0));
 		CHECK(fi_listen(b.pep));
+		touch(listening);
 	}
 }
 
@@ -256,10 +335,13 @@ void establish(base &b, conn &c, struct fid_wait *ws, bool counter, size_t slots
 		post_recvs(c, recvs);
 		CHECK(fi_connect(c.ep, b.info->dest_addr, pdata.data(), pdata.size()));
 	}
-	int ev = eq_next(b, &cm, data);
+	struct fi_eq_err_entry err = {};
+	int ev = eq_next(b, &cm, data, &err);
 	if (ev != FI_CONNECTED) {
-		fprintf(stderr, "FAIL: expected FI_CONNECTED, got %d (%s)\n", ev,
-		        ev < 0 ? fi_strerror(-ev) : "event");
+		fprintf(stderr, "FAIL: expected FI_CONNECTED, got %d (%s; provider errno %d: %s)\n",
+		        ev, ev < 0 ? fi_strerror(-ev) : "event", ev < 0 ? err.prov_errno : 0,
+		        ev < 0 ? fi_eq_strerror(b.eq, err.prov_errno, err.err_data, nullptr, 0)
+		               : "-");
 		exit(1);
 	}
 	if (!b.listening && peer_data)
@@ -390,7 +472,8 @@ int cm_client(const char *addr, const char *port)
 
 /* ------------------------------------------------------------------ waiter / feeder */
 struct opts {
-	const char *listen_port = nullptr, *addr = nullptr, *port = nullptr, *ready = nullptr;
+	const char *listen_port = nullptr, *addr = nullptr, *port = nullptr, *ready = nullptr,
+	           *listening = nullptr;
 	size_t r = 64, n = 16, rounds = 1;
 	long expect_ok = -1;
 	bool expect_error = false, no_eq = false, paced = false;
@@ -430,7 +513,7 @@ struct tally {
 int waiter(const opts &o)
 {
 	base b;
-	open_base(b, o.addr, o.port ? o.port : o.listen_port);
+	open_base(b, o.addr, o.port ? o.port : o.listen_port, o.listening);
 	struct fid_wait *ws = nullptr;
 	struct fi_wait_attr wa = {};
 	wa.wait_obj = FI_WAIT_UNSPEC;
@@ -465,7 +548,15 @@ int waiter(const opts &o)
 			               }
 			               end[3] = now();
 		});
-	size_t fds0 = 0;
+	/* fds and RSS after round 2 (the baseline) and after round ROUNDS - 1 (-k 4 or more).
+	 * Not after round 1: nobody may have slept in it (the feeder sends it unasked, so its
+	 * messages can all be there before the round's threads start). Not after the last: once
+	 * the feeder has sent it, it shuts down, and the EQ reader ends with what it kept for
+	 * blocking; the feeder cannot send the last round before its receives are posted (RNR
+	 * retry, or no "go" with -P). See soak_threads for the eventfds and timerfds. */
+	const size_t base_round = 1, last_round = o.rounds >= 4 ? o.rounds - 2 : 0;
+	size_t fds_first = 0, fds0 = 0;
+	std::map<std::string, int> kinds_first, kinds0;
 	long rss0 = 0;
 	for (size_t k = 0; k < o.rounds; k++) {
 		if (k) { /* the next round: fresh receives, the same waiters */
@@ -565,23 +656,37 @@ int waiter(const opts &o)
 		wait.join();
 		if (failures || t[0].err || t[1].err)
 			break;
-		if (o.rounds > 1 && (k == 0 || k + 1 == o.rounds)) {
-			size_t fds = count_fds();
-			long rss = rss_kib();
-			if (k == 0) {
-				fds0 = fds;
-				rss0 = rss;
-			} else {
-				printf("SOAK %zu rounds x %zu receives x 2 connections: fds %zu -> "
-				       "%zu, "
-				       "rss %ld -> %ld KiB\n",
-				       o.rounds, o.r, fds0, fds, rss0, rss);
-				if (fds != fds0 || rss - rss0 > 4096) {
-					printf("FAIL: fds or memory grew over the soak\n");
-					failures++;
-				}
+		if (last_round && k == 0) {
+			fds_first = count_fds();
+			kinds_first = fd_kinds();
+		}
+		if (last_round && k == base_round) {
+			fds0 = count_fds();
+			kinds0 = fd_kinds();
+			rss0 = rss_kib();
+		}
+		if (last_round && k == last_round) {
+			const size_t fds = count_fds();
+			const std::map<std::string, int> kinds = fd_kinds();
+			const long rss = rss_kib();
+			const std::string early = fd_change(kinds_first, kinds0),
+			                  late = fd_change(kinds0, kinds);
+			printf("SOAK %zu rounds x %zu receives x 2 connections: "
+			       "fds %zu after round 1, %zu after round 2 (%s), "
+			       "%zu after round %zu (%s); rss %ld -> %ld KiB\n",
+			       o.rounds, o.r, fds_first, fds0,
+			       early.empty() ? "same" : early.c_str(), fds, k + 1,
+			       late.empty() ? "same" : late.c_str(), rss0, rss);
+			if (fds_grew(kinds0, kinds) || rss - rss0 > 4096) {
+				printf("FAIL: fds or memory grew over the soak\n");
+				failures++;
 			}
 		}
+		if (o.rounds > 1 && !last_round && k + 1 == o.rounds)
+			printf(
+			    "SOAK %zu rounds x %zu receives x 2 connections: fewer than 4 rounds, "
+			    "fds and RSS not compared\n",
+			    o.rounds, o.r);
 	}
 	for (int i = 0; i < 2; i++) {
 		t[i].ok += total[i].ok;
@@ -632,7 +737,7 @@ int waiter(const opts &o)
 int feeder(const opts &o)
 {
 	base b;
-	open_base(b, o.addr, o.port ? o.port : o.listen_port);
+	open_base(b, o.addr, o.port ? o.port : o.listen_port, o.listening);
 	conn c[2];
 	const size_t recvs = o.paced ? 1 : 0, slots = 8 + recvs; /* -P: one receive for the go */
 	establish(b, c[0], nullptr, false, slots, recvs, "feeder");
@@ -677,7 +782,7 @@ int feeder(const opts &o)
 {
 	fprintf(stderr, "usage: xnode cm-server PORT | cm-client ADDR PORT |\n"
 	                "       xnode waiter|feeder (-l PORT | -c ADDR -p PORT) [-r R] [-n N] "
-	                "[-e] [-E] [-i MS] [-t sleep|exit] [-R FILE] [-k ROUNDS] [-P]\n");
+	                "[-e] [-E] [-i MS] [-t sleep|exit] [-R FILE] [-k ROUNDS] [-P] [-L FILE]\n");
 	exit(2);
 }
 
@@ -698,7 +803,7 @@ int main(int argc, char **argv)
 	opts o;
 	int ch;
 	optind = 2;
-	while ((ch = getopt(argc, argv, "l:c:p:r:n:eEi:t:R:k:P")) != -1) {
+	while ((ch = getopt(argc, argv, "l:c:p:r:n:eEi:t:R:k:PL:")) != -1) {
 		switch (ch) {
 		case 'l':
 			o.listen_port = optarg;
@@ -736,6 +841,9 @@ int main(int argc, char **argv)
 			break;
 		case 'P':
 			o.paced = true;
+			break;
+		case 'L':
+			o.listening = optarg;
 			break;
 		default:
 			usage();
