@@ -261,6 +261,17 @@ struct options {
 	bool block = false; /* -P block: the waits never spin (default: adaptive) */
 };
 
+/* closes a harness's wait set and poll set, either of which may be absent */
+void close_sets(struct fid_wait *&set, struct fid_poll *&pset)
+{
+	if (set)
+		fi_close(&set->fid);
+	set = nullptr;
+	if (pset)
+		fi_close(&pset->fid);
+	pset = nullptr;
+}
+
 /* What scale_round runs: one round of a harness. */
 class rounds
 {
@@ -515,12 +526,7 @@ public:
 		if (waiter_ && !chans_.empty())
 			waiter_->remove_source(chans_[0]->fd());
 		waiter_ = nullptr;
-		if (set_)
-			fi_close(&set_->fid);
-		set_ = nullptr;
-		if (pset_)
-			fi_close(&pset_->fid);
-		pset_ = nullptr;
+		close_sets(set_, pset_);
 		chans_.clear();
 	}
 
@@ -585,7 +591,8 @@ public:
 			struct fi_wait_attr wa = {};
 			wa.wait_obj = FI_WAIT_FD;
 			if ((ret = fi_sets::wait_open(env_.fabric, &wa, &set_))) {
-				fprintf(stderr, "tcp: fi_wait_open(FI_WAIT_FD): %s\n", fi_strerror(-ret));
+				fprintf(stderr, "tcp: fi_wait_open(FI_WAIT_FD): %s\n",
+				        fi_strerror(-ret));
 				return ret;
 			}
 			ca.wait_obj = FI_WAIT_SET;
@@ -607,8 +614,8 @@ public:
 			struct fid_cq *cq = nullptr;
 			ret = fi_cq_open(env_.domain, &ca, &cq, cq_context(i));
 			if (ret) {
-				fprintf(stderr, "tcp: fi_cq_open %d (wait_obj %d): %s\n", i, ca.wait_obj,
-				        fi_strerror(-ret));
+				fprintf(stderr, "tcp: fi_cq_open %d (wait_obj %d): %s\n", i,
+				        ca.wait_obj, fi_strerror(-ret));
 				return ret;
 			}
 			cqs_.push_back(cq);
@@ -634,7 +641,8 @@ public:
 			ret = fi_trywait(env_.fabric, reinterpret_cast<struct fid **>(cqs_.data()),
 			                 opt_.members);
 			if (ret) {
-				fprintf(stderr, "tcp: fi_trywait on the members: %s\n", fi_strerror(-ret));
+				fprintf(stderr, "tcp: fi_trywait on the members: %s\n",
+				        fi_strerror(-ret));
 				return ret;
 			}
 		}
@@ -732,7 +740,10 @@ public:
 	}
 
 private:
-	static void *cq_context(int i) { return reinterpret_cast<void *>(static_cast<intptr_t>(i + 1)); }
+	static void *cq_context(int i)
+	{
+		return reinterpret_cast<void *>(static_cast<intptr_t>(i + 1));
+	}
 	size_t index(int k) const
 	{
 		const int stride = opt_.members / opt_.active;
@@ -761,7 +772,8 @@ private:
 			return left;
 		}
 		case mode::pollset: {
-			/* fi_cq_signal does not reach a CQ without a wait object: nothing to name */
+			/* fi_cq_signal does not reach a CQ without a wait object: nothing to name
+			 */
 			int k = fi_sets::poll(pset_, ctx_.data(), opt_.active);
 			return k < 0 ? k : left;
 		}
@@ -791,12 +803,7 @@ private:
 			fi_close(&cq->fid);
 		}
 		cqs_.clear();
-		if (set_)
-			fi_close(&set_->fid);
-		set_ = nullptr;
-		if (pset_)
-			fi_close(&pset_->fid);
-		pset_ = nullptr;
+		close_sets(set_, pset_);
 		ep_ = util::fd();
 	}
 
@@ -984,11 +991,12 @@ int main(int argc, char **argv)
 {
 	options o;
 	if (!parse(argc, argv, o)) {
-		fprintf(stderr,
-		        "usage: %s [-m [tcp-]waitset|[tcp-]pollset|[tcp-]epoll|threads|threads-set] "
-		        "[-N members] [-A active] [-I rounds] [-t] [-s] [-B] [-T threads] "
-		        "[-P block|adaptive]\n",
-		        argv[0]);
+		fprintf(
+		    stderr,
+		    "usage: %s [-m [tcp-]waitset|[tcp-]pollset|[tcp-]epoll|threads|threads-set] "
+		    "[-N members] [-A active] [-I rounds] [-t] [-s] [-B] [-T threads] "
+		    "[-P block|adaptive]\n",
+		    argv[0]);
 		return 2;
 	}
 	if (o.work != options::queue::none)
@@ -1083,7 +1091,8 @@ int main(int argc, char **argv)
 	}
 	printf("RESULT mode=%s%s%s members=%d active=%d rounds=%d completions_per_round=%d "
 	       "wakes_per_round=%.3f us_per_round=%.2f "
-	       "cpu_us_per_round=%.2f arms_per_round=%.3f fds=%d rss_kb=%ld resignals_per_round=%.3f\n",
+	       "cpu_us_per_round=%.2f arms_per_round=%.3f fds=%d rss_kb=%ld "
+	       "resignals_per_round=%.3f\n",
 	       o.name, o.spin ? "-s" : "", o.burst ? "-B" : "", o.members, o.active, o.rounds,
 	       o.burst ? o.active : 1, static_cast<double>(woke) / o.rounds, us / o.rounds,
 	       cpu / o.rounds, static_cast<double>(member::arms.load() - arms0) / o.rounds,
