@@ -15,6 +15,7 @@
  * usage: bench_util [-n iterations] [-q] [-T repeats]   (-q: skip the tcp part; -T: only the
  * think-time sweep)
  */
+#include "tcp_env.h"
 #include "vwait/fi_deprecated.h"
 #include "vwait/util/fd.h"
 #include "vwait/util/poll.h"
@@ -303,37 +304,6 @@ void bench_poll(int n)
 }
 
 /* ------------------------------------------------------------------ libfabric tcp */
-
-struct tcp_env {
-	struct fi_info *info = nullptr;
-	struct fid_fabric *fabric = nullptr;
-	struct fid_domain *domain = nullptr;
-	~tcp_env()
-	{
-		if (domain)
-			fi_close(&domain->fid);
-		if (fabric)
-			fi_close(&fabric->fid);
-		if (info)
-			fi_freeinfo(info);
-	}
-};
-
-int tcp_open(tcp_env &e)
-{
-	struct fi_info *hints = fi_allocinfo();
-	hints->ep_attr->type = FI_EP_MSG;
-	hints->caps = FI_MSG;
-	hints->fabric_attr->prov_name = strdup("tcp");
-	int ret = fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", nullptr, 0, hints, &e.info);
-	fi_freeinfo(hints);
-	if (ret)
-		return ret;
-	ret = fi_fabric(e.info->fabric_attr, &e.fabric, nullptr);
-	if (!ret)
-		ret = fi_domain(e.fabric, e.info, &e.domain, nullptr);
-	return ret;
-}
 
 void bench_tcp(int n)
 {

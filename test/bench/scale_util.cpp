@@ -36,11 +36,19 @@
  *   threads-set  T threads each in fi_cq_sread on its own CQ of one wait set (run_threads);
  *                -P block: with the block wait policy (every wait sleeps; default adaptive)
  *
- * usage: scale_util [-m waitset|pollset|epoll|threads|threads-set] [-N members] [-A active]
- *                   [-I rounds] [-t] [-s] [-T threads] [-P block|adaptive]
+ * -B: a burst: each round fires all A active members at once, and the waiter reads all of
+ * them (wakes_per_round: the waits it took; per completion = per round / A).
+ *
+ *   tcp-waitset, tcp-pollset, tcp-epoll: the same rounds over libfabric's own util objects
+ *   (the tcp provider's CQs through the public API; tcp_bench), the anchor
+ *
+ * usage: scale_util [-m [tcp-]waitset|[tcp-]pollset|[tcp-]epoll|threads|threads-set]
+ *                   [-N members] [-A active] [-I rounds] [-t] [-s] [-B] [-T threads]
+ *                   [-P block|adaptive]
  * Prints one RESULT line. Exit 0, 1 on error, 2 on usage. */
 #include "../unit/work_queue.h"
 #include "proc_self.h"
+#include "tcp_env.h"
 #include "vwait/fi_deprecated.h"
 #include "vwait/util/cq.h"
 #include "vwait/util/fd.h"
@@ -72,6 +80,9 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+/* one round of the measured ones (defined below, counted by callgrind alone) */
+extern "C" int scale_round(void *b, int round);
 
 namespace
 {
@@ -231,6 +242,9 @@ void channel::drain(void *arg) noexcept
 
 enum class mode { waitset, pollset, epoll };
 
+/* wait calls (fi_wait, fi_poll, epoll_wait) of the rounds: the wakes */
+unsigned long wakes = 0;
+
 struct options {
 	mode how = mode::waitset;
 	const char *name = "waitset";
@@ -238,18 +252,40 @@ struct options {
 	int active = 1;
 	int rounds = 1000;
 	bool threads = false;
-	bool spin = false; /* -s: waitset rounds without fi_trywait on the set */
+	bool spin = false;  /* -s: waitset rounds without fi_trywait on the set */
+	bool burst = false; /* -B: all A active members fire each round, all are read */
+	bool tcp = false;   /* -m tcp-*: libfabric's util objects (the tcp provider) */
 	/* -m threads / threads-set: the work-queue run (run_threads) instead of rounds */
 	enum class queue { none, one_cq, own_cqs } work = queue::none;
 	int consumers = 8;  /* -T */
 	bool block = false; /* -P block: the waits never spin (default: adaptive) */
 };
 
-class bench
+/* closes a harness's wait set and poll set, either of which may be absent */
+void close_sets(struct fid_wait *&set, struct fid_poll *&pset)
+{
+	if (set)
+		fi_close(&set->fid);
+	set = nullptr;
+	if (pset)
+		fi_close(&pset->fid);
+	pset = nullptr;
+}
+
+/* What scale_round runs: one round of a harness. */
+class rounds
+{
+public:
+	virtual ~rounds() = default;
+	virtual int round(int r) = 0;
+};
+
+class bench final : public rounds
 {
 public:
 	explicit bench(const options &o) : opt_(o) {}
-	~bench() { close(); }
+	~bench() override { close(); }
+	int round(int r) override;
 
 	int open()
 	{
@@ -328,6 +364,9 @@ public:
 				return ret;
 			}
 		}
+		pending_.reserve(static_cast<size_t>(opt_.active));
+		ctx_.resize(static_cast<size_t>(opt_.active));
+		evs_.resize(static_cast<size_t>(opt_.active));
 		/* every member armed once: the set sleeps until one of them fires */
 		return settle();
 	}
@@ -369,8 +408,56 @@ public:
 		return -FI_EOTHER;
 	}
 
+	/* -B: the A active members fired; wait until each one's entry is read. The harness
+	 * knows which members fired (as with A = 1) and reads those after each wait. */
+	int wait_all()
+	{
+		pending_.clear();
+		for (int i = 0; i < opt_.active; ++i)
+			pending_.push_back(active(i));
+		while (!pending_.empty()) {
+			++wakes;
+			if (int ret = wait_any())
+				return ret;
+			for (size_t i = 0; i < pending_.size();) {
+				member *m = pending_[i];
+				if (!m->read()) {
+					++i;
+					continue;
+				}
+				if (opt_.how == mode::epoll)
+					if (int ret = rearm(m))
+						return ret;
+				pending_[i] = pending_.back();
+				pending_.pop_back();
+			}
+		}
+		return opt_.how == mode::waitset ? rearm(active(0)) : 0;
+	}
+
+	/* one wait of wait_all: fi_poll and epoll_wait take up to A */
+	int wait_any()
+	{
+		switch (opt_.how) {
+		case mode::waitset: {
+			int ret = fi_sets::wait(set_, 5000);
+			return ret == -FI_EAGAIN ? 0 : ret;
+		}
+		case mode::pollset: {
+			int k = fi_sets::poll(pset_, ctx_.data(), opt_.active);
+			return k < 0 ? k : 0;
+		}
+		case mode::epoll: {
+			int k = epoll_wait(ep_.get(), evs_.data(), opt_.active, 5000);
+			return k <= 0 ? (k == 0 ? -FI_ETIMEDOUT : -errno) : 0;
+		}
+		}
+		return 0;
+	}
+
 	int wait_once(member *m)
 	{
+		++wakes;
 		switch (opt_.how) {
 		case mode::waitset: {
 			int ret = fi_sets::wait(set_, 5000);
@@ -439,12 +526,7 @@ public:
 		if (waiter_ && !chans_.empty())
 			waiter_->remove_source(chans_[0]->fd());
 		waiter_ = nullptr;
-		if (set_)
-			fi_close(&set_->fid);
-		set_ = nullptr;
-		if (pset_)
-			fi_close(&pset_->fid);
-		pset_ = nullptr;
+		close_sets(set_, pset_);
 		chans_.clear();
 	}
 
@@ -456,17 +538,293 @@ private:
 	util::waiter *waiter_ = nullptr;
 	struct fid_poll *pset_ = nullptr;
 	util::fd ep_;
+	std::vector<member *> pending_;
+	std::vector<void *> ctx_;
+	std::vector<struct epoll_event> evs_;
+};
+
+int bench::round(int r)
+{
+	if (opt_.burst) {
+		for (int i = 0; i < opt_.active; ++i)
+			active(i)->fire();
+		return wait_all();
+	}
+	member *m = active(r);
+	m->fire();
+	return wait_for(m, true);
+}
+
+/* -m tcp-waitset|tcp-pollset|tcp-epoll: the same rounds over libfabric's own util objects,
+ * through the public API: N CQs of the tcp provider's domain, in an fi_wait_open wait set
+ * (FI_WAIT_SET), in an fi_poll_open poll set (FI_WAIT_NONE), or FI_WAIT_FD each with its
+ * FI_GETWAIT fd in an application epoll. A round signals the active CQs (fi_cq_signal: no
+ * connection needed, as bench_util's tcp part) and waits once per wake until each of them was
+ * seen: fi_wait returning, fi_poll or epoll naming it; then fi_cq_read on it (it finds
+ * nothing: a signal writes no entry) and, epoll, fi_trywait on it.
+ *
+ * tcp-waitset runs as bench_util's wake_latency does: the rounds (scale_round) in a thread of
+ * their own that sleeps in fi_wait, the signals from the main thread once it is about to. A
+ * signal written before fi_wait starts is lost: the util wait set's fi_wait first drains its
+ * signal descriptor, then polls its members (a signal adds no entry), then sleeps until the
+ * timeout. So the main thread signals 50 us after the round began and again every 2 ms until
+ * the round is read (resignals_per_round: 0 unless a signal was lost). tcp-pollset: a signal
+ * does not reach a CQ without a wait object, so each round is one fi_poll over N idle CQs (the
+ * poll set's scan, a floor for a wake). */
+class tcp_bench final : public rounds
+{
+public:
+	explicit tcp_bench(const options &o) : opt_(o) {}
+	~tcp_bench() override { close(); }
+
+	int open()
+	{
+		int ret = tcp_open(env_);
+		if (ret) {
+			fprintf(stderr, "tcp: fabric/domain on 127.0.0.1: %s\n", fi_strerror(-ret));
+			return ret;
+		}
+		struct fi_cq_attr ca = {};
+		ca.format = FI_CQ_FORMAT_CONTEXT;
+		ca.size = 16;
+		if (opt_.how == mode::waitset) {
+			struct fi_wait_attr wa = {};
+			wa.wait_obj = FI_WAIT_FD;
+			if ((ret = fi_sets::wait_open(env_.fabric, &wa, &set_))) {
+				fprintf(stderr, "tcp: fi_wait_open(FI_WAIT_FD): %s\n",
+				        fi_strerror(-ret));
+				return ret;
+			}
+			ca.wait_obj = FI_WAIT_SET;
+			ca.wait_set = set_;
+		} else if (opt_.how == mode::pollset) {
+			struct fi_poll_attr pa = {};
+			if ((ret = fi_sets::poll_open(env_.domain, &pa, &pset_))) {
+				fprintf(stderr, "tcp: fi_poll_open: %s\n", fi_strerror(-ret));
+				return ret;
+			}
+			ca.wait_obj = FI_WAIT_NONE;
+		} else {
+			ep_ = util::fd(epoll_create1(EPOLL_CLOEXEC));
+			if (!ep_)
+				return -FI_EMFILE;
+			ca.wait_obj = FI_WAIT_FD;
+		}
+		for (int i = 0; i < opt_.members; ++i) {
+			struct fid_cq *cq = nullptr;
+			ret = fi_cq_open(env_.domain, &ca, &cq, cq_context(i));
+			if (ret) {
+				fprintf(stderr, "tcp: fi_cq_open %d (wait_obj %d): %s\n", i,
+				        ca.wait_obj, fi_strerror(-ret));
+				return ret;
+			}
+			cqs_.push_back(cq);
+			if (pset_)
+				ret = fi_sets::poll_add(pset_, &cq->fid, 0);
+			else if (ep_) {
+				int wfd = -1;
+				ret = fi_control(&cq->fid, FI_GETWAIT, &wfd);
+				struct epoll_event ev = {};
+				ev.events = EPOLLIN;
+				ev.data.u32 = static_cast<uint32_t>(i);
+				if (!ret && epoll_ctl(ep_.get(), EPOLL_CTL_ADD, wfd, &ev))
+					ret = -errno;
+			}
+			if (ret) {
+				fprintf(stderr, "tcp: member %d: %s\n", i, fi_strerror(-ret));
+				return ret;
+			}
+		}
+		ctx_.resize(static_cast<size_t>(opt_.active));
+		evs_.resize(static_cast<size_t>(opt_.active));
+		if (ep_) {
+			ret = fi_trywait(env_.fabric, reinterpret_cast<struct fid **>(cqs_.data()),
+			                 opt_.members);
+			if (ret) {
+				fprintf(stderr, "tcp: fi_trywait on the members: %s\n",
+				        fi_strerror(-ret));
+				return ret;
+			}
+		}
+		return 0;
+	}
+
+	/* tcp-waitset: count rounds from first, the waits in a thread of their own (scale_round
+	 * when measured), the signals from this one */
+	int drive(int first, int count, bool measured)
+	{
+		std::atomic<int> ready{first - 1}, done{first - 1}, err{0};
+		std::thread waiter([&] {
+			for (int r = first; r < first + count; ++r) {
+				ready.store(r);
+				int e = measured ? scale_round(this, r) : round(r);
+				done.store(r);
+				if (e) {
+					err.store(e);
+					return;
+				}
+			}
+		});
+		for (int r = first; r < first + count && !err.load(); ++r) {
+			while (ready.load() < r)
+				std::this_thread::yield();
+			std::this_thread::sleep_for(std::chrono::microseconds(50));
+			auto next = clk::now();
+			for (bool again = false; done.load() < r && !err.load();) {
+				if (clk::now() >= next) {
+					resignals += again;
+					again = true;
+					signal(r);
+					next = clk::now() + std::chrono::milliseconds(500);
+				}
+				std::this_thread::yield();
+			}
+		}
+		waiter.join();
+		return err.load();
+	}
+	unsigned long resignals = 0;
+
+	int round(int r) override
+	{
+		if (opt_.how == mode::waitset)
+			return wait_round(r);
+		if (int ret = signal(r))
+			return ret;
+		const int n = opt_.burst ? opt_.active : 1;
+		for (int left = n; left > 0;) {
+			++wakes;
+			int ret = wait_once(left);
+			if (ret < 0)
+				return ret;
+			left -= ret;
+		}
+		return 0;
+	}
+
+	/* fi_cq_signal on round r's active CQs */
+	int signal(int r)
+	{
+		const int first = opt_.burst ? 0 : r % opt_.active;
+		const int n = opt_.burst ? opt_.active : 1;
+		for (int k = 0; k < n; ++k)
+			if (int ret = fi_cq_signal(cqs_[index(first + k)]))
+				return ret;
+		return 0;
+	}
+
+	/* tcp-waitset, the waiting thread: fi_wait until it returns woken, then fi_cq_read on
+	 * each CQ of the round */
+	int wait_round(int r)
+	{
+		first_ = opt_.burst ? 0 : r % opt_.active;
+		const int n = opt_.burst ? opt_.active : 1;
+		for (;;) {
+			++wakes;
+			int ret = wait_once(n);
+			if (ret != -FI_ETIMEDOUT)
+				return ret < 0 ? ret : 0;
+		}
+	}
+
+	/* nothing left over: a wait set or an epoll that sleeps again once the rounds are read */
+	bool quiet()
+	{
+		if (set_)
+			return fi_sets::wait(set_, 0) == -FI_ETIMEDOUT;
+		if (ep_) {
+			struct epoll_event ev;
+			return epoll_wait(ep_.get(), &ev, 1, 0) == 0;
+		}
+		return true;
+	}
+
+private:
+	static void *cq_context(int i)
+	{
+		return reinterpret_cast<void *>(static_cast<intptr_t>(i + 1));
+	}
+	size_t index(int k) const
+	{
+		const int stride = opt_.members / opt_.active;
+		return static_cast<size_t>((k % opt_.active) * stride);
+	}
+	int read(size_t i)
+	{
+		struct fi_cq_entry e;
+		ssize_t k = fi_cq_read(cqs_[i], &e, 1);
+		return k == -FI_EAGAIN || k >= 0 ? 0 : static_cast<int>(k);
+	}
+
+	/* one wait: how many of the signalled members it accounts for, or a negative code */
+	int wait_once(int left)
+	{
+		switch (opt_.how) {
+		case mode::waitset: {
+			/* a wait set names nobody: one return of fi_wait covers every signal before
+			 * it; the application reads each CQ it was waiting for */
+			int ret = fi_sets::wait(set_, 5000);
+			if (ret && ret != -FI_EAGAIN)
+				return ret;
+			for (int k = 0; k < left; ++k)
+				if ((ret = read(index(first_ + k))))
+					return ret;
+			return left;
+		}
+		case mode::pollset: {
+			/* fi_cq_signal does not reach a CQ without a wait object: nothing to name
+			 */
+			int k = fi_sets::poll(pset_, ctx_.data(), opt_.active);
+			return k < 0 ? k : left;
+		}
+		case mode::epoll: {
+			int k = epoll_wait(ep_.get(), evs_.data(), opt_.active, 5000);
+			if (k <= 0)
+				return k == 0 ? -FI_ETIMEDOUT : -errno;
+			for (int j = 0; j < k; ++j) {
+				size_t i = evs_[static_cast<size_t>(j)].data.u32;
+				if (int ret = read(i))
+					return ret;
+				struct fid *f = &cqs_[i]->fid;
+				if (int ret = fi_trywait(env_.fabric, &f, 1))
+					return ret;
+			}
+			return k;
+		}
+		}
+		return -FI_EINVAL;
+	}
+
+	void close()
+	{
+		for (struct fid_cq *cq : cqs_) {
+			if (pset_)
+				fi_sets::poll_del(pset_, &cq->fid, 0);
+			fi_close(&cq->fid);
+		}
+		cqs_.clear();
+		close_sets(set_, pset_);
+		ep_ = util::fd();
+	}
+
+	options opt_;
+	tcp_env env_;
+	std::vector<struct fid_cq *> cqs_;
+	struct fid_wait *set_ = nullptr;
+	struct fid_poll *pset_ = nullptr;
+	util::fd ep_;
+	int first_ = 0; /* the round's first signalled member */
+	std::vector<void *> ctx_;
+	std::vector<struct epoll_event> evs_;
 };
 
 } // namespace
 
 namespace
 {
-int one_round(bench *b, int round)
+int one_round(rounds *b, int round)
 {
-	member *m = b->active(round);
-	m->fire();
-	return b->wait_for(m, true);
+	return b->round(round);
 }
 } // namespace
 
@@ -475,7 +833,7 @@ int one_round(bench *b, int round)
  * warm-up rounds (the first wait arms every member: a cost of set-up) are not counted. */
 extern "C" __attribute__((noinline)) int scale_round(void *b, int round)
 {
-	return one_round(static_cast<bench *>(b), round);
+	return one_round(static_cast<rounds *>(b), round);
 }
 
 namespace
@@ -489,19 +847,30 @@ double cpu_seconds()
 	       static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
+bool parse_mode(const char *name, mode &how)
+{
+	if (!strcmp(name, "waitset"))
+		how = mode::waitset;
+	else if (!strcmp(name, "pollset"))
+		how = mode::pollset;
+	else if (!strcmp(name, "epoll"))
+		how = mode::epoll;
+	else
+		return false;
+	return true;
+}
+
 bool parse(int argc, char **argv, options &o)
 {
 	int c;
-	while ((c = getopt(argc, argv, "m:N:A:I:tsT:P:")) != -1) {
+	while ((c = getopt(argc, argv, "m:N:A:I:tsBT:P:")) != -1) {
 		switch (c) {
 		case 'm':
 			o.name = optarg;
-			if (!strcmp(optarg, "waitset"))
-				o.how = mode::waitset;
-			else if (!strcmp(optarg, "pollset"))
-				o.how = mode::pollset;
-			else if (!strcmp(optarg, "epoll"))
-				o.how = mode::epoll;
+			if (parse_mode(optarg, o.how))
+				;
+			else if (!strncmp(optarg, "tcp-", 4) && parse_mode(optarg + 4, o.how))
+				o.tcp = true;
 			else if (!strcmp(optarg, "threads"))
 				o.work = options::queue::one_cq;
 			else if (!strcmp(optarg, "threads-set"))
@@ -524,6 +893,9 @@ bool parse(int argc, char **argv, options &o)
 		case 's':
 			o.spin = true;
 			break;
+		case 'B':
+			o.burst = true;
+			break;
 		case 'T':
 			o.consumers = atoi(optarg);
 			break;
@@ -538,7 +910,7 @@ bool parse(int argc, char **argv, options &o)
 		}
 	}
 	return o.members >= 1 && o.active >= 1 && o.active <= o.members && o.rounds > 0 &&
-	       o.consumers >= 1;
+	       o.consumers >= 1 && !(o.threads && (o.tcp || o.burst));
 }
 
 /* -m threads / threads-set: the work-queue pattern. T consumer threads in fi_cq_sread, on one
@@ -619,10 +991,12 @@ int main(int argc, char **argv)
 {
 	options o;
 	if (!parse(argc, argv, o)) {
-		fprintf(stderr,
-		        "usage: %s [-m waitset|pollset|epoll|threads|threads-set] [-N members] "
-		        "[-A active] [-I rounds] [-t] [-s] [-T threads] [-P block|adaptive]\n",
-		        argv[0]);
+		fprintf(
+		    stderr,
+		    "usage: %s [-m [tcp-]waitset|[tcp-]pollset|[tcp-]epoll|threads|threads-set] "
+		    "[-N members] [-A active] [-I rounds] [-t] [-s] [-B] [-T threads] "
+		    "[-P block|adaptive]\n",
+		    argv[0]);
 		return 2;
 	}
 	if (o.work != options::queue::none)
@@ -632,30 +1006,54 @@ int main(int argc, char **argv)
 		rl.rlim_cur = rl.rlim_max; /* epoll: 2 descriptors per member */
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
-	bench b(o);
-	int ret = b.open();
+	std::unique_ptr<bench> own;
+	std::unique_ptr<tcp_bench> tcp;
+	rounds *rs = nullptr;
+	int ret;
+	if (o.tcp) {
+		tcp = std::make_unique<tcp_bench>(o);
+		ret = tcp->open();
+		rs = tcp.get();
+	} else {
+		own = std::make_unique<bench>(o);
+		ret = own->open();
+		rs = own.get();
+	}
 	if (ret) {
 		fprintf(stderr, "open: %s\n", fi_strerror(-ret));
 		return 1;
 	}
+	const bool driven = o.tcp && o.how == mode::waitset; /* tcp_bench::drive */
 	/* warm-up: every active member once */
-	for (int r = 0; r < o.active * 2; ++r)
-		if ((ret = one_round(&b, r))) {
+	if (driven && (ret = tcp->drive(0, o.active * 2, false))) {
+		fprintf(stderr, "warm-up: %s\n", fi_strerror(-ret));
+		return 1;
+	}
+	for (int r = 0; !driven && r < o.active * 2; ++r)
+		if ((ret = one_round(rs, r))) {
 			fprintf(stderr, "warm-up round %d: %s\n", r, fi_strerror(-ret));
 			return 1;
 		}
+	const unsigned long arms0 = member::arms.load();
+	const unsigned long wakes0 = wakes;
+	const unsigned long resignals0 = tcp ? tcp->resignals : 0;
+	const double cpu0 = cpu_seconds();
 	/* a mark for strace: the system calls between the two close(-37) are the rounds' */
 	::close(-37);
-	const unsigned long arms0 = member::arms.load();
-	const double cpu0 = cpu_seconds();
 	const auto t0 = clk::now();
-	if (!o.threads) {
+	if (driven) {
+		if ((ret = tcp->drive(o.active * 2, o.rounds, true))) {
+			fprintf(stderr, "rounds: %s\n", fi_strerror(-ret));
+			return 1;
+		}
+	} else if (!o.threads) {
 		for (int r = 0; r < o.rounds; ++r)
-			if ((ret = scale_round(&b, r))) {
+			if ((ret = scale_round(rs, r))) {
 				fprintf(stderr, "round %d: %s\n", r, fi_strerror(-ret));
 				return 1;
 			}
 	} else {
+		bench &b = *own;
 		/* ping-pong: this thread fires and waits for the other to have read the entry */
 		std::atomic<int> done{-1};
 		std::atomic<int> err{0};
@@ -686,10 +1084,19 @@ int main(int argc, char **argv)
 	const double us = std::chrono::duration<double, std::micro>(clk::now() - t0).count();
 	::close(-37);
 	const double cpu = (cpu_seconds() - cpu0) * 1e6;
-	printf("RESULT mode=%s%s members=%d active=%d rounds=%d us_per_round=%.2f "
-	       "cpu_us_per_round=%.2f arms_per_round=%.3f fds=%d rss_kb=%ld\n",
-	       o.name, o.spin ? "-s" : "", o.members, o.active, o.rounds, us / o.rounds,
+	const unsigned long woke = wakes - wakes0;
+	if (tcp && !tcp->quiet()) {
+		fprintf(stderr, "tcp: the set is still readable after the rounds\n");
+		return 1;
+	}
+	printf("RESULT mode=%s%s%s members=%d active=%d rounds=%d completions_per_round=%d "
+	       "wakes_per_round=%.3f us_per_round=%.2f "
+	       "cpu_us_per_round=%.2f arms_per_round=%.3f fds=%d rss_kb=%ld "
+	       "resignals_per_round=%.3f\n",
+	       o.name, o.spin ? "-s" : "", o.burst ? "-B" : "", o.members, o.active, o.rounds,
+	       o.burst ? o.active : 1, static_cast<double>(woke) / o.rounds, us / o.rounds,
 	       cpu / o.rounds, static_cast<double>(member::arms.load() - arms0) / o.rounds,
-	       proc_open_fds(), proc_rss_kb());
+	       proc_open_fds(), proc_rss_kb(),
+	       static_cast<double>((tcp ? tcp->resignals : 0) - resignals0) / o.rounds);
 	return 0;
 }
