@@ -80,7 +80,7 @@ const char *parse_digits(const char *p, long *out) noexcept
 } // namespace
 
 /* By hand, not sscanf: the three averages are skipped, not converted (sscanf's three %lf
- * were ~1,500 instructions a snapshot, counted in the guest, where a wait's own bookkeeping
+ * were ~4,550 instructions a snapshot, counted in the guest, where a wait's own bookkeeping
  * is a few hundred) */
 int parse_loadavg_runnable(const char *buf) noexcept
 {
