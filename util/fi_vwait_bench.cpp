@@ -43,8 +43,9 @@
  * for each connection event (default 30; a side under valgrind on a busy emulated CPU may take
  * longer than that just to start).
  *
- * -R bursts (any mode but empty-read; no -T): the run is that many bursts of -W + -I rounds,
- * and the client times each burst's -I rounds apart (a BURST line each). With -G go,done (both
+ * -R bursts (any mode but empty-read): the run is that many bursts of -W + -I rounds, and the
+ * client times each burst's -I rounds apart (a BURST line each); with -T, the client thinks
+ * the first think time before every round, outside the time. With -G go,done (both
  * sides) each side waits for a byte on the fifo go before each burst and writes one to done
  * after it, so that a driver can let several pairs (vwait, upstream verbs; a spinning server
  * and a blocking one) take turns burst by burst in one boot: what the emulated CPU drifts by
@@ -162,6 +163,8 @@ struct mode_desc {
 
 const mode_desc modes[] = {
     {"spin", mode::spin, FI_WAIT_NONE, "busy-poll fi_cq_read"},
+    {"spin-unspec", mode::spin, FI_WAIT_UNSPEC,
+     "busy-poll fi_cq_read, FI_WAIT_UNSPEC CQ (what a waitable CQ costs a spinning reader)"},
     {"sread-unspec", mode::sread, FI_WAIT_UNSPEC, "fi_cq_sread, FI_WAIT_UNSPEC CQ"},
     {"sread-fd", mode::sread, FI_WAIT_FD, "fi_cq_sread, FI_WAIT_FD CQ"},
     {"sread-pollfd", mode::sread, FI_WAIT_POLLFD, "fi_cq_sread, FI_WAIT_POLLFD CQ"},
@@ -242,11 +245,10 @@ void think(int us)
 
 void usage()
 {
-	fprintf(stderr,
-	        "usage: fi_vwait_bench [-p provider] [-e msg|rdm] [-m mode] [-S size] "
-	        "[-I iterations] [-W warmup] [-N set members] [-T think,... [-B us]] [-D] "
-	        "[-R bursts [-G go_fifo,done_fifo]] [-X window] [-C seconds] [-A own address] "
-	        "[-P port] [server address]\nmodes:\n");
+	fprintf(stderr, "usage: fi_vwait_bench [-p provider] [-e msg|rdm] [-m mode] [-S size] "
+	                "[-I iterations] [-W warmup] [-N set members] [-T think,... [-B us]] [-D] "
+	                "[-R bursts [-G go_fifo,done_fifo] [-T think]] [-X window] [-C seconds] "
+	                "[-A own address] [-P port] [server address]\nmodes:\n");
 	for (const mode_desc &m : modes)
 		fprintf(stderr, "  %-13s %s\n", m.name, m.what);
 }
@@ -688,6 +690,9 @@ private:
 				return -FI_EIO;
 			}
 		}
+		/* -T with -R: the client thinks the first think time before every round, and a
+		 * burst's latency counts the rounds alone */
+		const int think_us = opt_.thinks.empty() ? 0 : opt_.thinks[0];
 		int ret = 0, i = 0;
 		for (int b = 0; b < opt_.bursts && !ret; b++) {
 			char c = 0;
@@ -696,17 +701,22 @@ private:
 				ret = -FI_EIO;
 				break;
 			}
+			std::chrono::steady_clock::duration spent{};
 			std::chrono::steady_clock::time_point t0;
 			for (int k = 0; k < opt_.warmup + opt_.iters && !ret; k++) {
-				if (k == opt_.warmup)
+				if (client && think_us)
+					think(think_us);
+				if (k >= opt_.warmup && (k == opt_.warmup || think_us))
 					t0 = std::chrono::steady_clock::now();
 				ret = round(client, i++);
+				if (k >= opt_.warmup && think_us)
+					spent += std::chrono::steady_clock::now() - t0;
 			}
 			if (ret)
 				break;
-			double usec = std::chrono::duration<double, std::micro>(
-			                  std::chrono::steady_clock::now() - t0)
-			                  .count();
+			if (!think_us)
+				spent = std::chrono::steady_clock::now() - t0;
+			double usec = std::chrono::duration<double, std::micro>(spent).count();
 			if (client)
 				printf("BURST prov=%s burst=%d iters=%d lat_us=%.3f\n",
 				       opt_.prov.c_str(), b, opt_.iters, usec / opt_.iters / 2);
@@ -976,10 +986,10 @@ private:
 	{
 		if (opt_.window)
 			return stream_run();
-		if (!opt_.thinks.empty())
-			return think_run();
 		if (opt_.bursts)
 			return burst_run();
+		if (!opt_.thinks.empty())
+			return think_run();
 		const bool client = !opt_.server.empty();
 		struct rusage r0 = {}, r1 = {};
 		std::chrono::steady_clock::time_point t0;

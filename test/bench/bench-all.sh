@@ -38,6 +38,11 @@
 #            and the wake-up cost W the adaptive server had measured by each phase's end; then
 #            each goal checked per think time (below W: latency <= 1.1x spin; every think:
 #            latency <= spin + 1.1 W and CPU <= 2x block)
+#   thinkturns the policy table's think times below W (BENCH_THINKTURN_THINKS, default 20 50
+#            100 us), servers taking turns burst by burst (BENCH_THINKTURN_REPEATS runs, default
+#            4): spinning, adaptive fi_cq_sread, fi_cq_sread spinning with no learner (fixed),
+#            and fi_cq_read on a FI_WAIT_UNSPEC CQ (spinu); per run the median of the per-burst
+#            ratios to the spinning server (not in the default sections: make bench-policy)
 #   oversub  K = 1 and 3 ping-pong pairs at once, both sides in fi_cq_sread (FI_WAIT_UNSPEC),
 #            think 0 and 50 us (BENCH_OVERSUB_ITERS rounds at think 0, default 3000; with
 #            BENCH_OVERSUB_BASE=BUILDDIR also "base", adaptive from another build): vwait
@@ -332,6 +337,33 @@ section_waitturns() {
 	done
 }
 
+# ---------------------------------------------------------------- think below W, taking turns
+# The policy table's think times below W compare separate runs that spread far more than the
+# goal there (adaptive within 1.1x of spinning). Here the servers take turns at each think
+# time, and two more arms take the spinning fi_cq_sread apart: fixed (spinning up to 1 ms, no
+# learner) and spinu (fi_cq_read on a FI_WAIT_UNSPEC CQ); with BENCH_OVERSUB_BASE=BUILDDIR,
+# base: adaptive with that build's provider.
+thinkturn_thinks=${BENCH_THINKTURN_THINKS:-20 50 100}
+thinkturn_repeats=${BENCH_THINKTURN_REPEATS:-4}
+section_thinkturns() {
+	local r k t
+	local all=("spin=vwait" "sread=vwait/sread-unspec" "fixed=vwait/sread-unspec"
+		"spinu=vwait/spin-unspec")
+	[ -n "${BENCH_OVERSUB_BASE:-}" ] && all+=("base=vwait/sread-unspec")
+	for t in $thinkturn_thinks; do
+		for r in $(seq "$thinkturn_repeats"); do
+			port=$((port + 10))
+			k=$(((r - 1) % ${#all[@]}))
+			local arms=("${all[@]:k}" "${all[@]:0:k}")
+			turns_run thinkturns "64 B, think $t" spin sread/fixed 900 BENCH_SIZE=64 \
+				BENCH_THINK="$t" BENCH_BURSTS=30 BENCH_ITERS=300 \
+				BENCH_ENV_fixed="FI_VWAIT_WAIT_POLICY=fixed FI_VWAIT_SPIN_US=1000" \
+				${BENCH_OVERSUB_BASE:+BENCH_ENV_base=FI_PROVIDER_PATH=$BENCH_OVERSUB_BASE/.libs} \
+				-- "${arms[@]}"
+		done
+	done
+}
+
 # ---------------------------------------------------------------- both sides in fi_cq_sread
 section_sread() {
 	local r v
@@ -402,13 +434,20 @@ section_idle() {
 policy_thinks=${BENCH_POLICY_THINKS:-0,20,50,100,200,500,5000}
 policy_iters=${BENCH_POLICY_ITERS:-5000}
 policy_budget=${BENCH_POLICY_BUDGET_US:-1000000}
+# BENCH_POLICY_ARMS adds arms that take the spinning path apart (issue 33): spinu, fi_cq_read
+# on a FI_WAIT_UNSPEC CQ (what a waitable CQ costs a spinning reader); fixed, fi_cq_sread
+# spinning up to 1 ms with no learner; base, adaptive with BENCH_OVERSUB_BASE's provider
+policy_arms=${BENCH_POLICY_ARMS:-adaptive block spin verbs}
 section_policy() {
 	local r who srv senv
 	for r in $(seq "$repeats"); do
-		for who in $(in_turn "$r" adaptive block spin verbs); do
+		for who in $(in_turn "$r" $policy_arms); do
 			srv="vwait sread-unspec" senv="FI_VWAIT_WAIT_POLICY=$who"
 			case $who in
 			spin) srv="vwait spin" senv= ;;
+			spinu) srv="vwait spin-unspec" senv= ;;
+			fixed) senv="FI_VWAIT_WAIT_POLICY=fixed FI_VWAIT_SPIN_US=1000" ;;
+			base) senv="FI_VWAIT_WAIT_POLICY=adaptive FI_PROVIDER_PATH=${BENCH_OVERSUB_BASE:?base needs BENCH_OVERSUB_BASE}/.libs" ;;
 			verbs) srv="verbs sread-unspec" senv= ;;
 			esac
 			fi_pair ${srv% *} ${srv#* } spin 64 "$policy_iters" "$senv" \
@@ -555,6 +594,7 @@ for s in $sections; do
 	waitset) section_think waitset waitset spin waitset ;;
 	idle) section_idle ;;
 	policy) section_policy ;;
+	thinkturns) section_thinkturns ;;
 	oversub) section_oversub ;;
 	netpipe) section_netpipe ;;
 	*) note "unknown section $s" ;;
@@ -632,6 +672,8 @@ table() {
 		vwait verbs verbs2 raw vwait/verbs verbs2/verbs vwait/raw
 	table waitturns "Think time 0 taking turns: a spinning client, the server spinning or waiting (adaptive policy; block: the block policy; verbs: upstream verbs' fi_cq_sread), burst by burst (us; ratios: per run, the median of the per-burst ratios to the spinning server; cntr/cntrspin: their quotient; cells over $turn_repeats runs)" \
 		spin sread sreadblock waitset wsblock cntr cntrspin verbs sread/spin sreadblock/spin waitset/spin wsblock/spin cntr/cntrspin verbs/spin
+	table thinkturns "Think below W taking turns: a spinning client thinking before each round, the server spinning (spin; spinu: on a FI_WAIT_UNSPEC CQ) or in fi_cq_sread (sread: adaptive; fixed: spinning up to 1 ms, no learner${BENCH_OVERSUB_BASE:+; base: adaptive, another build}), burst by burst (us; ratios: per run, the median of the per-burst ratios to the spinning server; sread/fixed: their quotient; cells over $thinkturn_repeats runs)" \
+		spin sread fixed spinu${BENCH_OVERSUB_BASE:+ base} sread/spin fixed/spin spinu/spin${BENCH_OVERSUB_BASE:+ base/spin} sread/fixed
 	table sread "Ping-pong 64 B, both sides in fi_cq_sread, FI_WAIT_UNSPEC (us)" \
 		"vwait sread" "vwait spin" "verbs sread" -- "vwait sread/vwait spin" "verbs sread/vwait spin"
 	table cq "Server in fi_cq_sread (spinning client, 64 B): latency (us) and server CPU per message (us) by think time (us)" \
@@ -645,7 +687,9 @@ table() {
 	notes waitset
 	table idle "A waiter idle for 2 s (fi_cq_sread, ms of thread CPU)" adaptive block
 	table policy "The adaptive policy: server in fi_cq_sread (spinning client, 64 B) by think time (us): latency (us), server CPU per message (us), and W, the wake-up cost the adaptive server measured (us)" \
-		adaptive block spin verbs -- adaptive/spin adaptive/block verbs/adaptive
+		$policy_arms -- adaptive/spin adaptive/block verbs/adaptive$(for a in spinu fixed base; do
+			case " $policy_arms " in *" $a "*) printf ' %s/spin' $a ;; esac
+		done)
 	policy_goals
 	table oversub "K ping-pong pairs at once on $(nproc) vCPUs, both sides in fi_cq_sread (spin: both spinning), 64 B, by think time (us): one-way latency (us), the mean of the pairs" \
 		$oversub_arms -- adaptive/block adaptive/spin verbs/adaptive${BENCH_OVERSUB_BASE:+ adaptive/base base/block base/spin}

@@ -30,6 +30,7 @@
 # BENCH_PRELOAD_<NAME>: an LD_PRELOAD for that arm (e.g. a library that starts a thread)
 # BENCH_ENV_<NAME>: more VAR=VALUE words for that arm's two processes (e.g. another build's
 #             FI_PROVIDER_PATH, or FI_VWAIT_* parameters)
+# BENCH_THINK: us the client thinks before each round, outside the timed rounds (default 0)
 # BENCH_SIZE (64), BENCH_BURSTS (60), BENCH_ITERS (500), BENCH_WARMUP (20), BENCH_TURN_TIMEOUT
 # (120 s for a side to finish a burst, its connection included; then it counts as dead)
 set -u -o pipefail
@@ -42,6 +43,7 @@ size=${BENCH_SIZE:-64}
 bursts=${BENCH_BURSTS:-60}
 iters=${BENCH_ITERS:-500}
 warmup=${BENCH_WARMUP:-20}
+think=${BENCH_THINK:-0} # us the client thinks before each round (not timed)
 port=${BENCH_PORT:-7650}
 turn_timeout=${BENCH_TURN_TIMEOUT:-120} # seconds a side may take for its burst (connecting too)
 tmp=$(mktemp -d)
@@ -78,6 +80,7 @@ for a in "${arms[@]}"; do
 	scmd=("$bench" -e "$ep" -p "$prov" -m "$smode") ccmd=("$bench" -e "$ep" -p "$prov" -m "$cmode")
 	[ "$prov" = raw ] && scmd=("$VWAIT_BUILDDIR/test/bench/raw_pingpong") ccmd=("${scmd[@]}")
 	common=(-S "$size" -I "$iters" -W "$warmup" -R "$bursts" -P "$port")
+	[ "$think" != 0 ] && common+=(-T "$think")
 	env ${pre:+LD_PRELOAD=$pre} FI_PROVIDER="${prov%%;*}" "${extra_env[@]}" "${scmd[@]}" "${common[@]}" \
 		-G "$f.sgo,$f.sdone" >"$f.srv" 2>&1 &
 	pids+=($!)
@@ -96,7 +99,7 @@ for a in "${arms[@]}"; do
 done
 
 n=${#names[@]}
-echo "interleaved ping-pong: $size B, $n arms (${arms[*]}), $bursts bursts of $iters rounds each, $(date -u +%FT%TZ)"
+echo "interleaved ping-pong: $size B, think $think us, $n arms (${arms[*]}), $bursts bursts of $iters rounds each, $(date -u +%FT%TZ)"
 for ((b = 0; b < bursts; b++)); do
 	for ((k = 0; k < n; k++)); do
 		j=$k
