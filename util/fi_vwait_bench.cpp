@@ -1315,8 +1315,8 @@ bool parse(int argc, char **argv, options *o)
 		fprintf(stderr, "-e rdm: modes spin, sread-* and empty-read only\n");
 		return false;
 	}
-	if (o->bursts && (o->how == mode::empty_read || !o->thinks.empty())) {
-		fprintf(stderr, "-R: not with empty-read, no -T\n");
+	if (o->bursts && (o->how == mode::empty_read || o->thinks.size() > 1)) {
+		fprintf(stderr, "-R: not with empty-read, one -T think time at most\n");
 		return false;
 	}
 	if (o->window && (o->rdm || o->bursts || !o->thinks.empty() ||
