@@ -6,7 +6,7 @@
  * wr_ring carries the counters its endpoint bound for that direction, and every completion of
  * that kind adds 1 to the value (success) or to the error value (failure), whether or not it
  * also makes a CQ entry (FI_SELECTIVE_COMPLETION, fi_inject: a work request of a direction
- * with a counter is always signalled, see ep.cpp post_tx_wr).
+ * with a counter is always signalled, see ep.h post_tx_locked).
  *
  * Progress: a counter is fed by the verbs CQs of the endpoint directions it is bound to (a
  * CQ the application bound, or the endpoint's internal CQ when the application bound a

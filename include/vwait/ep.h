@@ -95,11 +95,13 @@ public:
 	ssize_t rx_size_left() const noexcept;
 
 	/* Data transfer. iov/desc/count describe local memory; flags are FI_* op flags;
-	 * silent: fi_inject*, never a completion entry (errors aside). */
-	ssize_t post_send(const struct iovec *iov, void **desc, size_t count, uint64_t data,
-	                  void *context, uint64_t flags, bool silent = false) noexcept;
-	ssize_t post_recv(const struct iovec *iov, void **desc, size_t count, void *context,
-	                  uint64_t flags) noexcept;
+	 * silent: fi_inject*, never a completion entry (errors aside). post_send and post_recv
+	 * are msg.cpp's alone, inline there: each fi_ops_msg slot is one function that calls
+	 * nothing on its way but ibv_post_send or ibv_post_recv. */
+	inline ssize_t post_send(const struct iovec *iov, void **desc, size_t count, uint64_t data,
+	                         void *context, uint64_t flags, bool silent = false) noexcept;
+	inline ssize_t post_recv(const struct iovec *iov, void **desc, size_t count, void *context,
+	                         uint64_t flags) noexcept;
 	/* fi_inject / fi_injectdata (flags: 0 or FI_REMOTE_CQ_DATA): a buffer that fits inline
 	 * goes straight to post_tx_wr (what ofi_rxm sends a short message with); anything else
 	 * is post_send's, silent. */
@@ -200,10 +202,13 @@ protected:
 	tx_sges gather_iov(const char *op, const struct iovec *iov, void **desc, size_t count,
 	                   size_t limit, bool may_inline, bool must_inline,
 	                   struct ibv_sge *sge) noexcept;
-	/* priority: a credit message of ofi_rxm's (credit_priority_flags), which may take the
-	 * last credit */
-	ssize_t post_tx_wr(struct ibv_send_wr *wr, void *context, uint64_t cq_flags, size_t len,
-	                   bool report, bool priority = false) noexcept;
+	/* Posts wr on the send queue: its slot, its signalling, the fence after a read, ofi_rxm's
+	 * credits (priority: a credit message of ofi_rxm's, credit_priority_flags, which may take
+	 * the last credit). Inline (below the class), so that a transmit calls nothing on its
+	 * way but ibv_post_send: without flow control, the credits cost one test of a field the
+	 * path loads anyway; what fails or runs with credits is out of line (ep.cpp). */
+	inline ssize_t post_tx_wr(struct ibv_send_wr *wr, void *context, uint64_t cq_flags,
+	                          size_t len, bool report, bool priority = false) noexcept;
 
 	util::held<domain> domain_;
 	info_ptr info_;
@@ -276,17 +281,81 @@ private:
 	 * yet granted to the peer */
 	send_credits tx_credits_ VWAIT_GUARDED_BY(mutex_);
 	recv_credits rx_credits_ VWAIT_GUARDED_BY(rx_mutex_);
-	/* post_recv's part under rx_mutex_: *grant, the credits the receive makes due */
-	ssize_t post_recv_locked(struct ibv_sge *sge, int nsge, int first, size_t total,
-	                         void *context, uint64_t flags, uint64_t *grant) noexcept;
 	/* hands credits to the domain's send handler (no lock held); if it cannot send them,
 	 * they are owed: granted with the next receive posted or the next transmit (regrant) */
 	void grant_credits(uint64_t credits) noexcept;
 	void regrant() noexcept;
 	std::atomic<bool> grant_owed_{false};
-	ssize_t post_tx_locked(struct ibv_send_wr *wr, void *context, uint64_t cq_flags, size_t len,
-	                       bool report, bool priority) noexcept;
+	/* post_tx_wr's part under mutex_; *flow: ofi_rxm's flow control is on (read there) */
+	inline ssize_t post_tx_locked(struct ibv_send_wr *wr, void *context, uint64_t cq_flags,
+	                              size_t len, bool report, bool priority, bool *flow) noexcept;
+	/* post_tx_wr's cold parts (ep.cpp): the endpoint is not enabled; ibv_post_send failed
+	 * (credited: a credit was taken for it); after a transmit with flow control on, a grant
+	 * ofi_rxm could not send goes again (unless the transmit was that credit message) */
+	__attribute__((cold)) ssize_t tx_not_enabled() noexcept;
+	__attribute__((cold)) ssize_t tx_post_failed(int ret, bool credited) noexcept
+	    VWAIT_REQUIRES(mutex_);
+	void after_flow_tx(bool priority) noexcept;
 };
+
+/* Transmits that consume a receive of the peer: with ofi_rxm's flow control, each takes a credit */
+inline bool consumes_peer_rx(enum ibv_wr_opcode op) noexcept
+{
+	return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE_WITH_IMM;
+}
+
+__attribute__((always_inline)) inline ssize_t ep::post_tx_locked(struct ibv_send_wr *wr,
+                                                                 void *context, uint64_t cq_flags,
+                                                                 size_t len, bool report,
+                                                                 bool priority, bool *flow) noexcept
+{
+	util::lock_guard<util::fast_mutex> lock(mutex_);
+	if (__builtin_expect(!enabled_, 0))
+		return tx_not_enabled();
+	/* ofi_rxm's flow control, once on: no credit, no message that needs a peer receive */
+	*flow = tx_credits_.enabled();
+	wr_ring &ring = *tx_;
+	wr_slot *slot = ring.claim();
+	if (!slot)
+		return -FI_EAGAIN;
+	const bool credited = __builtin_expect(*flow, 0) && consumes_peer_rx(wr->opcode);
+	if (credited && !tx_credits_.take(priority))
+		return -FI_EAGAIN;
+	slot->context = context;
+	slot->flags = cq_flags;
+	slot->len = len;
+	slot->report = report;
+	wr->wr_id = reinterpret_cast<uintptr_t>(slot);
+	/* No entry wanted and no counter to count it: unsignalled (a failure still completes),
+	 * but never more than half the queue in a row, so that slots keep coming back. */
+	const bool quiet = !report && !ring.counted() && ring.unsignaled + 1 < ring.nslots / 2;
+	if (!quiet)
+		wr->send_flags |= IBV_SEND_SIGNALED;
+	if (fence_after_read_) {
+		/* completions in posting order, as the ring's retire needs (ep.h) */
+		if (wr->opcode == IBV_WR_RDMA_READ)
+			ring.reads_until = slot->seq + 1;
+		else if (ring.reads_until > ring.retired.load(std::memory_order_acquire))
+			wr->send_flags |= IBV_SEND_FENCE;
+	}
+	struct ibv_send_wr *bad = nullptr;
+	if (int ret = ibv_post_send(qp_, wr, &bad); __builtin_expect(ret != 0, 0))
+		return tx_post_failed(ret, credited);
+	ring.commit();
+	ring.unsignaled = quiet ? ring.unsignaled + 1 : 0;
+	return FI_SUCCESS;
+}
+
+__attribute__((always_inline)) inline ssize_t ep::post_tx_wr(struct ibv_send_wr *wr, void *context,
+                                                             uint64_t cq_flags, size_t len,
+                                                             bool report, bool priority) noexcept
+{
+	bool flow = false;
+	const ssize_t ret = post_tx_locked(wr, context, cq_flags, len, report, priority, &flow);
+	if (__builtin_expect(flow, 0))
+		after_flow_tx(priority);
+	return ret;
+}
 
 /* An FI_EP_MSG endpoint: an RC QP made through rdma_cm (ep_rc.cpp); its connection
  * management is in cm.cpp. */
@@ -351,9 +420,17 @@ ssize_t ep_recvv(struct fid_ep *fid, const struct iovec *iov, void **desc, size_
                  fi_addr_t src, void *context) noexcept;
 ssize_t ep_recvmsg(struct fid_ep *fid, const struct fi_msg *msg, uint64_t flags) noexcept;
 
-/* The endpoint behind a fid of class FI_CLASS_EP that vwait handed out. */
-ep *ep_of(struct fid_ep *fid) noexcept;
-ep *ep_of(struct fid *fid) noexcept;
+/* The endpoint behind a fid of class FI_CLASS_EP that vwait handed out (inline: every data
+ * call starts here). */
+using ep_box = util::fid_box<struct fid_ep, ep>;
+inline ep *ep_of(struct fid_ep *fid) noexcept
+{
+	return ep_box::of(fid)->obj;
+}
+inline ep *ep_of(struct fid *fid) noexcept
+{
+	return ep_box::of(fid)->obj;
+}
 
 /* Boxes obj in a new fid_ep with the base ops tables and the kind's cm, msg and rma; *out
  * set. */

@@ -112,15 +112,22 @@ public:
 	bool enabled() const noexcept { return threshold_ != disabled; }
 	int64_t ungranted() const noexcept { return avail_; }
 
-	/* a receive was posted: the credits to grant the peer now (0: none) */
+	/* a receive was posted: the credits to grant the peer now (0: none); below the
+	 * threshold (every receive but one in threshold), one comparison */
 	uint64_t posted() noexcept
 	{
-		++avail_;
+		if (__builtin_expect(++avail_ < threshold_, 1))
+			return 0;
 		return due();
 	}
-	/* the credits to grant now (the receives ofi_rxm posted before connecting) */
-	uint64_t enable(uint64_t threshold) noexcept
+	/* the credits to grant now (the receives ofi_rxm posted before connecting); posted_before:
+	 * receives posted before and not counted with posted() (an endpoint's receive path
+	 * counts nothing until flow control is on: it passes its ring's post count), taken on
+	 * the first call only */
+	uint64_t enable(uint64_t threshold, uint64_t posted_before = 0) noexcept
 	{
+		if (!enabled())
+			avail_ += static_cast<int64_t>(posted_before);
 		threshold_ = threshold < static_cast<uint64_t>(disabled)
 		                 ? static_cast<int64_t>(threshold)
 		                 : disabled - 1;

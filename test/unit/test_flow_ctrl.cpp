@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* ofi_rxm's credit-based flow control (include/vwait/flow_ctrl.h): the credit accounting of each
  * side, and a model of two connected endpoints driven as ofi_rxm drives them (receives posted
- * before connecting, enable() at FI_CONNECTED on each side at its own time, a credit message
- * sent with the priority flag through the send handler or deferred, a receiver that stops
- * reposting for a while): no message ever arrives to an empty receive queue (on iWARP that ends
- * the connection), every message arrives once and in order, and nothing deadlocks. Then the
- * ops table with fids that are not vwait's: a warning, no crash. */
+ * before connecting, counted one by one or as the endpoint counts them: none until enable(),
+ * which takes the ring's post count; enable() at FI_CONNECTED on each side at its own time; a
+ * credit message sent with the priority flag through the send handler or deferred; a receiver
+ * that stops reposting for a while): no message ever arrives to an empty receive queue (on iWARP
+ * that ends the connection), every message arrives once and in order, and nothing deadlocks. Then
+ * the ops table with fids that are not vwait's: a warning, no crash. */
 #include "vwait_cmocka.h"
 
 #include "vwait/flow_ctrl.h"
@@ -83,6 +84,22 @@ void recv_side(void **)
 	assert_int_equal(zero.enable(0), 0);
 	assert_int_equal(zero.posted(), 0); /* the protocol's credit */
 	assert_int_equal(zero.posted(), 1);
+	/* an endpoint counts nothing before enable: it passes the receives posted so far, the
+	 * same 7 credits as 8 posted() calls; a second enable adds nothing */
+	recv_credits ring;
+	assert_int_equal(ring.ungranted(), -1);
+	assert_int_equal(ring.enable(4, 8), 7);
+	assert_int_equal(ring.ungranted(), 0);
+	assert_int_equal(ring.enable(4, 8), 0);
+	assert_int_equal(ring.ungranted(), 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(ring.posted(), 0);
+	assert_int_equal(ring.posted(), 4);
+	recv_credits few;
+	assert_int_equal(few.enable(4, 3), 0);
+	assert_int_equal(few.ungranted(), 2);
+	assert_int_equal(few.posted(), 0);
+	assert_int_equal(few.posted(), 4);
 }
 
 /* One side of a connection, as ofi_rxm drives a core endpoint. */
@@ -95,6 +112,7 @@ struct side {
 	recv_credits rx;
 	bool connected = false;    /* ofi_rxm's FI_CONNECTED processed: enable() called */
 	int posted = 0;            /* receives posted on the QP */
+	uint64_t ring_posted = 0;  /* receives posted ever: the receive ring's post count */
 	std::deque<msg> arrived;   /* completions not yet read */
 	std::deque<uint64_t> held; /* ofi_rxm's deferred credit messages */
 	uint64_t next_send = 0, next_recv = 0, credit_msgs = 0;
@@ -109,14 +127,35 @@ struct link {
 	std::mt19937 rng;
 	bool refused_handler = false; /* the send handler fails now and then */
 	uint64_t limit;               /* messages each side sends */
+	/* as ep does it: recv_credits::posted() only once enabled, the receives posted before
+	 * passed to enable() (the ring's post count); else posted() for every receive */
+	bool ring_count;
 
-	link(int rx_size, unsigned seed, uint64_t m) : threshold(rx_size / 2), rng(seed), limit(m)
+	link(int rx_size, unsigned seed, uint64_t m, bool ring)
+	    : threshold(rx_size / 2), rng(seed), limit(m), ring_count(ring)
 	{
 		for (side &x : s)
-			for (int i = 0; i < rx_size; i++) {
-				x.posted++;
-				assert_int_equal(x.rx.posted(), 0); /* nothing before enable */
-			}
+			for (int i = 0; i < rx_size; i++)
+				post_one(x);
+	}
+	/* a receive posted: the credits it makes due */
+	uint64_t post_one(side &x)
+	{
+		x.posted++;
+		x.ring_posted++;
+		if (ring_count && !x.rx.enabled())
+			return 0;
+		const uint64_t n = x.rx.posted();
+		if (!x.rx.enabled())
+			assert_int_equal(n, 0); /* nothing before enable */
+		return n;
+	}
+	/* the peer's receives not granted yet */
+	uint64_t ungranted(const side &x) const
+	{
+		if (ring_count && !x.rx.enabled())
+			return x.ring_posted - 1; /* what enable() will count */
+		return static_cast<uint64_t>(x.rx.ungranted());
 	}
 	/* fi_sendmsg(OFI_PRIORITY) of a credit message */
 	bool post_credit(int i, uint64_t n)
@@ -146,7 +185,7 @@ struct link {
 	{
 		s[i].connected = true;
 		s[i].tx.enable();
-		if (uint64_t n = s[i].rx.enable(threshold_now))
+		if (uint64_t n = s[i].rx.enable(threshold_now, ring_count ? s[i].ring_posted : 0))
 			grant(i, n);
 	}
 	/* Every receive posted at the peer is accounted for exactly once: a credit of this
@@ -159,7 +198,7 @@ struct link {
 			const side &x = s[i], &peer = s[1 - i];
 			uint64_t sum = x.tx.enabled() ? x.tx.credits() : 1 + x.tx.saved();
 			sum += wire[i].size();
-			sum += static_cast<uint64_t>(peer.rx.ungranted());
+			sum += ungranted(peer);
 			for (uint64_t n : peer.held)
 				sum += n;
 			for (const side::msg &m : wire[1 - i])
@@ -213,17 +252,16 @@ struct link {
 			x.tx.add(m.value);
 		else
 			assert_int_equal(m.value, x.next_recv++);
-		x.posted++;
-		if (uint64_t n = x.rx.posted())
+		if (uint64_t n = post_one(x))
 			grant(i, n);
 	}
 };
 
 /* Both directions at once, M messages each, with random steps; one side asleep now and then.
  * Returns the credit messages sent. */
-uint64_t run_link(int rx_size, unsigned seed, uint64_t m, bool handler_fails)
+uint64_t run_link(int rx_size, unsigned seed, uint64_t m, bool handler_fails, bool ring_count)
 {
-	link l(rx_size, seed, m);
+	link l(rx_size, seed, m, ring_count);
 	l.refused_handler = handler_fails;
 	const int first = static_cast<int>(l.rng() % 2);
 	const uint64_t total_steps = 200000 + 400 * m;
@@ -279,15 +317,19 @@ uint64_t run_link(int rx_size, unsigned seed, uint64_t m, bool handler_fails)
 
 void two_sides(void **)
 {
-	for (int rx_size : {4, 8, 16, 128})
-		for (unsigned seed = 1; seed <= 12; seed++) {
-			const uint64_t m = 3000;
-			const uint64_t credits = run_link(rx_size, seed, m, seed % 3 == 0);
-			if (seed == 1)
-				printf("rx_size %d: %llu credit messages for 2 x %llu messages\n",
-				       rx_size, static_cast<unsigned long long>(credits),
-				       static_cast<unsigned long long>(m));
-		}
+	for (bool ring_count : {false, true})
+		for (int rx_size : {4, 8, 16, 128})
+			for (unsigned seed = 1; seed <= 12; seed++) {
+				const uint64_t m = 3000;
+				const uint64_t credits =
+				    run_link(rx_size, seed, m, seed % 3 == 0, ring_count);
+				if (seed == 1)
+					printf("rx_size %d%s: %llu credit messages for 2 x %llu "
+					       "messages\n",
+					       rx_size, ring_count ? " (ring count)" : "",
+					       static_cast<unsigned long long>(credits),
+					       static_cast<unsigned long long>(m));
+			}
 }
 
 /* The ops table, called with what is not a vwait endpoint or domain: no crash. */

@@ -460,62 +460,27 @@ ep::tx_sges ep::gather_iov(const char *op, const struct iovec *iov, void **desc,
 	return out;
 }
 
-ssize_t ep::post_tx_wr(struct ibv_send_wr *wr, void *context, uint64_t cq_flags, size_t len,
-                       bool report, bool priority) noexcept
+ssize_t ep::tx_not_enabled() noexcept
 {
-	const ssize_t ret = post_tx_locked(wr, context, cq_flags, len, report, priority);
-	/* a grant ofi_rxm could not send: again now (not from the credit message's own send) */
-	if (__builtin_expect(grant_owed_.load(std::memory_order_relaxed), 0) && !priority)
-		regrant();
-	return ret;
+	FI_WARN(&prov, FI_LOG_EP_DATA, "transmit on an endpoint that is not enabled\n");
+	return -FI_EOPBADSTATE;
 }
 
-ssize_t ep::post_tx_locked(struct ibv_send_wr *wr, void *context, uint64_t cq_flags, size_t len,
-                           bool report, bool priority) noexcept
+ssize_t ep::tx_post_failed(int ret, bool credited) noexcept
 {
-	util::lock_guard<util::fast_mutex> lock(mutex_);
-	if (!enabled_) {
-		FI_WARN(&prov, FI_LOG_EP_DATA, "transmit on an endpoint that is not enabled\n");
-		return -FI_EOPBADSTATE;
-	}
-	wr_ring &ring = *tx_;
-	wr_slot *slot = ring.claim();
-	if (!slot)
+	if (credited)
+		tx_credits_.untake();
+	if (ret == ENOMEM)
 		return -FI_EAGAIN;
-	/* ofi_rxm's flow control: no credit, no message that needs a peer receive */
-	const bool credited = wr->opcode == IBV_WR_SEND || wr->opcode == IBV_WR_SEND_WITH_IMM ||
-	                      wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
-	if (credited && !tx_credits_.take(priority))
-		return -FI_EAGAIN;
-	slot->context = context;
-	slot->flags = cq_flags;
-	slot->len = len;
-	slot->report = report;
-	wr->wr_id = reinterpret_cast<uintptr_t>(slot);
-	/* No entry wanted and no counter to count it: unsignalled (a failure still completes),
-	 * but never more than half the queue in a row, so that slots keep coming back. */
-	const bool quiet = !report && !ring.counted() && ring.unsignaled + 1 < ring.nslots / 2;
-	if (!quiet)
-		wr->send_flags |= IBV_SEND_SIGNALED;
-	if (fence_after_read_) {
-		/* completions in posting order, as the ring's retire needs (ep.h) */
-		if (wr->opcode == IBV_WR_RDMA_READ)
-			ring.reads_until = slot->seq + 1;
-		else if (ring.reads_until > ring.retired.load(std::memory_order_acquire))
-			wr->send_flags |= IBV_SEND_FENCE;
-	}
-	struct ibv_send_wr *bad = nullptr;
-	if (int ret = ibv_post_send(qp_, wr, &bad)) {
-		if (credited)
-			tx_credits_.untake();
-		if (ret == ENOMEM)
-			return -FI_EAGAIN;
-		FI_WARN(&prov, FI_LOG_EP_DATA, "ibv_post_send: %s\n", strerror(ret));
-		return verbs::positive_code(ret);
-	}
-	ring.commit();
-	ring.unsignaled = quiet ? ring.unsignaled + 1 : 0;
-	return FI_SUCCESS;
+	FI_WARN(&prov, FI_LOG_EP_DATA, "ibv_post_send: %s\n", strerror(ret));
+	return verbs::positive_code(ret);
+}
+
+void ep::after_flow_tx(bool priority) noexcept
+{
+	/* a grant ofi_rxm could not send: again now (not from the credit message's own send) */
+	if (grant_owed_.load(std::memory_order_relaxed) && !priority)
+		regrant();
 }
 
 int ep::enable_credit_flow(uint64_t threshold) noexcept
@@ -531,8 +496,10 @@ int ep::enable_credit_flow(uint64_t threshold) noexcept
 	}
 	uint64_t grant;
 	{
+		/* the receive path counts nothing before: the receives posted so far are the
+		 * ring's */
 		util::lock_guard<util::fast_mutex> lock(rx_mutex_);
-		grant = rx_credits_.enable(threshold);
+		grant = rx_credits_.enable(threshold, rx_->posted.load(std::memory_order_relaxed));
 	}
 	FI_DBG(&prov, FI_LOG_EP_CTRL,
 	       "flow control on, threshold %" PRIu64 ", granting %" PRIu64 "\n", threshold, grant);
@@ -572,8 +539,6 @@ void ep::regrant() noexcept
 
 namespace
 {
-
-using ep_box = util::fid_box<struct fid_ep, ep>;
 
 int ep_close(struct fid *fid) noexcept
 {
@@ -669,16 +634,6 @@ struct fi_ops_atomic ep_atomic_ops = {
     .readwritevalid = util::unsupported{},
     .compwritevalid = util::unsupported{},
 };
-
-ep *ep_of(struct fid_ep *fid) noexcept
-{
-	return ep_box::of(fid)->obj;
-}
-
-ep *ep_of(struct fid *fid) noexcept
-{
-	return ep_box::of(fid)->obj;
-}
 
 ep *vwait_ep(struct fid *fid) noexcept
 {
