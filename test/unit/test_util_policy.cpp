@@ -463,12 +463,23 @@ void test_learner_busy_cpu(void **)
 	spin_learner p({wait_policy_kind::adaptive, 1000, &quiet});
 	assert_false(p.preempted(us(30)));
 	assert_false(p.preempted(us(spin_learner::preempt_gap_us)));
-	assert_true(p.preempted(us(spin_learner::preempt_gap_us + 50)));
+	/* a lone preemption is counted and stops nothing; one more within preempt_repeat_ms
+	 * stops the spin, and so does each while they keep coming */
+	assert_false(p.preempted(us(spin_learner::preempt_gap_us + 50)));
 	assert_int_equal(p.preemptions(), 1);
+	advance_ms(spin_learner::preempt_repeat_ms - 1);
+	assert_true(p.preempted(us(spin_learner::preempt_gap_us + 50)));
+	assert_true(p.preempted(us(spin_learner::preempt_gap_us + 50)));
+	assert_int_equal(p.preemptions(), 3);
+	/* after preempt_repeat_ms without one, the next is lone again */
+	advance_ms(spin_learner::preempt_repeat_ms);
+	assert_false(p.preempted(us(spin_learner::preempt_gap_us + 50)));
 	/* W of 2.5 ms (inflated, or a slow machine): a 200 us gap is still a preemption */
 	warm_up(p);
 	sleeps(p, 0, 2500, 3);
 	assert_int_equal(p.wake_cost_ns(), 2500000);
+	advance_ms(spin_learner::preempt_repeat_ms);
+	assert_false(p.preempted(us(200)));
 	assert_true(p.preempted(us(200)));
 	assert_false(p.preempted(us(60)));
 	/* waits whose spins were preempted, even after a sleep, move nothing */
@@ -608,8 +619,10 @@ void test_decision_counts(void **)
 	assert_true(c.armed_long.load() > 0);
 	assert_true(c.probes.load() > 0);
 	assert_int_equal(c.spun.load() + c.probes.load() + c.armed_long.load(), 45);
-	/* a preempted spin */
+	/* a preempted spin: a lone preemption stops nothing, a second one at once stops it */
 	assert_false(a.preempted(us(50)));
+	assert_false(a.preempted(us(500)));
+	assert_int_equal(c.preempted.load(), 0);
 	assert_true(a.preempted(us(500)));
 	assert_int_equal(c.preempted.load(), 1);
 	/* CPUs short: armed at once, counted as such */

@@ -88,13 +88,16 @@
  * A starved peer: spinning helps only while the awaited thread has a CPU. Two signals say it
  * may not, and neither depends on W (an inflated W made the first one blind in boot r):
  * (1) the spin's own clock reads (one every few polls) jump by more than preempt_gap_us
- * (100 us: more than an interrupt or a soft-RoCE softirq takes in the emulated VM): the spinner
- * lost its CPU, so it arms at once; the wait teaches nothing (until boot t it counted as a
- * long one, and a host descheduling the VM's vCPUs stopped spinning at think 20-50 us, which
- * no sleep in the guest helps); (2) policy_inputs::cpu_short, by default a cpu_gauge
- * (below) over the system's count of runnable threads (/proc/loadavg, read at most once per
- * cpu_check_ms per process): while their mean exceeds the CPUs this process may use by more
- * than half a thread, every wait arms at once, probes included, and no sleep is calibrated
+ * (100 us: more than an interrupt or a soft-RoCE softirq takes in the emulated VM) twice within
+ * preempt_repeat_ms: the spinner keeps losing its CPU, so it arms at once; the wait teaches
+ * nothing (until boot t it counted as a long one, and a host descheduling the VM's vCPUs
+ * stopped spinning at think 20-50 us, which no sleep in the guest helps). A lone preemption
+ * stops nothing: until boot ff each one did, and at think 20-100 us, where 0.2-1.2 % of the
+ * waits were preempted once (a host that descheduled a vCPU), those waits then slept and
+ * paid a wake-up, which made adaptive 1.04-1.06 times fixed; (2) policy_inputs::cpu_short, by
+ * default a cpu_gauge (below) over the system's count of runnable threads (/proc/loadavg, read at
+ * most once per cpu_check_ms per process): while their mean exceeds the CPUs this process may use
+ * by more than half a thread, every wait arms at once, probes included, and no sleep is calibrated
  * (W is not used then, and a calibration costs system calls and a wake-up). Boot t's debug
  * run read that count with K = 3 blocking pairs on 2 vCPUs: mean 5.95 (block), 6.03
  * (adaptive); one pair: 1.95 and 1.51. Both are cheap: the first costs nothing (the spin
@@ -323,6 +326,9 @@ public:
 	static constexpr uint64_t w_refresh_ms = 16;
 	/* a gap in the spin's clock reads longer than this is a preemption (not W: see above) */
 	static constexpr unsigned preempt_gap_us = 100;
+	/* a preemption stops the spin when another came less than this long before it (the
+	 * spinner keeps losing its CPU); a lone one does not (see above) */
+	static constexpr uint64_t preempt_repeat_ms = 5;
 
 	explicit spin_learner(wait_policy p) noexcept
 	    : spin_learner(p, p.inputs ? *p.inputs : default_policy_inputs())
@@ -357,11 +363,12 @@ public:
 	clock::duration calibration() noexcept;
 	/* A calibration timer due at its expiry woke the sleeper `late` after it. */
 	void record_wake(clock::duration late) noexcept;
-	/* True when a gap of `gap` between two clock reads of a spin means the spinner lost its
-	 * CPU for longer than a sleep would cost: the caller stops spinning, and the wait counts as
-	 * a long one. */
+	/* True when a gap of `gap` between two clock reads of a spin is a preemption (longer
+	 * than preempt_gap_us) and another came less than preempt_repeat_ms before it: the
+	 * spinner keeps losing its CPU, the caller stops spinning (record_preempted). A lone
+	 * preemption is counted (preemptions()) and the spin goes on. */
 	bool preempted(clock::duration gap) noexcept;
-	/* The wait whose spin preempted() stopped ended: it counts as a long one. */
+	/* The wait whose spin preempted() stopped ended: it teaches nothing. */
 	void record_preempted() noexcept;
 
 	/* for tests and reports */
@@ -419,6 +426,7 @@ private:
 	std::atomic<uint64_t> sleeps_{0};
 	std::atomic<uint64_t> sleep_ns_{0}; /* EWMA of the sleeps' length (the timer's place) */
 	std::atomic<uint64_t> preempt_{0};
+	std::atomic<uint64_t> preempt_ms_{0}; /* now_ms() + 1 of the last preemption; 0: none */
 };
 
 } // namespace vwait::util

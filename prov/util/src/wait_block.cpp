@@ -455,6 +455,36 @@ int waiter::run(clock::time_point deadline, waitable *w, const consume_fn *consu
 		else
 			learner.record(now - start, true);
 	};
+	/* The spin: a pass is a peek and, every clock_every peeks, a clock read; none of the
+	 * loop's bookkeeping below (nothing slept or was readable yet), so that a spinning
+	 * fi_cq_sread polls at the pace of a fi_cq_read loop. When it ends, the loop below reads
+	 * seq and peeks once more before it arms. */
+	while (spinning) {
+		if (peek_phase(w, consume)) {
+			found();
+			return 0;
+		}
+		/* the clock is read, and the core told that this thread spins, once per
+		 * clock_every polls, so that a poll is what each pass mostly costs. Not a pause per
+		 * poll: under QEMU TCG a pause leaves the translated code for the vCPU's main loop
+		 * (it lets another vCPU run), 0.2-0.3 us in the test VM, twice a clock read (boot
+		 * z), while a fi_cq_read loop never pauses */
+		if (++polls % clock_every != 0)
+			continue;
+		const clock::time_point now = clock::now();
+		/* a jump between two clock reads of the spin: this thread lost its CPU for longer
+		 * than a sleep costs, so the CPUs are short; stop spinning */
+		if (learner.preempted(now - last_read)) {
+			preempted = true;
+			spin_end = now;
+		}
+		last_read = now;
+		if (now >= spin_end) {
+			spinning = false;
+			break;
+		}
+		cpu_relax();
+	}
 	for (;;) {
 		/* FD / POLLFD: what the leader's poll() found readable is drained after the
 		 * peek phase had a look (a verbs CQ polls its hardware queue itself: the
@@ -484,13 +514,6 @@ int waiter::run(clock::time_point deadline, waitable *w, const consume_fn *consu
 			drain_polled();
 			continue;
 		}
-		/* spinning: the clock is read, and the core told that this thread spins, once per
-		 * clock_every polls, so that a poll is what each pass mostly costs. Not a pause per
-		 * poll: under QEMU TCG a pause leaves the translated code for the vCPU's main loop
-		 * (it lets another vCPU run), 0.2-0.3 us in the test VM, twice a clock read (boot
-		 * z), while a fi_cq_read loop never pauses */
-		if (spinning && ++polls % clock_every != 0)
-			continue;
 		const clock::time_point now = clock::now();
 		if (now >= deadline) {
 			if (preempted)
@@ -499,20 +522,6 @@ int waiter::run(clock::time_point deadline, waitable *w, const consume_fn *consu
 				learner.record(now - start, false);
 			return -FI_ETIMEDOUT;
 		}
-		if (spinning) {
-			/* a jump between two clock reads of the spin: this thread lost its CPU for
-			 * longer than a sleep costs, so the CPUs are short; stop spinning */
-			if (learner.preempted(now - last_read)) {
-				preempted = true;
-				spin_end = now;
-			}
-			last_read = now;
-		}
-		if (now < spin_end) {
-			cpu_relax();
-			continue;
-		}
-		spinning = false;
 		if (counts_as_blocking_.load(std::memory_order_relaxed))
 			note_blocking();
 		if (kind_ == FI_WAIT_YIELD) {

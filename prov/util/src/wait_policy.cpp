@@ -522,6 +522,11 @@ bool spin_learner::preempted(clock::duration gap) noexcept
 	if (ns_of(gap) <= preempt_gap_us * 1000ULL)
 		return false;
 	preempt_.fetch_add(1, std::memory_order_relaxed);
+	/* stored + 1, so that 0 means none even when the clock starts at 0 (fake clocks) */
+	const uint64_t now = now_ms() + 1;
+	const uint64_t last = preempt_ms_.exchange(now, std::memory_order_relaxed);
+	if (last == 0 || now - last >= preempt_repeat_ms)
+		return false; /* a lone one: the host took the CPU once; spin on */
 	count(&policy_decisions::preempted);
 	return true;
 }
