@@ -136,7 +136,16 @@ stage_unit() {
 # distcheck's tarball is the one the packaging stage builds packages from (dist_tarball).
 dist_tarball=
 stage_distcheck() {
-	make -C "$builddir" -j"$jobs" distcheck || return 1
+	if ! make -C "$builddir" -j"$jobs" distcheck; then
+		# what failed, before a later stage removes distcheck's tree (a unit test that failed
+		# there once and passed in the unit stage left nothing to read)
+		local f
+		for f in $(find "$builddir/$(distname)" -name test-suite.log 2>/dev/null); do
+			echo "----- $f:"
+			cat "$f"
+		done
+		return 1
+	fi
 	dist_tarball=$builddir/$(distname).tar.gz
 	[ -f "$dist_tarball" ] || dist_tarball=
 }
