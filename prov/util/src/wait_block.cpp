@@ -472,8 +472,9 @@ int waiter::run(clock::time_point deadline, waitable *w, const consume_fn *consu
 		if (++polls % clock_every != 0)
 			continue;
 		const clock::time_point now = clock::now();
-		/* a jump between two clock reads of the spin: this thread lost its CPU for longer
-		 * than a sleep costs, so the CPUs are short; stop spinning */
+		/* a jump between two clock reads of the spin, a second one within 5 ms: this
+		 * thread keeps losing its CPU, so the CPUs are short; stop spinning (a lone jump,
+		 * the host taking a vCPU once, stops nothing: spin_learner::preempted) */
 		if (learner.preempted(now - last_read)) {
 			preempted = true;
 			spin_end = now;
