@@ -496,6 +496,19 @@ void test_learner_busy_cpu(void **)
 	 * so look at the mean of short waits) */
 	p.record(us(900), true);
 	assert_true(p.mean_short_ns() >= 800000);
+	/* a wait whose spin met a lone preemption goes on spinning but teaches nothing: its
+	 * length includes the time without a CPU (50 ms here, long against 1000 us); the flag
+	 * does not reach the next wait, which learns again */
+	advance_ms(spin_learner::preempt_repeat_ms);
+	const unsigned s0 = p.score();
+	assert_true(s0 >= spin_learner::score_one / 2);
+	assert_true(p.budget(outside) == d(1000));
+	assert_false(p.preempted(us(spin_learner::preempt_gap_us + 50)));
+	p.record(us(50000), true);
+	assert_int_equal(p.score(), s0);
+	assert_true(p.budget(outside) == d(1000));
+	p.record(us(50000), true);
+	assert_true(p.score() < s0);
 }
 
 /* One wait of a learner whose wake-up costs w_us: one of true_us spins through when the

@@ -366,7 +366,8 @@ public:
 	/* True when a gap of `gap` between two clock reads of a spin is a preemption (longer
 	 * than preempt_gap_us) and another came less than preempt_repeat_ms before it: the
 	 * spinner keeps losing its CPU, the caller stops spinning (record_preempted). A lone
-	 * preemption is counted (preemptions()) and the spin goes on. */
+	 * preemption is counted (preemptions()) and the spin goes on; the wait's record() then
+	 * teaches nothing (its length includes the time without a CPU). */
 	bool preempted(clock::duration gap) noexcept;
 	/* The wait whose spin preempted() stopped ended: it teaches nothing. */
 	void record_preempted() noexcept;

@@ -280,6 +280,9 @@ namespace
  * record() judges the wait by them (a wait is one thread's, from budget() to record()) */
 thread_local clock::duration given_budget{};
 thread_local bool wait_slept = false;
+/* and whether its spin met a lone preemption (preempted): its length then includes time
+ * without a CPU, and it teaches nothing */
+thread_local bool wait_lost_cpu = false;
 } // namespace
 
 bool cpu_gauge::feed(int runnable) noexcept
@@ -377,6 +380,7 @@ clock::duration spin_learner::budget(wall_clock_fn wall_ms) noexcept
 		break;
 	}
 	wait_slept = false;
+	wait_lost_cpu = false;
 	given_budget = adaptive_budget(wall_ms);
 	return given_budget;
 }
@@ -417,6 +421,11 @@ void spin_learner::record(clock::duration waited, bool found) noexcept
 		return;
 	const bool slept = wait_slept;
 	wait_slept = false;
+	if (wait_lost_cpu) {
+		/* how long it lasted says nothing of how long the wait was */
+		wait_lost_cpu = false;
+		return;
+	}
 	/* W once: the threshold and, for a wait that slept, the wake-up it paid */
 	const uint64_t w = budget_w_ns();
 	const clock::duration b = threshold_of(w);
@@ -525,8 +534,12 @@ bool spin_learner::preempted(clock::duration gap) noexcept
 	/* stored + 1, so that 0 means none even when the clock starts at 0 (fake clocks) */
 	const uint64_t now = now_ms() + 1;
 	const uint64_t last = preempt_ms_.exchange(now, std::memory_order_relaxed);
-	if (last == 0 || now - last >= preempt_repeat_ms)
-		return false; /* a lone one: the host took the CPU once; spin on */
+	if (last == 0 || now - last >= preempt_repeat_ms) {
+		/* a lone one: the host took the CPU once; spin on, but learn nothing from the
+		 * wait's length (record) */
+		wait_lost_cpu = true;
+		return false;
+	}
 	count(&policy_decisions::preempted);
 	return true;
 }
@@ -537,6 +550,7 @@ void spin_learner::record_preempted() noexcept
 	 * CPUs is cpu_gauge's to judge: one lost spin (a host that descheduled a vCPU, an
 	 * interrupt storm) must not stop the spinning of the waits after it */
 	wait_slept = false;
+	wait_lost_cpu = false;
 }
 
 } // namespace vwait::util
