@@ -426,6 +426,13 @@ void spin_learner::record(clock::duration waited, bool found) noexcept
 		wait_lost_cpu = false;
 		return;
 	}
+	if (!slept && given_budget > clock::duration::zero()) {
+		/* it spun and never slept: judged against the budget it was given, the threshold
+		 * of its start (no look at W on the way out of a wait that spun) */
+		if (found || waited >= given_budget)
+			learn(found && waited <= given_budget, waited);
+		return;
+	}
 	/* W once: the threshold and, for a wait that slept, the wake-up it paid */
 	const uint64_t w = budget_w_ns();
 	const clock::duration b = threshold_of(w);
