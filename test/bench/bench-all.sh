@@ -43,11 +43,22 @@
 #            4): spinning, adaptive fi_cq_sread, fi_cq_sread spinning with no learner (fixed),
 #            and fi_cq_read on a FI_WAIT_UNSPEC CQ (spinu); per run the median of the per-burst
 #            ratios to the spinning server (not in the default sections: make bench-policy)
+#   longturns think times at or above W (BENCH_LONGTURN_THINKS, default 200 500 5000 us), taking
+#            turns the same way (BENCH_LONGTURN_REPEATS runs, default 4; max(8, 40000/think)
+#            rounds a burst): spinning, adaptive fi_cq_sread, the block policy, upstream verbs'
+#            fi_cq_sread; then the goal per think: adaptive - spin <= 1.1 x (block - spin), what
+#            a sleep costs in the same bursts (make bench-policy)
+#   pairturns one pair, both sides waiting, taking turns at think 0 and 50 us
+#            (BENCH_PAIRTURN_THINKS, BENCH_PAIRTURN_REPEATS runs, default 4): both spinning,
+#            both adaptive fi_cq_sread, both fixed, both fi_cq_read on FI_WAIT_UNSPEC CQs; goal
+#            adaptive <= 1.2x spinning (make bench-policy). BENCH_BURSTS sets the bursts per run
+#            of thinkturns, longturns and pairturns (a quick check)
 #   oversub  K = 1 and 3 ping-pong pairs at once, both sides in fi_cq_sread (FI_WAIT_UNSPEC),
 #            think 0 and 50 us (BENCH_OVERSUB_ITERS rounds at think 0, default 3000; with
 #            BENCH_OVERSUB_BASE=BUILDDIR also "base", adaptive from another build): vwait
 #            adaptive, vwait block, upstream verbs, and (K = 1) both sides spinning; latency
-#            the mean of the pairs' (make bench-policy runs just policy and oversub)
+#            the mean of the pairs' (make bench-policy runs policy, thinkturns, longturns,
+#            pairturns and oversub)
 #   netpipe  NetPIPE small-message latency over vwait;ofi_rxm and verbs;ofi_rxm, both with
 #            FI_UNIVERSE_SIZE=32
 #
@@ -297,6 +308,24 @@ turns_run() {
 		while read -r v; do record "$table" "$row" "$q" "$v"; done
 }
 
+# turns_rotated REPEATS TABLE ROW REF NUM/DEN SECONDS [VAR=VALUE...] -- ARM...: REPEATS runs of
+# turns_run, each on fresh ports, the turn order rotated by one arm per run (an arm in the middle
+# never runs two bursts in a row: each takes the ends in turn). With BENCH_OVERSUB_BASE=BUILDDIR
+# an arm named base runs with that build's provider.
+turns_rotated() {
+	local n=$1 r k head=()
+	shift
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do head+=("$1"); shift; done
+	shift
+	local all=("$@")
+	for r in $(seq "$n"); do
+		port=$((port + 10))
+		k=$(((r - 1) % ${#all[@]}))
+		turns_run "${head[@]}" ${BENCH_OVERSUB_BASE:+BENCH_ENV_base=FI_PROVIDER_PATH=$BENCH_OVERSUB_BASE/.libs} \
+			-- "${all[@]:k}" "${all[@]:0:k}"
+	done
+}
+
 # Separate runs of one cell spread 10-40 % (the emulated CPU's speed drifts); two providers that
 # cost the same then differ by a few per cent either way from boot to boot. Here the pairs run
 # side by side and take turns every burst (20-130 ms here), so the drift falls on all alike.
@@ -323,18 +352,11 @@ section_turns() {
 # The think tables' cells at think 0 compare separate runs, which spread 10-40 % in this VM; the
 # goal there (within 1.2x of spinning) is narrower than that. Here the servers take turns.
 section_waitturns() {
-	local r k row="64 B, think 0"
-	local all=("spin=vwait" "sread=vwait/sread-unspec" "sreadblock=vwait/sread-unspec"
-		"waitset=vwait/waitset" "wsblock=vwait/waitset" "cntr=vwait/cntr-wait-unspec"
-		"cntrspin=vwait/cntr-spin" "verbs=verbs/sread-unspec")
-	for r in $(seq "$turn_repeats"); do
-		port=$((port + 10))
-		k=$(((r - 1) % ${#all[@]}))
-		local arms=("${all[@]:k}" "${all[@]:0:k}")
-		turns_run waitturns "$row" spin cntr/cntrspin 900 BENCH_SIZE=64 \
-			BENCH_ENV_sreadblock=FI_VWAIT_WAIT_POLICY=block BENCH_ENV_wsblock=FI_VWAIT_WAIT_POLICY=block \
-			-- "${arms[@]}"
-	done
+	turns_rotated "$turn_repeats" waitturns "64 B, think 0" spin cntr/cntrspin 900 BENCH_SIZE=64 \
+		BENCH_ENV_sreadblock=FI_VWAIT_WAIT_POLICY=block BENCH_ENV_wsblock=FI_VWAIT_WAIT_POLICY=block \
+		-- "spin=vwait" "sread=vwait/sread-unspec" "sreadblock=vwait/sread-unspec" \
+		"waitset=vwait/waitset" "wsblock=vwait/waitset" "cntr=vwait/cntr-wait-unspec" \
+		"cntrspin=vwait/cntr-spin" "verbs=verbs/sread-unspec"
 }
 
 # ---------------------------------------------------------------- think below W, taking turns
@@ -345,22 +367,55 @@ section_waitturns() {
 # base: adaptive with that build's provider.
 thinkturn_thinks=${BENCH_THINKTURN_THINKS:-20 50 100}
 thinkturn_repeats=${BENCH_THINKTURN_REPEATS:-4}
+fixed_env="FI_VWAIT_WAIT_POLICY=fixed FI_VWAIT_SPIN_US=1000" # fi_cq_sread spinning 1 ms, no learner
 section_thinkturns() {
-	local r k t
-	local all=("spin=vwait" "sread=vwait/sread-unspec" "fixed=vwait/sread-unspec"
-		"spinu=vwait/spin-unspec")
-	[ -n "${BENCH_OVERSUB_BASE:-}" ] && all+=("base=vwait/sread-unspec")
+	local t
 	for t in $thinkturn_thinks; do
-		for r in $(seq "$thinkturn_repeats"); do
-			port=$((port + 10))
-			k=$(((r - 1) % ${#all[@]}))
-			local arms=("${all[@]:k}" "${all[@]:0:k}")
-			turns_run thinkturns "64 B, think $t" spin sread/fixed 900 BENCH_SIZE=64 \
-				BENCH_THINK="$t" BENCH_BURSTS=30 BENCH_ITERS=300 \
-				BENCH_ENV_fixed="FI_VWAIT_WAIT_POLICY=fixed FI_VWAIT_SPIN_US=1000" \
-				${BENCH_OVERSUB_BASE:+BENCH_ENV_base=FI_PROVIDER_PATH=$BENCH_OVERSUB_BASE/.libs} \
-				-- "${arms[@]}"
-		done
+		turns_rotated "$thinkturn_repeats" thinkturns "64 B, think $t" spin sread/fixed 900 BENCH_SIZE=64 \
+			BENCH_THINK="$t" BENCH_BURSTS="${BENCH_BURSTS:-30}" BENCH_ITERS=300 BENCH_ENV_fixed="$fixed_env" \
+			-- "spin=vwait" "sread=vwait/sread-unspec" "fixed=vwait/sread-unspec" \
+			"spinu=vwait/spin-unspec" ${BENCH_OVERSUB_BASE:+"base=vwait/sread-unspec"}
+	done
+}
+
+# ---------------------------------------------------------------- think at or above W, taking turns
+# The policy table's think times above W compare separate runs too. Here the servers take turns
+# at each think time: spinning (spin), adaptive fi_cq_sread (sread), the block policy (block:
+# what a sleep costs at that think, in the same bursts) and upstream verbs' fi_cq_sread (verbs);
+# base with BENCH_OVERSUB_BASE. A burst thinks about 40 ms in all: max(8, 40000 / think) rounds
+# (and as many warmup rounds, 20 at most), 30 bursts (40 from think 2000 on, the noisiest).
+longturn_thinks=${BENCH_LONGTURN_THINKS:-200 500 5000}
+longturn_repeats=${BENCH_LONGTURN_REPEATS:-4}
+section_longturns() {
+	local t iters bursts
+	for t in $longturn_thinks; do
+		iters=$((40000 / t))
+		[ "$iters" -lt 8 ] && iters=8
+		bursts=30
+		[ "$t" -ge 2000 ] && bursts=40
+		turns_rotated "$longturn_repeats" longturns "64 B, think $t" spin sread/block 900 BENCH_SIZE=64 \
+			BENCH_THINK="$t" BENCH_BURSTS="${BENCH_BURSTS:-$bursts}" BENCH_ITERS=$iters \
+			BENCH_WARMUP=$((iters < 20 ? iters : 20)) BENCH_ENV_block=FI_VWAIT_WAIT_POLICY=block \
+			-- "spin=vwait" "sread=vwait/sread-unspec" "block=vwait/sread-unspec" \
+			"verbs=verbs/sread-unspec" ${BENCH_OVERSUB_BASE:+"base=vwait/sread-unspec"}
+	done
+}
+
+# ---------------------------------------------------------------- one pair, both sides waiting, taking turns
+# The oversub table's K = 1 cells compare separate runs. Here one pair at a time, both sides in
+# the same mode, takes turns: both spinning (spin), both in adaptive fi_cq_sread (sread), both in
+# fi_cq_sread spinning up to 1 ms with no learner (fixed), both in fi_cq_read on FI_WAIT_UNSPEC CQs
+# (spinu); base with BENCH_OVERSUB_BASE. 30 bursts of 500 rounds at think 0, 300 else.
+pairturn_thinks=${BENCH_PAIRTURN_THINKS:-0 50}
+pairturn_repeats=${BENCH_PAIRTURN_REPEATS:-4}
+section_pairturns() {
+	local t
+	for t in $pairturn_thinks; do
+		turns_rotated "$pairturn_repeats" pairturns "64 B, think $t" spin sread/fixed 900 BENCH_SIZE=64 \
+			BENCH_THINK="$t" BENCH_BURSTS="${BENCH_BURSTS:-30}" BENCH_ITERS=$((t == 0 ? 500 : 300)) \
+			BENCH_ENV_fixed="$fixed_env" \
+			-- "spin=vwait" "sread=vwait/sread-unspec/sread-unspec" "fixed=vwait/sread-unspec/sread-unspec" \
+			"spinu=vwait/spin-unspec/spin-unspec" ${BENCH_OVERSUB_BASE:+"base=vwait/sread-unspec/sread-unspec"}
 	done
 }
 
@@ -446,7 +501,7 @@ section_policy() {
 			case $who in
 			spin) srv="vwait spin" senv= ;;
 			spinu) srv="vwait spin-unspec" senv= ;;
-			fixed) senv="FI_VWAIT_WAIT_POLICY=fixed FI_VWAIT_SPIN_US=1000" ;;
+			fixed) senv=$fixed_env ;;
 			base) senv="FI_VWAIT_WAIT_POLICY=adaptive FI_PROVIDER_PATH=${BENCH_OVERSUB_BASE:?base needs BENCH_OVERSUB_BASE}/.libs" ;;
 			verbs) srv="verbs sread-unspec" senv= ;;
 			esac
@@ -544,6 +599,26 @@ policy_goals() {
 				(cb > 0 ? ca / cb : 0), (w == "" ? "no W" : (ok ? "yes" : "NO")) } }' "$tmp/stp"
 }
 
+# the goal for think >= W, per think time of the longturns table (medians of the per-run ratios):
+# what the adaptive server pays over spinning against what a sleep pays (block), the same bursts
+longturn_goals() {
+	stats longturns >"$tmp/stl"
+	[ -s "$tmp/stl" ] || return 0
+	echo
+	echo "### Think >= W taking turns, the adaptive policy's goal (medians of the table above; Wext = (block/spin - 1) x spin: what a sleep costs at that think; goal: adaptive - spin <= 1.1 Wext)"
+	echo
+	echo "| think (us) | spin (us) | Wext (us) | adaptive - spin (us) | (adaptive - spin) / Wext | met |"
+	echo "|---|---|---|---|---|---|"
+	awk -F'|' '{ v[$1, $2] = $3 }
+		END { n = split("'"$longturn_thinks"'", t, " ")
+		for (i = 1; i <= n; i++) { row = "64 B, think " t[i]
+			ls = v[row, "spin"]; rs = v[row, "sread/spin"]; rb = v[row, "block/spin"]
+			if (ls == "" || rs == "" || rb == "") continue
+			w = (rb - 1) * ls; d = (rs - 1) * ls
+			printf "| %s | %.2f | %.2f | %.2f | %s | %s |\n", t[i], ls, w, d,
+				(w > 0 ? sprintf("%.2f", d / w) : "-"), (rs - 1 <= 1.1 * (rb - 1) ? "yes" : "NO") } }' "$tmp/stl"
+}
+
 # ---------------------------------------------------------------- NetPIPE over rxm
 np_run() ( # PROVIDER OUT [VAR=VALUE...]
 	local prov=$1 o=$2 v pass=()
@@ -595,6 +670,8 @@ for s in $sections; do
 	idle) section_idle ;;
 	policy) section_policy ;;
 	thinkturns) section_thinkturns ;;
+	longturns) section_longturns ;;
+	pairturns) section_pairturns ;;
 	oversub) section_oversub ;;
 	netpipe) section_netpipe ;;
 	*) note "unknown section $s" ;;
@@ -673,6 +750,11 @@ table() {
 	table waitturns "Think time 0 taking turns: a spinning client, the server spinning or waiting (adaptive policy; block: the block policy; verbs: upstream verbs' fi_cq_sread), burst by burst (us; ratios: per run, the median of the per-burst ratios to the spinning server; cntr/cntrspin: their quotient; cells over $turn_repeats runs)" \
 		spin sread sreadblock waitset wsblock cntr cntrspin verbs sread/spin sreadblock/spin waitset/spin wsblock/spin cntr/cntrspin verbs/spin
 	table thinkturns "Think below W taking turns: a spinning client thinking before each round, the server spinning (spin; spinu: on a FI_WAIT_UNSPEC CQ) or in fi_cq_sread (sread: adaptive; fixed: spinning up to 1 ms, no learner${BENCH_OVERSUB_BASE:+; base: adaptive, another build}), burst by burst (us; ratios: per run, the median of the per-burst ratios to the spinning server; sread/fixed: their quotient; cells over $thinkturn_repeats runs)" \
+		spin sread fixed spinu${BENCH_OVERSUB_BASE:+ base} sread/spin fixed/spin spinu/spin${BENCH_OVERSUB_BASE:+ base/spin} sread/fixed
+	table longturns "Think at or above W taking turns: a spinning client sleeping before each round, the server spinning (spin) or in fi_cq_sread (sread: adaptive; block: the block policy; verbs: upstream verbs${BENCH_OVERSUB_BASE:+; base: adaptive, another build}), burst by burst (us; ratios: per run, the median of the per-burst ratios to the spinning server; sread/block: their quotient; cells over $longturn_repeats runs)" \
+		spin sread block verbs${BENCH_OVERSUB_BASE:+ base} sread/spin block/spin verbs/spin${BENCH_OVERSUB_BASE:+ base/spin} sread/block
+	longturn_goals
+	table pairturns "One pair, both sides waiting, taking turns (goal, issue 33: sread/spin <= 1.2): both sides spinning (spin; spinu: on FI_WAIT_UNSPEC CQs) or in fi_cq_sread (sread: adaptive; fixed: spinning up to 1 ms, no learner${BENCH_OVERSUB_BASE:+; base: adaptive, another build}), burst by burst (us; ratios: per run, the median of the per-burst ratios to spin; sread/fixed: their quotient; cells over $pairturn_repeats runs)" \
 		spin sread fixed spinu${BENCH_OVERSUB_BASE:+ base} sread/spin fixed/spin spinu/spin${BENCH_OVERSUB_BASE:+ base/spin} sread/fixed
 	table sread "Ping-pong 64 B, both sides in fi_cq_sread, FI_WAIT_UNSPEC (us)" \
 		"vwait sread" "vwait spin" "verbs sread" -- "vwait sread/vwait spin" "verbs sread/vwait spin"
