@@ -38,8 +38,8 @@
 #            and the wake-up cost W the adaptive server had measured by each phase's end; then
 #            each goal checked per think time (below W: latency <= 1.1x spin; every think:
 #            latency <= spin + 1.1 W and CPU <= 2x block)
-#   thinkturns the policy table's think times below W (BENCH_THINKTURN_THINKS, default 20 50
-#            100 us), servers taking turns burst by burst (BENCH_THINKTURN_REPEATS runs, default
+#   thinkturns the policy table's think times below W (BENCH_THINKTURN_THINKS, default 0 20
+#            50 100 us), servers taking turns burst by burst (BENCH_THINKTURN_REPEATS runs, default
 #            4): spinning, adaptive fi_cq_sread, fi_cq_sread spinning with no learner (fixed),
 #            and fi_cq_read on a FI_WAIT_UNSPEC CQ (spinu); per run the median of the per-burst
 #            ratios to the spinning server (not in the default sections: make bench-policy)
@@ -365,7 +365,7 @@ section_waitturns() {
 # time, and two more arms take the spinning fi_cq_sread apart: fixed (spinning up to 1 ms, no
 # learner) and spinu (fi_cq_read on a FI_WAIT_UNSPEC CQ); with BENCH_OVERSUB_BASE=BUILDDIR,
 # base: adaptive with that build's provider.
-thinkturn_thinks=${BENCH_THINKTURN_THINKS:-20 50 100}
+thinkturn_thinks=${BENCH_THINKTURN_THINKS:-0 20 50 100}
 thinkturn_repeats=${BENCH_THINKTURN_REPEATS:-4}
 fixed_env="FI_VWAIT_WAIT_POLICY=fixed FI_VWAIT_SPIN_US=1000" # fi_cq_sread spinning 1 ms, no learner
 section_thinkturns() {
@@ -576,7 +576,7 @@ policy_goals() {
 	stats policy >"$tmp/stp"
 	[ -s "$tmp/stp" ] || return 0
 	echo
-	echo "### The adaptive policy's goals (medians of the table above; W: the adaptive server's measured wake-up cost; W*: none measured at that think time, the run's smallest)"
+	echo "### The adaptive policy's goals (medians of the table above, separate runs; W: the adaptive server's measured wake-up cost; W*: none measured at that think time, the run's smallest. Where thinkturns and longturns ran, their ratios, taken in turns, are the figures to judge by)"
 	echo
 	echo "| think (us) | W (us) | adaptive/spin (goal <= 1.1 when think < W) | adaptive - spin (us) (goal <= 1.1 W) | adaptive CPU / block CPU (goal <= 2) | met |"
 	echo "|---|---|---|---|---|---|"
