@@ -461,9 +461,9 @@ int waiter::run(clock::time_point deadline, waitable *w, const consume_fn *consu
 	 * seq and peeks once more before it arms. */
 	while (spinning) {
 		if (peek_phase(w, consume)) {
-			/* the spin's last clock read, fewer than clock_every polls ago, is the wait's
-			 * end: a clock read less on the way out (~0.1 us in the test VM), the wait
-			 * judged at most one poll stride short */
+			/* the spin's last clock read, fewer than clock_every polls ago, is the
+			 * wait's end: a clock read less on the way out (~0.1 us in the test VM),
+			 * the wait judged at most one poll stride short */
 			found(last_read);
 			return 0;
 		}
