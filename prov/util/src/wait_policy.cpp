@@ -426,16 +426,13 @@ void spin_learner::record(clock::duration waited, bool found) noexcept
 		wait_lost_cpu = false;
 		return;
 	}
-	if (!slept && given_budget > clock::duration::zero()) {
-		/* it spun and never slept: judged against the budget it was given, the threshold
-		 * of its start (no look at W on the way out of a wait that spun) */
-		if (found || waited >= given_budget)
-			learn(found && waited <= given_budget, waited);
-		return;
-	}
-	/* W once: the threshold and, for a wait that slept, the wake-up it paid */
-	const uint64_t w = budget_w_ns();
-	const clock::duration b = threshold_of(w);
+	/* the bar: a wait that spun and never slept is judged against the budget it was given,
+	 * the threshold of its start (no look at W on the way out of a wait that spun); any
+	 * other against the threshold now, W read once (for a wait that slept, also the
+	 * wake-up it paid) */
+	const bool spun_only = !slept && given_budget > clock::duration::zero();
+	const uint64_t w = spun_only ? 0 : budget_w_ns();
+	const clock::duration b = spun_only ? given_budget : threshold_of(w);
 	if (!found && waited < b)
 		return; /* a short timeout says nothing about how long waits last */
 	if (!found || !slept) {
