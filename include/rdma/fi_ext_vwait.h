@@ -78,8 +78,9 @@ struct fi_vwait_wait_attr {
 	 * waits each (waits that found their work at the first look are none of these):
 	 * begun with a spin because recent waits were short (spun) or as a probe while they
 	 * were long (probes); begun by arming at once because recent waits were long
-	 * (armed_long) or CPUs were short (armed_cpu); spins stopped because the spinner lost
-	 * its CPU (preempted); and ended waits judged short, worth a spin (judged_short), or
+	 * (armed_long) or CPUs were short (armed_cpu); spins that yielded their CPU because
+	 * the spinner kept losing it (preempted); and ended waits judged short, worth a spin
+	 * (judged_short), or
 	 * long (judged_long) */
 	uint64_t spun;
 	uint64_t probes;

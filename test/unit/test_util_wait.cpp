@@ -822,6 +822,60 @@ void test_poll_phase_never_arms(void **st)
 	assert_true(polls > 1);
 }
 
+/* the adaptive policy's inputs for test_preempted_spin_yields: CPUs never short, a clock
+ * that stands still (the samples stay fresh, and every preemption after the first is a
+ * repeated one), a process W of 5 ms (a 10 ms budget) */
+bool cpus_plenty() noexcept
+{
+	return false;
+}
+uint64_t still_ms() noexcept
+{
+	return 1000000;
+}
+vwait::util::wake_stats &w_of_5ms()
+{
+	static vwait::util::wake_stats proc;
+	static const bool fed = [] {
+		for (int i = 0; i < 3; i++) {
+			proc.add_path(2000000, still_ms());
+			proc.add_wake(3000000, still_ms());
+		}
+		return true;
+	}();
+	(void)fed;
+	return proc;
+}
+
+/* adaptive: a spin that keeps losing its CPU (here each poll sleeps 200 us, so every clock
+ * read of the spin sees a jump longer than preempt_gap_us, one after the other) yields the
+ * CPU and polls on until its work comes, well inside its budget: it never arms (until boot oo
+ * it stopped polling and armed, and paid a wake-up) */
+void test_preempted_spin_yields(void **st)
+{
+	state &s = S(st);
+	vwait::util::wake_stats &proc = w_of_5ms();
+	static const vwait::util::policy_inputs in{vwait::util::spin_learner::wall_ms_now,
+	                                           cpus_plenty, &proc, still_ms};
+	s.a->set_wait_policy({wait_policy_kind::adaptive, 10000, &in});
+	assert_int_equal(s.a->open_wait(&test_prov, s.kind, nullptr), 0);
+	const uint64_t preempted0 = proc.decisions().preempted.load();
+	fake_object *a = s.a.get();
+	int polls = 0;
+	int ret = a->wait_object()->wait_for(*a, vwait::util::deadline_after(5000), [&] {
+		std::this_thread::sleep_for(std::chrono::microseconds(200));
+		return ++polls > 24;
+	});
+	const uint64_t preempted = proc.decisions().preempted.load() - preempted0;
+	const long prepares = a->arms.load();
+	print_message("kind %d: %d polls, %lu spins yielded to a preemption, %ld prepares\n",
+	              s.kind, polls, static_cast<unsigned long>(preempted), prepares);
+	assert_int_equal(ret, 0);
+	assert_int_equal(polls, 25);
+	assert_true(preempted >= 1);
+	assert_int_equal(prepares, 0);
+}
+
 /* block: one look, then prepare and sleep; the thread does not spin while it waits. */
 void test_block_prepares_at_once(void **st)
 {
@@ -1439,6 +1493,7 @@ int main(void)
 	    cmocka_unit_test_prestate_setup_teardown(test_waiter_busy_cpu_arms, setup, teardown,
 	                                             &k_fd),
 	    PER_KIND(test_poll_phase_never_arms),
+	    PER_KIND(test_preempted_spin_yields),
 	    PER_KIND(test_block_prepares_at_once),
 	    PER_KIND(test_adaptive_learns),
 	    PER_KIND(test_adaptive_found_at_once),

@@ -274,8 +274,9 @@ struct wake_counts {
 	uint64_t calib = 0;    /* wakeups by the wait policy's calibration timer alone */
 	uint64_t timeouts = 0; /* sleeps that ended at their deadline */
 	/* Why a blocking call armed (its first arm; FD, POLLFD and MUTEX_COND waits): the
-	 * policy gave it no spin, its spin was cut by a preemption (a jump of the clock between
-	 * two of its reads), or it spun its whole budget. */
+	 * policy gave it no spin, it spun its whole budget after yielding to repeated
+	 * preemptions (jumps of the clock between two of its reads), or it spun its whole
+	 * budget otherwise. */
 	uint64_t arm_no_spin = 0, arm_preempted = 0, arm_budget = 0;
 	/* Calls that slept, by their whole length (from the call to the work found): < 100 us,
 	 * < 1 ms, longer. Short ones are sleeps that spinning would have saved. */

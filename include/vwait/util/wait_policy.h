@@ -89,22 +89,23 @@
  * may not, and neither depends on W (an inflated W made the first one blind in boot r):
  * (1) the spin's own clock reads (one every few polls) jump by more than preempt_gap_us
  * (100 us: more than an interrupt or a soft-RoCE softirq takes in the emulated VM) twice within
- * preempt_repeat_ms: the spinner keeps losing its CPU, so it arms at once; the wait teaches
- * nothing (until boot t it counted as a long one, and a host descheduling the VM's vCPUs
- * stopped spinning at think 20-50 us, which no sleep in the guest helps). A lone preemption
- * stops nothing: until boot ff each one did, and at think 20-100 us, where 0.2-1.2 % of the
- * waits were preempted once (a host that descheduled a vCPU), those waits then slept and
- * paid a wake-up, which made adaptive 1.04-1.06 times fixed; (2) policy_inputs::cpu_short, by
- * default a cpu_gauge (below) over the system's count of runnable threads (/proc/loadavg, read at
- * most once per cpu_check_ms per process): while their mean exceeds the CPUs this process may use
- * by more than half a thread, every wait arms at once, probes included, and no sleep is calibrated
- * (W is not used then, and a calibration costs system calls and a wake-up). Boot t's debug
- * run read that count with K = 3 blocking pairs on 2 vCPUs: mean 5.95 (block), 6.03
- * (adaptive); one pair: 1.95 and 1.51. Both are cheap: the first costs nothing (the spin
- * reads the clock anyway); the second is asked only by a wait that would spin and a sleep that
- * would calibrate (a waiter whose waits arm at once never looks, but on its probes), and costs
- * one pread(2) of /proc/loadavg, kept open, per cpu_check_ms at most (it was open, read and
- * close on every wait, whatever its decision: up to 100 looks of 3 system calls a second, 0.6
+ * preempt_repeat_ms: the spinner keeps losing its CPU, so it yields it once and spins on (it
+ * armed at once until boot oo, and each such wait paid a wake-up that fixed never pays: 11-94
+ * of 3000-5000 waits at think 0-100 us and at K = 1); the wait teaches nothing (until boot t it
+ * counted as a long one, and a host descheduling the VM's vCPUs stopped spinning at think 20-50 us,
+ * which no sleep in the guest helps). A lone preemption stops nothing: until boot ff each one did,
+ * and at think 20-100 us, where 0.2-1.2 % of the waits were preempted once (a host that descheduled
+ * a vCPU), those waits then slept and paid a wake-up, which made adaptive 1.04-1.06 times fixed;
+ * (2) policy_inputs::cpu_short, by default a cpu_gauge (below) over the system's count of runnable
+ * threads (/proc/loadavg, read at most once per cpu_check_ms per process): while their mean exceeds
+ * the CPUs this process may use by more than half a thread, every wait arms at once, probes
+ * included, and no sleep is calibrated (W is not used then, and a calibration costs system calls
+ * and a wake-up). Boot t's debug run read that count with K = 3 blocking pairs on 2 vCPUs:
+ * mean 5.95 (block), 6.03 (adaptive); one pair: 1.95 and 1.51. Both are cheap: the first costs
+ * nothing (the spin reads the clock anyway); the second is asked only by a wait that would spin and
+ * a sleep that would calibrate (a waiter whose waits arm at once never looks, but on its probes),
+ * and costs one pread(2) of /proc/loadavg, kept open, per cpu_check_ms at most (it was open, read
+ * and close on every wait, whatever its decision: up to 100 looks of 3 system calls a second, 0.6
  * per completion of a server answering every 2 ms, where the devices boot of 2026-11-29
  * counted 1.46 more system calls per blocking completion for adaptive than for block). The state is
  * a few relaxed atomics: several threads may wait on one waiter; their samples mix, which is what
@@ -365,11 +366,11 @@ public:
 	void record_wake(clock::duration late) noexcept;
 	/* True when a gap of `gap` between two clock reads of a spin is a preemption (longer
 	 * than preempt_gap_us) and another came less than preempt_repeat_ms before it: the
-	 * spinner keeps losing its CPU, the caller stops spinning (record_preempted). A lone
+	 * spinner keeps losing its CPU, the caller yields it (record_preempted). A lone
 	 * preemption is counted (preemptions()) and the spin goes on; the wait's record() then
 	 * teaches nothing (its length includes the time without a CPU). */
 	bool preempted(clock::duration gap) noexcept;
-	/* The wait whose spin preempted() stopped ended: it teaches nothing. */
+	/* The wait whose spin preempted() made yield ended: it teaches nothing. */
 	void record_preempted() noexcept;
 
 	/* for tests and reports */
