@@ -576,10 +576,10 @@ policy_goals() {
 	stats policy >"$tmp/stp"
 	[ -s "$tmp/stp" ] || return 0
 	echo
-	echo "### The adaptive policy's goals (medians of the table above, separate runs; W: the adaptive server's measured wake-up cost; W*: none measured at that think time, the run's smallest. Where thinkturns and longturns ran, their ratios, taken in turns, are the figures to judge by)"
+	echo "### The adaptive policy's goals (medians of the table above, separate runs; W: the adaptive server's measured wake-up cost; W*: none measured at that think time, the run's smallest; as run: the think the client made, the spinning server's CPU per message less a round trip, which from 200 us on is a nanosleep that overshoots in the VM, and which the goal of think < W is judged by. Where thinkturns and longturns ran, their ratios, taken in turns, are the figures to judge by)"
 	echo
-	echo "| think (us) | W (us) | adaptive/spin (goal <= 1.1 when think < W) | adaptive - spin (us) (goal <= 1.1 W) | adaptive CPU / block CPU (goal <= 2) | met |"
-	echo "|---|---|---|---|---|---|"
+	echo "| think (us) | as run (us) | W (us) | adaptive/spin (goal <= 1.1 when think as run < W) | adaptive - spin (us) (goal <= 1.1 W) | adaptive CPU / block CPU (goal <= 2) | met |"
+	echo "|---|---|---|---|---|---|---|"
 	# a phase whose waits never slept measured no W (it spun through them all): its goals are
 	# checked against the smallest W measured at another think time of the run, marked *
 	awk -F'|' '{ v[$1, $2] = $3
@@ -588,14 +588,17 @@ policy_goals() {
 		for (i = 1; i <= n; i++) { g = t[i]
 			la = v["lat " g, "adaptive"]; ls = v["lat " g, "spin"]
 			ca = v["cpu " g, "adaptive"]; cb = v["cpu " g, "block"]; w = v["W " g, "adaptive"]
+			cs = v["cpu " g, "spin"]
 			if (la == "" || ls == "" || ca == "" || cb == "") continue
+			# the think as run: the spinning server waits it and a round trip
+			tr = (cs != "" ? cs - 2 * ls : g)
 			ws = w
 			if (w == "" && wmin != "") { w = wmin; ws = wmin "*" }
 			ok = 1; r1 = la / ls
-			if (w != "" && g + 0 < w + 0 && r1 > 1.1) ok = 0
+			if (w != "" && tr + 0 < w + 0 && r1 > 1.1) ok = 0
 			if (w != "" && la - ls > 1.1 * w) ok = 0
 			if (cb > 0 && ca / cb > 2) ok = 0
-			printf "| %s | %s | %.2f | %.1f | %.2f | %s |\n", g, (w == "" ? "-" : ws), r1, la - ls,
+			printf "| %s | %.0f | %s | %.2f | %.1f | %.2f | %s |\n", g, tr, (w == "" ? "-" : ws), r1, la - ls,
 				(cb > 0 ? ca / cb : 0), (w == "" ? "no W" : (ok ? "yes" : "NO")) } }' "$tmp/stp"
 }
 
