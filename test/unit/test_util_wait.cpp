@@ -824,7 +824,9 @@ void test_poll_phase_never_arms(void **st)
 
 /* the adaptive policy's inputs for test_preempted_spin_yields: CPUs never short, a clock
  * that stands still (the samples stay fresh, and every preemption after the first is a
- * repeated one), a process W of 5 ms (a 10 ms budget) */
+ * repeated one), a process W of 50 ms (a 100 ms budget: the 25 polls of 200 us take 5-8 ms
+ * on a quiet host; under CI's rpmbuild %check, make -j2 check on 2 cores, they took more
+ * than the 10 ms budget of a 5 ms W and the wait armed, 2026-11-30) */
 bool cpus_plenty() noexcept
 {
 	return false;
@@ -833,13 +835,13 @@ uint64_t still_ms() noexcept
 {
 	return 1000000;
 }
-vwait::util::wake_stats &w_of_5ms()
+vwait::util::wake_stats &w_of_50ms()
 {
 	static vwait::util::wake_stats proc;
 	static const bool fed = [] {
 		for (int i = 0; i < 3; i++) {
-			proc.add_path(2000000, still_ms());
-			proc.add_wake(3000000, still_ms());
+			proc.add_path(20000000, still_ms());
+			proc.add_wake(30000000, still_ms());
 		}
 		return true;
 	}();
@@ -854,10 +856,10 @@ vwait::util::wake_stats &w_of_5ms()
 void test_preempted_spin_yields(void **st)
 {
 	state &s = S(st);
-	vwait::util::wake_stats &proc = w_of_5ms();
+	vwait::util::wake_stats &proc = w_of_50ms();
 	static const vwait::util::policy_inputs in{vwait::util::spin_learner::wall_ms_now,
 	                                           cpus_plenty, &proc, still_ms};
-	s.a->set_wait_policy({wait_policy_kind::adaptive, 10000, &in});
+	s.a->set_wait_policy({wait_policy_kind::adaptive, 100000, &in});
 	assert_int_equal(s.a->open_wait(&test_prov, s.kind, nullptr), 0);
 	const uint64_t preempted0 = proc.decisions().preempted.load();
 	fake_object *a = s.a.get();
