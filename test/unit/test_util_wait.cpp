@@ -878,6 +878,55 @@ void test_preempted_spin_yields(void **st)
 	assert_int_equal(prepares, 0);
 }
 
+vwait::util::wake_stats &w_of_4ms()
+{
+	static vwait::util::wake_stats proc;
+	static const bool fed = [] {
+		for (int i = 0; i < 3; i++) {
+			proc.add_path(1600000, still_ms());
+			proc.add_wake(2400000, still_ms());
+		}
+		return true;
+	}();
+	(void)fed;
+	return proc;
+}
+
+/* adaptive: a spin that yields to repeated preemptions and runs out its budget (8 ms here:
+ * a clock read every 8 polls of 200 us, so two reads or more) before the work comes has
+ * still learned that the wait is long: nothing came within the budget by the wall clock. The
+ * wait, which times out 30 ms on, is judged long (until 2026-11-30 it taught nothing, so a
+ * waiter that kept losing its CPU never learned that its waits were long, and spun through
+ * each) */
+void test_preempted_spin_out_is_long(void **st)
+{
+	state &s = S(st);
+	vwait::util::wake_stats &proc = w_of_4ms();
+	static const vwait::util::policy_inputs in{vwait::util::spin_learner::wall_ms_now,
+	                                           cpus_plenty, &proc, still_ms};
+	s.a->set_wait_policy({wait_policy_kind::adaptive, 10000, &in});
+	assert_int_equal(s.a->open_wait(&test_prov, s.kind, nullptr), 0);
+	const auto &d = proc.decisions();
+	const uint64_t preempted0 = d.preempted.load(), long0 = d.judged_long.load(),
+	               short0 = d.judged_short.load();
+	fake_object *a = s.a.get();
+	int ret = a->wait_object()->wait_for(*a, vwait::util::deadline_after(30), [&] {
+		std::this_thread::sleep_for(std::chrono::microseconds(200));
+		return false;
+	});
+	const uint64_t preempted = d.preempted.load() - preempted0,
+	               judged_long = d.judged_long.load() - long0,
+	               judged_short = d.judged_short.load() - short0;
+	print_message("kind %d: %lu repeated preemptions, judged %lu long, %lu short\n", s.kind,
+	              static_cast<unsigned long>(preempted),
+	              static_cast<unsigned long>(judged_long),
+	              static_cast<unsigned long>(judged_short));
+	assert_int_equal(ret, -FI_ETIMEDOUT);
+	assert_true(preempted >= 1);
+	assert_int_equal(judged_long, 1);
+	assert_int_equal(judged_short, 0);
+}
+
 /* block: one look, then prepare and sleep; the thread does not spin while it waits. */
 void test_block_prepares_at_once(void **st)
 {
@@ -1496,6 +1545,7 @@ int main(void)
 	                                             &k_fd),
 	    PER_KIND(test_poll_phase_never_arms),
 	    PER_KIND(test_preempted_spin_yields),
+	    PER_KIND(test_preempted_spin_out_is_long),
 	    PER_KIND(test_block_prepares_at_once),
 	    PER_KIND(test_adaptive_learns),
 	    PER_KIND(test_adaptive_found_at_once),

@@ -91,10 +91,12 @@
  * (100 us: more than an interrupt or a soft-RoCE softirq takes in the emulated VM) twice within
  * preempt_repeat_ms: the spinner keeps losing its CPU, so it yields it once and spins on (it
  * armed at once until boot oo, and each such wait paid a wake-up that fixed never pays: 11-94
- * of 3000-5000 waits at think 0-100 us and at K = 1); the wait teaches nothing (until boot t it
- * counted as a long one, and a host descheduling the VM's vCPUs stopped spinning at think 20-50 us,
- * which no sleep in the guest helps). A lone preemption stops nothing: until boot ff each one did,
- * and at think 20-100 us, where 0.2-1.2 % of the waits were preempted once (a host that descheduled
+ * of 3000-5000 waits at think 0-100 us and at K = 1); a wait that its spin found teaches
+ * nothing (until boot t it counted as a long one, and a host descheduling the VM's vCPUs
+ * stopped spinning at think 20-50 us, which no sleep in the guest helps), while one whose spin
+ * ran out its budget first is judged as any other (spin_ran_out: by the wall clock nothing came
+ * within the budget). A lone preemption stops nothing: until boot ff each one did, and at
+ * think 20-100 us, where 0.2-1.2 % of the waits were preempted once (a host that descheduled
  * a vCPU), those waits then slept and paid a wake-up, which made adaptive 1.04-1.06 times fixed;
  * (2) policy_inputs::cpu_short, by default a cpu_gauge (below) over the system's count of runnable
  * threads (/proc/loadavg, read at most once per cpu_check_ms per process): while their mean exceeds
@@ -368,10 +370,15 @@ public:
 	 * than preempt_gap_us) and another came less than preempt_repeat_ms before it: the
 	 * spinner keeps losing its CPU, the caller yields it (record_preempted). A lone
 	 * preemption is counted (preemptions()) and the spin goes on; the wait's record() then
-	 * teaches nothing (its length includes the time without a CPU). */
+	 * teaches nothing (its length includes the time without a CPU) if the spin found the
+	 * work (not after spin_ran_out()). */
 	bool preempted(clock::duration gap) noexcept;
-	/* The wait whose spin preempted() made yield ended: it teaches nothing. */
+	/* The wait whose spin preempted() made yield ended within that spin: it teaches
+	 * nothing. */
 	void record_preempted() noexcept;
+	/* The wait's spin ran its whole budget without finding its work: by the wall clock the
+	 * wait lasted at least that long, preempted or not, and its record() judges it. */
+	void spin_ran_out() noexcept;
 
 	/* for tests and reports */
 	unsigned score() const noexcept { return score_.load(std::memory_order_relaxed); }

@@ -430,7 +430,8 @@ int waiter::run(clock::time_point deadline, waitable *w, const consume_fn *consu
 	clock::time_point spin_end = deadline - start > budget ? start + budget : deadline;
 	bool readable = false;
 	bool spinning = spin_end > start;
-	bool preempted = false;
+	bool preempted = false; /* the spin yielded to repeated preemptions */
+	bool spun_out = false;  /* the spin ran its whole budget */
 	unsigned polls = 0;
 	clock::time_point last_read = start;
 	/* the last sleep, for the wake-up cost: how long its trywait phase took, and whether an
@@ -450,7 +451,7 @@ int waiter::run(clock::time_point deadline, waitable *w, const consume_fn *consu
 			                                                  : stats.slept_longer);
 		if (event_woke)
 			learner.record_sleep(arm, note.woke_at - slept_from, now - note.woke_at);
-		if (preempted)
+		if (preempted && !spun_out)
 			learner.record_preempted();
 		else
 			learner.record(now - start, true);
@@ -489,7 +490,13 @@ int waiter::run(clock::time_point deadline, waitable *w, const consume_fn *consu
 		}
 		last_read = now;
 		if (now >= spin_end) {
+			/* nothing came within the budget by the wall clock, however much of it this
+			 * thread spent without its CPU: the wait is judged as any other, so that a
+			 * waiter that keeps losing its CPU still learns that its waits are long
+			 * (test_preempted_spin_out_is_long) */
 			spinning = false;
+			spun_out = true;
+			learner.spin_ran_out();
 			break;
 		}
 		cpu_relax();
@@ -525,7 +532,7 @@ int waiter::run(clock::time_point deadline, waitable *w, const consume_fn *consu
 		}
 		const clock::time_point now = clock::now();
 		if (now >= deadline) {
-			if (preempted)
+			if (preempted && !spun_out)
 				learner.record_preempted();
 			else
 				learner.record(now - start, false);

@@ -280,8 +280,8 @@ namespace
  * record() judges the wait by them (a wait is one thread's, from budget() to record()) */
 thread_local clock::duration given_budget{};
 thread_local bool wait_slept = false;
-/* and whether its spin met a lone preemption (preempted): its length then includes time
- * without a CPU, and it teaches nothing */
+/* and whether its spin met a lone preemption (preempted) and found the work: its length
+ * then includes time without a CPU, and it teaches nothing (cleared by spin_ran_out) */
 thread_local bool wait_lost_cpu = false;
 } // namespace
 
@@ -546,6 +546,11 @@ bool spin_learner::preempted(clock::duration gap) noexcept
 	}
 	count(&policy_decisions::preempted);
 	return true;
+}
+
+void spin_learner::spin_ran_out() noexcept
+{
+	wait_lost_cpu = false;
 }
 
 void spin_learner::record_preempted() noexcept
