@@ -822,11 +822,9 @@ void test_poll_phase_never_arms(void **st)
 	assert_true(polls > 1);
 }
 
-/* the adaptive policy's inputs for test_preempted_spin_yields: CPUs never short, a clock
- * that stands still (the samples stay fresh, and every preemption after the first is a
- * repeated one), a process W of 50 ms (a 100 ms budget: the 25 polls of 200 us take 5-8 ms
- * on a quiet host; under CI's rpmbuild %check, make -j2 check on 2 cores, they took more
- * than the 10 ms budget of a 5 ms W and the wait armed, 2026-11-30) */
+/* the adaptive policy's inputs for the preempted-spin tests: CPUs never short, a clock that
+ * stands still (the samples stay fresh, and every preemption after the first is a repeated
+ * one), and a process W of path_ns + wake_ns, which the budget is twice */
 bool cpus_plenty() noexcept
 {
 	return false;
@@ -835,65 +833,50 @@ uint64_t still_ms() noexcept
 {
 	return 1000000;
 }
-vwait::util::wake_stats &w_of_50ms()
-{
-	static vwait::util::wake_stats proc;
-	static const bool fed = [] {
+struct still_w {
+	vwait::util::wake_stats proc;
+	vwait::util::policy_inputs in{vwait::util::spin_learner::wall_ms_now, cpus_plenty, &proc,
+	                              still_ms};
+	still_w(uint64_t path_ns, uint64_t wake_ns) noexcept
+	{
 		for (int i = 0; i < 3; i++) {
-			proc.add_path(20000000, still_ms());
-			proc.add_wake(30000000, still_ms());
+			proc.add_path(path_ns, still_ms());
+			proc.add_wake(wake_ns, still_ms());
 		}
-		return true;
-	}();
-	(void)fed;
-	return proc;
-}
+	}
+};
 
 /* adaptive: a spin that keeps losing its CPU (here each poll sleeps 200 us, so every clock
  * read of the spin sees a jump longer than preempt_gap_us, one after the other) yields the
  * CPU and polls on until its work comes, well inside its budget: it never arms (until boot oo
- * it stopped polling and armed, and paid a wake-up) */
+ * it stopped polling and armed, and paid a wake-up). W is 50 ms, the budget 100 ms: the 25
+ * polls take 5-8 ms on a quiet host, but under CI's rpmbuild %check (make -j2 check on 2
+ * cores) they outlasted the 10 ms budget of a 5 ms W and the wait armed (2026-11-30) */
 void test_preempted_spin_yields(void **st)
 {
 	state &s = S(st);
-	vwait::util::wake_stats &proc = w_of_50ms();
-	static const vwait::util::policy_inputs in{vwait::util::spin_learner::wall_ms_now,
-	                                           cpus_plenty, &proc, still_ms};
-	s.a->set_wait_policy({wait_policy_kind::adaptive, 100000, &in});
+	static still_w w(20000000, 30000000);
+	s.a->set_wait_policy({wait_policy_kind::adaptive, 100000, &w.in});
 	assert_int_equal(s.a->open_wait(&test_prov, s.kind, nullptr), 0);
-	const uint64_t preempted0 = proc.decisions().preempted.load();
+	const uint64_t preempted0 = w.proc.decisions().preempted.load();
 	fake_object *a = s.a.get();
 	int polls = 0;
 	int ret = a->wait_object()->wait_for(*a, vwait::util::deadline_after(5000), [&] {
 		std::this_thread::sleep_for(std::chrono::microseconds(200));
 		return ++polls > 24;
 	});
-	const uint64_t preempted = proc.decisions().preempted.load() - preempted0;
+	const uint64_t preempted = w.proc.decisions().preempted.load() - preempted0;
 	const long prepares = a->arms.load();
-	print_message("kind %d: %d polls, %lu spins yielded to a preemption, %ld prepares\n",
-	              s.kind, polls, static_cast<unsigned long>(preempted), prepares);
+	print_message("kind %d: %d polls, %lu repeated preemptions, %ld prepares\n", s.kind, polls,
+	              static_cast<unsigned long>(preempted), prepares);
 	assert_int_equal(ret, 0);
 	assert_int_equal(polls, 25);
 	assert_true(preempted >= 1);
 	assert_int_equal(prepares, 0);
 }
 
-vwait::util::wake_stats &w_of_4ms()
-{
-	static vwait::util::wake_stats proc;
-	static const bool fed = [] {
-		for (int i = 0; i < 3; i++) {
-			proc.add_path(1600000, still_ms());
-			proc.add_wake(2400000, still_ms());
-		}
-		return true;
-	}();
-	(void)fed;
-	return proc;
-}
-
-/* adaptive: a spin that yields to repeated preemptions and runs out its budget (8 ms here:
- * a clock read every 8 polls of 200 us, so two reads or more) before the work comes has
+/* adaptive: a spin that yields to repeated preemptions and runs out its budget (W 4 ms, so
+ * 8 ms: a clock read every 8 polls of 200 us, so two reads or more) before the work comes has
  * still learned that the wait is long: nothing came within the budget by the wall clock. The
  * wait, which times out 30 ms on, is judged long (until 2026-11-30 it taught nothing, so a
  * waiter that kept losing its CPU never learned that its waits were long, and spun through
@@ -901,12 +884,10 @@ vwait::util::wake_stats &w_of_4ms()
 void test_preempted_spin_out_is_long(void **st)
 {
 	state &s = S(st);
-	vwait::util::wake_stats &proc = w_of_4ms();
-	static const vwait::util::policy_inputs in{vwait::util::spin_learner::wall_ms_now,
-	                                           cpus_plenty, &proc, still_ms};
-	s.a->set_wait_policy({wait_policy_kind::adaptive, 10000, &in});
+	static still_w w(1600000, 2400000);
+	s.a->set_wait_policy({wait_policy_kind::adaptive, 10000, &w.in});
 	assert_int_equal(s.a->open_wait(&test_prov, s.kind, nullptr), 0);
-	const auto &d = proc.decisions();
+	const auto &d = w.proc.decisions();
 	const uint64_t preempted0 = d.preempted.load(), long0 = d.judged_long.load(),
 	               short0 = d.judged_short.load();
 	fake_object *a = s.a.get();
