@@ -482,12 +482,13 @@ void test_learner_busy_cpu(void **)
 	assert_false(p.preempted(us(200)));
 	assert_true(p.preempted(us(200)));
 	assert_false(p.preempted(us(60)));
-	/* waits whose spins were preempted, even after a sleep, move nothing */
+	/* waits whose spins were preempted (and yielded), even after a sleep, move nothing */
 	const unsigned before = p.score();
 	for (int i = 0; i < 4; i++) {
 		(void)p.budget(outside);
+		assert_true(p.preempted(us(200)));
 		p.record_sleep(us(10), us(3000), us(5));
-		p.record_preempted();
+		p.record(us(6000), true);
 	}
 	assert_int_equal(p.score(), before);
 	assert_true(p.budget(outside) == d(1000));

@@ -368,14 +368,11 @@ public:
 	void record_wake(clock::duration late) noexcept;
 	/* True when a gap of `gap` between two clock reads of a spin is a preemption (longer
 	 * than preempt_gap_us) and another came less than preempt_repeat_ms before it: the
-	 * spinner keeps losing its CPU, the caller yields it (record_preempted). A lone
-	 * preemption is counted (preemptions()) and the spin goes on; the wait's record() then
+	 * spinner keeps losing its CPU, the caller yields it and spins on. A lone preemption
+	 * is counted (preemptions()) and the spin goes on. Either way the wait's record() then
 	 * teaches nothing (its length includes the time without a CPU) if the spin found the
 	 * work (not after spin_ran_out()). */
 	bool preempted(clock::duration gap) noexcept;
-	/* The wait whose spin preempted() made yield ended within that spin: it teaches
-	 * nothing. */
-	void record_preempted() noexcept;
 	/* The wait's spin ran its whole budget without finding its work: by the wall clock the
 	 * wait lasted at least that long, preempted or not, and its record() judges it. */
 	void spin_ran_out() noexcept;

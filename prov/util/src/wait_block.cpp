@@ -430,8 +430,7 @@ int waiter::run(clock::time_point deadline, waitable *w, const consume_fn *consu
 	clock::time_point spin_end = deadline - start > budget ? start + budget : deadline;
 	bool readable = false;
 	bool spinning = spin_end > start;
-	bool preempted = false; /* the spin yielded to repeated preemptions */
-	bool spun_out = false;  /* the spin ran its whole budget */
+	bool preempted = false; /* the spin yielded to repeated preemptions (stats only) */
 	unsigned polls = 0;
 	clock::time_point last_read = start;
 	/* the last sleep, for the wake-up cost: how long its trywait phase took, and whether an
@@ -451,10 +450,7 @@ int waiter::run(clock::time_point deadline, waitable *w, const consume_fn *consu
 			                                                  : stats.slept_longer);
 		if (event_woke)
 			learner.record_sleep(arm, note.woke_at - slept_from, now - note.woke_at);
-		if (preempted && !spun_out)
-			learner.record_preempted();
-		else
-			learner.record(now - start, true);
+		learner.record(now - start, true);
 	};
 	/* The spin: a pass is a peek and, every clock_every peeks, a clock read; none of the
 	 * loop's bookkeeping below (nothing slept or was readable yet), so that a spinning
@@ -495,7 +491,6 @@ int waiter::run(clock::time_point deadline, waitable *w, const consume_fn *consu
 			 * waiter that keeps losing its CPU still learns that its waits are long
 			 * (test_preempted_spin_out_is_long) */
 			spinning = false;
-			spun_out = true;
 			learner.spin_ran_out();
 			break;
 		}
@@ -532,10 +527,7 @@ int waiter::run(clock::time_point deadline, waitable *w, const consume_fn *consu
 		}
 		const clock::time_point now = clock::now();
 		if (now >= deadline) {
-			if (preempted && !spun_out)
-				learner.record_preempted();
-			else
-				learner.record(now - start, false);
+			learner.record(now - start, false);
 			return -FI_ETIMEDOUT;
 		}
 		if (counts_as_blocking_.load(std::memory_order_relaxed))

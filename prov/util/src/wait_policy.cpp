@@ -280,8 +280,8 @@ namespace
  * record() judges the wait by them (a wait is one thread's, from budget() to record()) */
 thread_local clock::duration given_budget{};
 thread_local bool wait_slept = false;
-/* and whether its spin met a lone preemption (preempted) and found the work: its length
- * then includes time without a CPU, and it teaches nothing (cleared by spin_ran_out) */
+/* and whether its spin met a preemption (preempted) and found the work: its length then
+ * includes time without a CPU, and it teaches nothing (cleared by spin_ran_out) */
 thread_local bool wait_lost_cpu = false;
 } // namespace
 
@@ -535,30 +535,22 @@ bool spin_learner::preempted(clock::duration gap) noexcept
 	if (ns_of(gap) <= preempt_gap_us * 1000ULL)
 		return false;
 	preempt_.fetch_add(1, std::memory_order_relaxed);
+	/* the wait's length now includes time without a CPU: if the spin finds the work, the
+	 * wait teaches nothing (record). Not a long one: a shortage of CPUs is cpu_gauge's to
+	 * judge, and one lost spin (a host that descheduled a vCPU, an interrupt storm) must not
+	 * stop the spinning of the waits after it */
+	wait_lost_cpu = true;
 	/* stored + 1, so that 0 means none even when the clock starts at 0 (fake clocks) */
 	const uint64_t now = now_ms() + 1;
 	const uint64_t last = preempt_ms_.exchange(now, std::memory_order_relaxed);
-	if (last == 0 || now - last >= preempt_repeat_ms) {
-		/* a lone one: the host took the CPU once; spin on, but learn nothing from the
-		 * wait's length (record) */
-		wait_lost_cpu = true;
-		return false;
-	}
+	if (last == 0 || now - last >= preempt_repeat_ms)
+		return false; /* a lone one: the host took the CPU once; spin on */
 	count(&policy_decisions::preempted);
 	return true;
 }
 
 void spin_learner::spin_ran_out() noexcept
 {
-	wait_lost_cpu = false;
-}
-
-void spin_learner::record_preempted() noexcept
-{
-	/* the wait's length says little (it includes the time without a CPU), and a shortage of
-	 * CPUs is cpu_gauge's to judge: one lost spin (a host that descheduled a vCPU, an
-	 * interrupt storm) must not stop the spinning of the waits after it */
-	wait_slept = false;
 	wait_lost_cpu = false;
 }
 
