@@ -49,8 +49,8 @@ enum fi_vwait_kind {
 /* How vwait's blocking calls (fi_cq_sread, fi_cntr_wait, fi_eq_sread, fi_wait) wait
  * (fi_vwait_wait_attr.wait_policy; set with FI_VWAIT_WAIT_POLICY, fi_vwait(7)). */
 enum fi_vwait_wait_policy {
-	FI_VWAIT_POLICY_ADAPTIVE, /* spin up to 2x the wake-up cost (<= spin_us) while waits are
-	                             short */
+	FI_VWAIT_POLICY_ADAPTIVE, /* spin up to what a sleep costs (the wake-up cost W plus the
+	                             sleep path, <= spin_us) while waits are short */
 	FI_VWAIT_POLICY_BLOCK,    /* never spin: arm and sleep at once */
 	FI_VWAIT_POLICY_FIXED,    /* spin spin_us, then arm and sleep */
 };

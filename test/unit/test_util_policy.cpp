@@ -186,9 +186,11 @@ void test_learner_wake_cost(void **)
 	assert_true(a.own_wake().known(fake_now()));
 	assert_int_equal(a.wake_cost_ns(), 40000);
 	assert_int_equal(proc.cost_ns(fake_now()), 40000);
-	assert_true(a.threshold() == d(80));   /* 2W decides */
-	assert_true(a.spin_budget() == d(80)); /* and bounds the spin */
-	assert_true(a.budget(outside) == d(80));
+	/* S = W + path = 55 us decides, and bounds the spin */
+	assert_int_equal(a.budget_s_ns(), 55000);
+	assert_true(a.threshold() == d(55));
+	assert_true(a.spin_budget() == d(55));
+	assert_true(a.budget(outside) == d(55));
 	/* once known, a calibration when the newest wake-up sample is calib_interval_ms old, due
 	 * half-way into sleeps like the recent ones */
 	for (int i = 0; i < 100; i++)
@@ -204,12 +206,12 @@ void test_learner_wake_cost(void **)
 	/* a learner that has not slept takes the process's W */
 	spin_learner fresh({wait_policy_kind::adaptive, 1000, &in});
 	assert_int_equal(fresh.wake_cost_ns(), 40000);
-	assert_true(fresh.budget(outside) == d(80));
-	/* waits of 70 us are short against 80: spinning goes on */
+	assert_true(fresh.budget(outside) == d(55));
+	/* waits of 50 us are short against 55: spinning goes on */
 	for (int i = 0; i < 20; i++)
-		a.record(us(70), true);
+		a.record(us(50), true);
 	assert_true(a.score() >= spin_learner::score_one / 2);
-	/* waits of 100 us are long (past 2W): it stops spinning (probes aside) */
+	/* waits of 100 us are long (past S): it stops spinning (probes aside) */
 	for (int i = 0; i < 20; i++)
 		a.record(us(100), true);
 	assert_true(a.score() < spin_learner::score_one / 2);
@@ -222,7 +224,7 @@ void test_learner_wake_cost(void **)
 		a.record(us(100), true);
 	}
 	assert_true(a.score() >= spin_learner::score_one / 2);
-	assert_true(a.budget(outside) == d(430)); /* 2W */
+	assert_true(a.budget(outside) == d(230)); /* S = W + path */
 	/* block and fixed measure nothing */
 	vwait::util::wake_stats none;
 	const policy_inputs in2{spin_learner::wall_ms_now, never_short, &none, fake_now};
@@ -251,7 +253,7 @@ void test_estimator_warmup(void **)
 	assert_int_equal(a.own_wake().path_samples(), 3);
 	assert_int_equal(a.wake_cost_ns(), 40000);
 	assert_int_equal(proc.cost_ns(fake_now()), 40000);
-	assert_true(a.budget(outside) == d(80));
+	assert_true(a.budget(outside) == d(55));
 	/* a second waiter warms up on its own: its first sleeps move neither W */
 	spin_learner b({wait_policy_kind::adaptive, 1000, &in});
 	warm_up(b);
@@ -281,7 +283,7 @@ void test_estimator_ageing(void **)
 	fake_ms.store(t0 + 1000); /* a second: sample_max_age_ms */
 	assert_int_equal(a.wake_cost_ns(), 40000);
 	assert_int_equal(proc.cost_ns(fake_now()), 40000);
-	assert_true(a.budget(outside) == d(80));
+	assert_true(a.budget(outside) == d(55));
 	/* no sleep for another second: no W measured, for the waiter or for the process (fi_info
 	 * says "not measured yet" rather than an old figure); the budget keeps the last W it
 	 * had (a waiter spinning through every wait makes no sample: with the fallback, waits
@@ -292,7 +294,7 @@ void test_estimator_ageing(void **)
 	assert_int_equal(a.budget_w_ns(), 40000);
 	assert_false(proc.known(fake_now()));
 	assert_int_equal(proc.cost_ns(fake_now()), 0);
-	assert_true(a.budget(outside) == d(80));
+	assert_true(a.budget(outside) == d(55));
 	for (int i = 0; i < 8; i++)
 		a.record(us(100), true); /* waits of 2.5 of that W: long against it */
 	assert_true(a.score() < spin_learner::score_one / 2);
@@ -327,7 +329,7 @@ void test_estimator_outlier(void **)
 	/* two outliers of four: the lower median is still a real one */
 	a.record_wake(us(10000));
 	assert_int_equal(a.wake_cost_ns(), 40000);
-	assert_true(a.budget(outside) == d(80));
+	assert_true(a.budget(outside) == d(55));
 	/* the window alone */
 	sample_window w;
 	w.push(10000000, 7);
@@ -386,7 +388,7 @@ void test_fallback_budget(void **)
 	assert_int_equal(a.wake_cost_ns(), 0);
 	assert_true(a.budget(outside) == d(vwait::util::default_spin_us));
 	a.record_wake(us(400));
-	assert_true(a.budget(outside) == d(1000)); /* 2W = 1600, capped */
+	assert_true(a.budget(outside) == d(1000)); /* S = 1200, capped */
 }
 
 /* A fake busy CPU: runnable counts fed to a cpu_gauge of 2 CPUs. One ping-pong (2 spinners and
@@ -527,15 +529,17 @@ clock::duration wait_of(spin_learner &l, long true_us, long w_us)
 	return b;
 }
 
-/* 2W decides and bounds the spin. A ping-pong's wait is its think time plus a round trip, so
- * that every think time shorter than W (the goal: spin through it) gives a wait shorter than
- * 2W whenever a round trip costs less than a wake-up; and a spun wait of up to 2W costs at most
- * about twice the CPU of a sleep (which costs about W). Boot v with W deciding (and 2W
- * bounding the spin): think 50 and 100 us at 2.9 and 2.1x spinning, their waits judged long.
- * Waits of 1.5 W are spun and short; waits of 2.5 W spin 2W, sleep and are judged long, so
- * the learner sleeps at once after a few and spins only on probes. A wait that spun its budget
- * and then slept was longer than the budget: long. */
-void test_decision_is_2w(void **)
+/* S = W + path decides and bounds the spin: what a sleep costs, its latency W and its CPU (the
+ * path, counted twice; the wake-up latency, which idles the CPU, once). A ping-pong's wait is
+ * its think time plus a round trip, so every think time shorter than W (the goal: spin through
+ * it) gives a wait shorter than S whenever a round trip costs less than the path; and a spun
+ * wait costs at most S of CPU, where 2W cost up to 3.2x block's CPU at think 200 us, whose
+ * waits (~440 us) were just under 2W (453 us, boot rr). Boot v with W deciding: think 50 and
+ * 100 us at 2.9 and 2.1x spinning, their waits judged long. Waits between W and S are spun and
+ * short; waits of 2.5 W spin S, sleep and are judged long, so the learner sleeps at once after
+ * a few and spins only on probes. A wait that spun its budget and then slept was longer than
+ * the budget: long. */
+void test_decision_is_s(void **)
 {
 	vwait::util::wake_stats proc;
 	const policy_inputs in{spin_learner::wall_ms_now, never_short, &proc, fake_now};
@@ -543,23 +547,23 @@ void test_decision_is_2w(void **)
 	warm_up(a);
 	sleeps(a, 15, 25, 3);
 	assert_int_equal(a.wake_cost_ns(), 40000);
-	assert_true(a.budget(outside) == d(80));
+	assert_true(a.budget(outside) == d(55));
 	for (int i = 0; i < 20; i++)
-		assert_true(wait_of(a, 60, 40) == d(80));
+		assert_true(wait_of(a, 45, 40) == d(55));
 	assert_true(a.score() >= spin_learner::score_one / 2);
 	for (int i = 0; i < 3; i++)
-		assert_true(wait_of(a, 100, 40) == d(80));
+		assert_true(wait_of(a, 100, 40) == d(55));
 	assert_true(a.score() < spin_learner::score_one / 2);
 	int spun = 0;
 	for (int i = 0; i < 64; i++)
 		spun += wait_of(a, 100, 40) != clock::duration::zero();
 	print_message("waits of 2.5 W: %d of the next 64 spun (probes)\n", spun);
 	assert_true(spun <= 6);
-	/* a wait that spun its 80 us budget and then slept outlasted the spin, whatever the
-	 * clocks say (70 - W = 30 is under 2W): long */
+	/* a wait that spun its 55 us budget and then slept outlasted the spin, whatever the
+	 * clocks say (70 - W = 30 is under S): long */
 	spin_learner b({wait_policy_kind::adaptive, 1000, &in});
 	for (int i = 0; i < 3; i++) {
-		assert_true(b.budget(outside) == d(80));
+		assert_true(b.budget(outside) == d(55));
 		b.record_sleep(us(10), us(30), us(5));
 		b.record(us(70), true);
 	}
@@ -594,7 +598,7 @@ void test_slept_waits(void **)
 	}
 	print_message("spinning again after %d waits that slept\n", waits);
 	assert_true(waits <= 4);
-	assert_true(wait_of(a, 66, 150) == d(300));
+	assert_true(wait_of(a, 66, 150) == d(165)); /* S = 150 + 15 */
 	/* long waits (5 ms) put it to sleep, then short traffic, every wait asleep at once */
 	for (int i = 0; i < 12; i++)
 		wait_of(a, 5000, 150);
@@ -602,7 +606,7 @@ void test_slept_waits(void **)
 	for (int i = 0; i < 3; i++)
 		wait_of(a, 30, 150);
 	assert_true(a.score() >= spin_learner::score_one / 2);
-	/* a wait of the peer's wake-up and its own, and 30 us (2 W plus 30 us): long */
+	/* a wait of the peer's wake-up and its own, and 30 us (2 W plus 30 us, past S): long */
 	for (int i = 0; i < 3; i++)
 		wait_of(a, 2 * 150 + 30, 150);
 	assert_true(a.score() < spin_learner::score_one / 2);
@@ -718,7 +722,7 @@ void test_seeded_guess(void **)
 	/* once measured, W replaces the guess */
 	warm_up(a);
 	sleeps(a, 15, 25, 3);
-	assert_true(a.budget(outside) == d(80));
+	assert_true(a.budget(outside) == d(55));
 }
 
 /* W is cached: path samples (one per sleep) reach it at its next refresh, w_refresh_ms later,
@@ -740,7 +744,7 @@ void test_cached_w(void **)
 	assert_int_equal(a.wake_cost_ns(), 35000);
 	advance_ms(spin_learner::w_refresh_ms);
 	assert_int_equal(a.wake_cost_ns(), 75000);
-	assert_true(a.threshold() == d(150));
+	assert_true(a.threshold() == d(125)); /* S = 75 + 50 */
 	for (int i = 0; i < 4; i++)
 		a.record_wake(us(40));
 	/* the wake-up samples 25 25 25 40 40 40 40, at once: their lower median is 40 */
@@ -758,7 +762,7 @@ int main()
 	    cmocka_unit_test(test_estimator_warmup),  cmocka_unit_test(test_estimator_ageing),
 	    cmocka_unit_test(test_estimator_outlier), cmocka_unit_test(test_fallback_budget),
 	    cmocka_unit_test(test_cpu_gauge),         cmocka_unit_test(test_learner_busy_cpu),
-	    cmocka_unit_test(test_decision_is_2w),    cmocka_unit_test(test_slept_waits),
+	    cmocka_unit_test(test_decision_is_s),     cmocka_unit_test(test_slept_waits),
 	    cmocka_unit_test(test_decision_counts),   cmocka_unit_test(test_cpu_looked_at_to_spin),
 	    cmocka_unit_test(test_seeded_guess),      cmocka_unit_test(test_cached_w),
 	};

@@ -5,9 +5,9 @@
  *
  *   block     never spin: poll once, arm, look again, sleep (upstream verbs' way);
  *   fixed     poll for spin_us, then arm and sleep;
- *   adaptive  (the default) poll for up to twice the measured wake-up cost W (at most
- *             spin_us) while recent waits mostly ended within that budget, arm and sleep at
- *             once otherwise (spin_learner below).
+ *   adaptive  (the default) poll for up to S, what a sleep costs: the measured wake-up cost
+ *             W plus the sleep path's CPU (at most spin_us), while recent waits mostly ended
+ *             within that budget; arm and sleep at once otherwise (spin_learner below).
  *
  * The wake-up cost W is what one sleep costs the waiter: arming and looking again (the
  * prepare phase), the wake-up itself (from the moment the awaited thing is there to this
@@ -50,18 +50,22 @@
  * spinning wait of adaptive reads the precise clock only where the waiter does (at its start
  * and end, and once per 8 polls), as fixed does.
  *
- * Why 2W: a wait of length d costs d of CPU when spun through, and when slept through about W
- * of latency plus about W of CPU (the system calls of arming and sleeping, the wake-up, the
- * drain). A ping-pong's wait is its think time plus a round trip, and a round trip costs less
- * than a wake-up wherever blocking matters: so every think time shorter than W gives a wait
- * shorter than 2W, which is spun through (no wake-up in the latency), and a wait spun through
- * costs at most about twice the CPU of a sleep. The learner sleeps at once when recent waits
- * were longer than 2W, so a wait slept through costs its length plus W, not the spin as well,
- * but for those near 2W (a wait of 2W or a little more spins and then sleeps, paying both
- * until the learner turns: boot s, with 2W and a W that under-measured, at think 200-500 us).
- * Until boot x W decided and 2W bounded the spin: think 50 and 100 us, whose waits (95 and
- * 145 us) were past W (130-160 us), slept: 2.9 and 2.1x spinning (boot v). Capped by spin_us
- * (FI_VWAIT_SPIN_US, default 1000 us for adaptive).
+ * Why S = W + path: a wait of length d costs d of CPU when spun through; slept through, it
+ * costs W of latency and the path's CPU (the system calls of arming and sleeping, the drain;
+ * the wake-up latency idles the CPU, and is counted once). So a sleep costs S in all, and
+ * spinning up to S and then sleeping costs at most twice the better of the two chosen with
+ * hindsight, latency and CPU together. A ping-pong's wait is its think time plus a round trip,
+ * and a round trip costs less than the path wherever blocking matters: every think time
+ * shorter than W gives a wait shorter than S, which is spun through (no wake-up in the
+ * latency). The learner sleeps at once when recent waits were longer than S, so a wait slept
+ * through costs its length plus W, not the spin as well, but for those near S (a wait of S or
+ * a little more spins and then sleeps, paying both until the learner turns: boot s, at think
+ * 200-500 us). Until boot x W decided: think 50 and 100 us, whose waits (95 and 145 us) were
+ * past W (130-160 us), slept: 2.9 and 2.1x spinning (boot v). From boot x to boot rr 2W
+ * decided, the wake-up latency counted twice: at think 200 us, whose waits (~440 us) were just
+ * under 2W (453 us), the spun waits cost 3.2x block's CPU. Before any sleep S is twice the
+ * seed (a wake-up alone, no path to count). Capped by spin_us (FI_VWAIT_SPIN_US, default
+ * 1000 us for adaptive).
  *
  * util::spin_learner is the per-waiter state of adaptive: a score of recent waits (an
  * exponentially weighted share of waits that ended within the budget; a new waiter starts
@@ -233,6 +237,12 @@ public:
 	{
 		return known(now_ms) ? path_.median(now_ms) + wake_.median(now_ms) : 0;
 	}
+	/* S, what a sleep costs in all: its latency W plus the CPU it takes, of which the sleep
+	 * path (W's first part) is what is timed; W + path in ns (0 while not known) */
+	uint64_t sleep_cost_ns(uint64_t now_ms) const noexcept
+	{
+		return known(now_ms) ? 2 * path_.median(now_ms) + wake_.median(now_ms) : 0;
+	}
 	uint64_t cost_ns() const noexcept { return cost_ns(steady_ms_now()); }
 	uint64_t path_ns() const noexcept { return path_.median(steady_ms_now()); }
 	uint64_t wake_ns() const noexcept { return wake_.median(steady_ms_now()); }
@@ -392,8 +402,11 @@ public:
 	 * then spun until it aged out again (boot v, think 50 us: 2.9x spinning). */
 	uint64_t budget_w_ns() const noexcept;
 	const wake_stats &own_wake() const noexcept { return own_; }
-	/* the wait length that decides between spinning and sleeping at once (adaptive: 2W
-	 * capped, W as budget_w_ns() has it; the 50 us fallback without any): a wait found
+	/* S as the budget uses it, with W: from the same samples as budget_w_ns(); twice the
+	 * process's seed before any (the seed has no path part), else 0 */
+	uint64_t budget_s_ns() const noexcept;
+	/* the wait length that decides between spinning and sleeping at once (adaptive: S
+	 * capped, S as budget_s_ns() has it; the 50 us fallback without any): a wait found
 	 * within it was worth spinning for */
 	clock::duration threshold() const noexcept;
 	/* the budget a spinning wait gets now: the threshold */
@@ -402,8 +415,14 @@ public:
 
 private:
 	clock::duration cap() const noexcept { return std::chrono::microseconds(policy_.spin_us); }
-	/* adaptive's threshold for a W of w ns (budget_w_ns) */
-	clock::duration threshold_of(uint64_t w) const noexcept;
+	/* adaptive's threshold for an S of s ns (budget_s_ns) */
+	clock::duration threshold_of(uint64_t s) const noexcept;
+	/* W and S as the budget uses them, from one look */
+	struct costs {
+		uint64_t w_ns;
+		uint64_t s_ns;
+	};
+	costs budget_costs() const noexcept;
 	clock::duration adaptive_budget(wall_clock_fn wall_ms) noexcept;
 	void learn(bool hit, clock::duration waited) noexcept;
 	bool adaptive() const noexcept
@@ -428,6 +447,8 @@ private:
 	wake_stats own_;
 	mutable std::atomic<uint64_t> w_ns_{0};
 	mutable std::atomic<uint64_t> last_w_ns_{0}; /* the last non-zero W: budget_w_ns() */
+	mutable std::atomic<uint64_t> s_ns_{0};      /* S, computed with w_ns_ */
+	mutable std::atomic<uint64_t> last_s_ns_{0}; /* and with last_w_ns_ */
 	mutable std::atomic<uint64_t> w_ms_{0};
 	std::atomic<uint64_t> sleeps_{0};
 	std::atomic<uint64_t> sleep_ns_{0}; /* EWMA of the sleeps' length (the timer's place) */

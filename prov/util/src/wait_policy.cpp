@@ -331,38 +331,57 @@ uint64_t spin_learner::wake_cost_ns() const noexcept
 	const uint64_t key = now / w_refresh_ms + 1;
 	if (w_ms_.load(std::memory_order_relaxed) == key)
 		return w_ns_.load(std::memory_order_relaxed);
+	const wake_stats *from = &own_;
 	uint64_t w = own_.cost_ns(now);
-	if (!w && in_.process)
-		w = in_.process->cost_ns(now);
+	if (!w && in_.process) {
+		from = in_.process;
+		w = from->cost_ns(now);
+	}
+	const uint64_t s = w ? from->sleep_cost_ns(now) : 0;
+	s_ns_.store(s, std::memory_order_relaxed);
 	w_ns_.store(w, std::memory_order_relaxed);
 	w_ms_.store(key, std::memory_order_relaxed);
-	if (w)
+	if (w) {
+		last_s_ns_.store(s, std::memory_order_relaxed);
 		last_w_ns_.store(w, std::memory_order_relaxed);
+	}
 	return w;
+}
+
+spin_learner::costs spin_learner::budget_costs() const noexcept
+{
+	const uint64_t w = wake_cost_ns();
+	if (w)
+		return {w, s_ns_.load(std::memory_order_relaxed)};
+	const uint64_t last = last_w_ns_.load(std::memory_order_relaxed);
+	if (last || !in_.process)
+		return {last, last_s_ns_.load(std::memory_order_relaxed)};
+	/* the seed times a wake-up alone: no path part to count twice */
+	const uint64_t seed = in_.process->seed_ns();
+	return {seed, 2 * seed};
 }
 
 uint64_t spin_learner::budget_w_ns() const noexcept
 {
-	const uint64_t w = wake_cost_ns();
-	if (w)
-		return w;
-	const uint64_t last = last_w_ns_.load(std::memory_order_relaxed);
-	if (last || !in_.process)
-		return last;
-	return in_.process->seed_ns();
+	return budget_costs().w_ns;
+}
+
+uint64_t spin_learner::budget_s_ns() const noexcept
+{
+	return budget_costs().s_ns;
 }
 
 clock::duration spin_learner::threshold() const noexcept
 {
 	if (policy_.kind != wait_policy_kind::adaptive)
 		return cap();
-	return threshold_of(budget_w_ns());
+	return threshold_of(budget_s_ns());
 }
 
-clock::duration spin_learner::threshold_of(uint64_t w) const noexcept
+clock::duration spin_learner::threshold_of(uint64_t s) const noexcept
 {
 	const clock::duration b =
-	    w ? std::chrono::duration_cast<clock::duration>(std::chrono::nanoseconds(2 * w))
+	    s ? std::chrono::duration_cast<clock::duration>(std::chrono::nanoseconds(s))
 	      : std::chrono::microseconds(default_spin_us);
 	return std::min(b, std::chrono::duration_cast<clock::duration>(cap()));
 }
@@ -431,8 +450,9 @@ void spin_learner::record(clock::duration waited, bool found) noexcept
 	 * other against the threshold now, W read once (for a wait that slept, also the
 	 * wake-up it paid) */
 	const bool spun_only = !slept && given_budget > clock::duration::zero();
-	const uint64_t w = spun_only ? 0 : budget_w_ns();
-	const clock::duration b = spun_only ? given_budget : threshold_of(w);
+	const costs c = spun_only ? costs{} : budget_costs();
+	const uint64_t w = c.w_ns;
+	const clock::duration b = spun_only ? given_budget : threshold_of(c.s_ns);
 	if (!found && waited < b)
 		return; /* a short timeout says nothing about how long waits last */
 	if (!found || !slept) {
