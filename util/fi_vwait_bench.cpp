@@ -16,9 +16,9 @@
  * CPU time (process, user + system) it spent per message, as PHASE lines, each with the
  * wake-up cost vwait's adaptive policy had measured in that process by the phase's end
  * (wake_us; 0: not yet, -1: not vwait) and, for vwait, the policy's decisions in that phase
- * (spun= probes= armed_long= armed_cpu= preempted= judged_short= judged_long=: counts of waits,
- * fi_ext_vwait.h). The two sides may use different modes (a spinning client against a server
- * blocked in fi_cq_sread).
+ * (spun= probes= armed_long= armed_cpu= preempted= judged_short= judged_long= armed_calib=:
+ * counts of waits, fi_ext_vwait.h). The two sides may use different modes (a spinning client
+ * against a server blocked in fi_cq_sread).
  *
  * -m empty-read: no peer; fi_cq_read on an empty CQ, -I times (callgrind's instruction count
  * per call; every CQ read of the benchmark goes through vwait_bench_cq_read, a function
@@ -1038,7 +1038,8 @@ private:
 	}
 
 	/* The policy's decisions between two policy_state() snapshots, as key=value fields
-	 * (spun probes armed_long armed_cpu preempted judged_short judged_long), or "" */
+	 * (spun probes armed_long armed_cpu preempted judged_short judged_long, and since
+	 * version 5 armed_calib), or "" */
 	static std::string decisions(const struct fi_vwait_wait_attr &a,
 	                             const struct fi_vwait_wait_attr &b)
 	{
@@ -1052,7 +1053,13 @@ private:
 		         b.spun - a.spun, b.probes - a.probes, b.armed_long - a.armed_long,
 		         b.armed_cpu - a.armed_cpu, b.preempted - a.preempted,
 		         b.judged_short - a.judged_short, b.judged_long - a.judged_long);
-		return buf;
+		std::string out = buf;
+		if (a.version >= 5 && b.version >= 5) {
+			snprintf(buf, sizeof(buf), " armed_calib=%" PRIu64,
+			         b.armed_calib - a.armed_calib);
+			out += buf;
+		}
+		return out;
 	}
 
 	/* A think-time run: warmup rounds, then per phase one unmeasured round at think 0 (the

@@ -55,7 +55,7 @@ enum fi_vwait_wait_policy {
 	FI_VWAIT_POLICY_FIXED,    /* spin spin_us, then arm and sleep */
 };
 
-#define FI_VWAIT_WAIT_ATTR_VERSION 4
+#define FI_VWAIT_WAIT_ATTR_VERSION 5
 
 struct fi_vwait_wait_attr {
 	uint32_t version; /* FI_VWAIT_WAIT_ATTR_VERSION */
@@ -89,6 +89,9 @@ struct fi_vwait_wait_attr {
 	uint64_t preempted;
 	uint64_t judged_short;
 	uint64_t judged_long;
+	/* since version 5: waits begun by arming at once to measure the wake-up cost, while
+	 * none was measured yet (one per 16 ms of a wait object at most) */
+	uint64_t armed_calib;
 };
 
 /* What fi_info->nic->prov_attr points at in infos vwait returns. */

@@ -700,8 +700,9 @@ void test_cpu_looked_at_to_spin(void **)
  * timer wake-ups: a learner with nothing of its own budgets 2x that guess (capped), not the
  * 50 us fallback, which on a machine whose wake-ups cost more than 25 us sent every wait just
  * past it to sleep (boot x, K = 1 pair both in fi_cq_sread at think 0: 1.5x spinning, the
- * seldom waits of 50-150 us each paying a wake-up). A stats object that is not seeded guesses
- * nothing (the tests above). */
+ * seldom waits of 50-150 us each paying a wake-up), and until W is known one wait per
+ * guess_arm_ms arms to measure it. A stats object that is not seeded guesses nothing (the
+ * tests above). */
 void test_seeded_guess(void **)
 {
 	vwait::util::wake_stats plain;
@@ -718,11 +719,38 @@ void test_seeded_guess(void **)
 	assert_int_equal(a.budget_w_ns(), g);
 	const clock::duration want = std::min<clock::duration>(
 	    std::chrono::duration_cast<clock::duration>(std::chrono::nanoseconds(2 * g)), d(1000));
+	/* on the guess, the first wait that would spin arms at once instead, to measure W, and
+	 * then one per guess_arm_ms; the others spin twice the guess. A waiter whose waits all
+	 * fit the guess would never sleep and never learn W (boot ss) */
+	const std::atomic<uint64_t> &calib = seeded.decisions().armed_calib;
+	assert_true(a.budget(outside) == clock::duration::zero());
+	assert_int_equal(calib.load(), 1);
+	for (int i = 0; i < 5; i++)
+		assert_true(a.budget(outside) == want);
+	advance_ms(spin_learner::guess_arm_ms - 1);
 	assert_true(a.budget(outside) == want);
-	/* once measured, W replaces the guess */
+	advance_ms(1);
+	assert_true(a.budget(outside) == clock::duration::zero());
+	assert_true(a.budget(outside) == want);
+	assert_int_equal(calib.load(), 2);
+	/* once measured, W replaces the guess; no wait arms to measure it again, not even once
+	 * the samples aged out (the budget keeps the last W) */
 	warm_up(a);
 	sleeps(a, 15, 25, 3);
 	assert_true(a.budget(outside) == d(55));
+	advance_ms(2 * vwait::util::sample_window::sample_max_age_ms);
+	assert_int_equal(a.wake_cost_ns(), 0);
+	for (int i = 0; i < 4; i++) {
+		advance_ms(spin_learner::guess_arm_ms);
+		assert_true(a.budget(outside) == d(55));
+	}
+	assert_int_equal(calib.load(), 2);
+	/* a process without a seed (no timer) guesses nothing: the 50 us fallback, no arming */
+	vwait::util::wake_stats plain2;
+	const policy_inputs in2{spin_learner::wall_ms_now, never_short, &plain2, fake_now};
+	spin_learner b({wait_policy_kind::adaptive, 1000, &in2});
+	assert_true(b.budget(outside) == d(vwait::util::default_spin_us));
+	assert_int_equal(plain2.decisions().armed_calib.load(), 0);
 }
 
 /* W is cached: path samples (one per sleep) reach it at its next refresh, w_refresh_ms later,

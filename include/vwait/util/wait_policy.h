@@ -41,7 +41,14 @@
  *    the path); only when no timer can be had, min(spin_us, default_spin_us = 50 us), the
  *    budget that fixed has. With that 50 us before any sleep, a pair both in fi_cq_sread at
  *    think 0 sent every wait past 50 us (a stall of the peer's vCPU, 3 % of waits) to sleep,
- *    and nothing slept often enough to measure W: 1.5x spinning (boot x, 2026-11-29).
+ *    and nothing slept often enough to measure W: 1.5x spinning (boot x, 2026-11-29). But a
+ *    waiter on the seed whose waits all fit twice the seed never sleeps, and would judge
+ *    against the guess for good: in boot ss a server at think 200 us that had not slept
+ *    before spun every wait (~440 us) against twice the seed, at 4 times block's CPU, where
+ *    the servers that knew W slept. So until W is first known, one wait that would spin per
+ *    guess_arm_ms (16 ms) arms at once (armed_calib); about 14 such sleeps (4 of warm-up and
+ *    3 of each part, every other one calibrated) measure W, and once known the waiter keeps
+ *    its last W and never does so again.
  * The last W is cached for w_refresh_ms (16 ms) of the learner's clock, and until a wake-up
  * sample comes (two medians of 8 per wait otherwise: recomputed after every sleep, W cost ~450
  * instructions a wait that slept, counted in the guest); a path sample, one per sleep, reaches
@@ -197,16 +204,18 @@ private:
 uint64_t steady_ms_now() noexcept;
 
 /* What the adaptive learners of a process decided, since it started (relaxed counters, for
- * benchmarks and fi_vwait_wait_attr version 4): how waits began (spin budget given because
- * recent waits were short, or as a probe; armed at once because they were long, or because
- * CPUs were short), how many spins a preemption stopped, and how waits were judged when they
- * ended (short: worth spinning for; long). */
+ * benchmarks and fi_vwait_wait_attr versions 4 and 5): how waits began (spin budget given
+ * because recent waits were short, or as a probe; armed at once because they were long,
+ * because CPUs were short, or to measure W), how many spins a preemption stopped, and how
+ * waits were judged when they ended (short: worth spinning for; long). */
 struct policy_decisions {
 	std::atomic<uint64_t> spun{0};
 	std::atomic<uint64_t> probes{0};
 	std::atomic<uint64_t> armed_long{0};
 	std::atomic<uint64_t> armed_cpu{0};
 	std::atomic<uint64_t> preempted{0};
+	/* armed at once to measure W: none measured yet, the budget a guess (guess_arm_ms) */
+	std::atomic<uint64_t> armed_calib{0};
 	std::atomic<uint64_t> judged_short{0};
 	std::atomic<uint64_t> judged_long{0};
 };
@@ -337,6 +346,10 @@ public:
 	    sample_window::sample_max_age_ms / sample_window::size;
 	/* how long a computed W is kept (see "The last W is cached" above) */
 	static constexpr uint64_t w_refresh_ms = 16;
+	/* while this waiter has never had a W (own or the process's: the budget stands on the
+	 * seed, a guess), one wait that would spin per this many ms arms at once instead, so
+	 * that its sleep measures W (see "before W is known" above) */
+	static constexpr uint64_t guess_arm_ms = 16;
 	/* a gap in the spin's clock reads longer than this is a preemption (not W: see above) */
 	static constexpr unsigned preempt_gap_us = 100;
 	/* a preemption stops the spin when another came less than this long before it (the
@@ -417,11 +430,14 @@ private:
 	clock::duration cap() const noexcept { return std::chrono::microseconds(policy_.spin_us); }
 	/* adaptive's threshold for an S of s ns (budget_s_ns) */
 	clock::duration threshold_of(uint64_t s) const noexcept;
-	/* W and S as the budget uses them, from one look */
+	/* W and S as the budget uses them, from one look; guess: from the process's seed */
 	struct costs {
 		uint64_t w_ns;
 		uint64_t s_ns;
+		bool guess;
 	};
+	/* one wait in guess_arm_ms is due to arm and measure W (claims it) */
+	bool guess_arm_due() noexcept;
 	costs budget_costs() const noexcept;
 	clock::duration adaptive_budget(wall_clock_fn wall_ms) noexcept;
 	void learn(bool hit, clock::duration waited) noexcept;
@@ -453,7 +469,8 @@ private:
 	std::atomic<uint64_t> sleeps_{0};
 	std::atomic<uint64_t> sleep_ns_{0}; /* EWMA of the sleeps' length (the timer's place) */
 	std::atomic<uint64_t> preempt_{0};
-	std::atomic<uint64_t> preempt_ms_{0}; /* now_ms() + 1 of the last preemption; 0: none */
+	std::atomic<uint64_t> preempt_ms_{0};   /* now_ms() + 1 of the last preemption; 0: none */
+	std::atomic<uint64_t> guess_arm_ms_{0}; /* now_ms() + 1 of the last guess_arm_due() */
 };
 
 } // namespace vwait::util

@@ -352,13 +352,22 @@ spin_learner::costs spin_learner::budget_costs() const noexcept
 {
 	const uint64_t w = wake_cost_ns();
 	if (w)
-		return {w, s_ns_.load(std::memory_order_relaxed)};
+		return {w, s_ns_.load(std::memory_order_relaxed), false};
 	const uint64_t last = last_w_ns_.load(std::memory_order_relaxed);
 	if (last || !in_.process)
-		return {last, last_s_ns_.load(std::memory_order_relaxed)};
+		return {last, last_s_ns_.load(std::memory_order_relaxed), false};
 	/* the seed times a wake-up alone: no path part to count twice */
 	const uint64_t seed = in_.process->seed_ns();
-	return {seed, 2 * seed};
+	return {seed, 2 * seed, seed != 0};
+}
+
+bool spin_learner::guess_arm_due() noexcept
+{
+	const uint64_t now = now_ms() + 1; /* + 1: 0 means never */
+	uint64_t last = guess_arm_ms_.load(std::memory_order_relaxed);
+	if (last != 0 && now - last < guess_arm_ms)
+		return false;
+	return guess_arm_ms_.compare_exchange_strong(last, now, std::memory_order_relaxed);
 }
 
 uint64_t spin_learner::budget_w_ns() const noexcept
@@ -430,8 +439,15 @@ clock::duration spin_learner::adaptive_budget(wall_clock_fn wall_ms) noexcept
 		count(&policy_decisions::armed_cpu);
 		return clock::duration::zero();
 	}
+	/* no W measured yet: now and then a wait sleeps to measure it, or a waiter whose waits
+	 * all fit the guess would never learn W (guess_arm_ms) */
+	const costs c = budget_costs();
+	if (c.guess && guess_arm_due()) {
+		count(&policy_decisions::armed_calib);
+		return clock::duration::zero();
+	}
 	count(spin);
-	return spin_budget();
+	return threshold_of(c.s_ns);
 }
 
 void spin_learner::record(clock::duration waited, bool found) noexcept

@@ -15,7 +15,7 @@ namespace vwait
 /* No padding in the structure: copies of it (fi_dupinfo of the nic's prov_attr, tests) are
  * compared byte by byte, and padding would hold whatever the stack held (a field added after
  * wake_us as a uint32_t left 4 bytes of it, caught only on Debian 13). */
-static_assert(offsetof(struct fi_vwait_wait_attr, judged_long) + sizeof(uint64_t) ==
+static_assert(offsetof(struct fi_vwait_wait_attr, armed_calib) + sizeof(uint64_t) ==
                   sizeof(struct fi_vwait_wait_attr),
               "fi_vwait_wait_attr has padding");
 
@@ -61,6 +61,7 @@ const struct fi_vwait_wait_attr support = {
     .preempted = 0,
     .judged_short = 0,
     .judged_long = 0,
+    .armed_calib = 0,
 };
 
 const char *const kind_names[FI_VWAIT_KIND_MAX] = {"cq", "cntr", "eq", "wait_set"};
@@ -125,6 +126,7 @@ struct fi_vwait_wait_attr wait_support() noexcept
 	attr.preempted = d.preempted.load(relaxed);
 	attr.judged_short = d.judged_short.load(relaxed);
 	attr.judged_long = d.judged_long.load(relaxed);
+	attr.armed_calib = d.armed_calib.load(relaxed);
 	return attr;
 }
 
