@@ -714,15 +714,30 @@ void test_seeded_guess(void **)
 	assert_int_equal(seeded.seed_ns(), g);           /* measured once */
 	assert_int_equal(seeded.cost_ns(fake_now()), 0); /* a guess, not a measured W */
 	const policy_inputs in{spin_learner::wall_ms_now, never_short, &seeded, fake_now};
-	spin_learner a({wait_policy_kind::adaptive, 1000, &in});
+	/* the largest cap, so that twice the guess is the budget (a host's seed of 5 ms would
+	 * be a broken timer) */
+	spin_learner a({wait_policy_kind::adaptive, vwait::util::max_spin_us, &in});
 	assert_int_equal(a.wake_cost_ns(), 0);
 	assert_int_equal(a.budget_w_ns(), g);
-	const clock::duration want = std::min<clock::duration>(
-	    std::chrono::duration_cast<clock::duration>(std::chrono::nanoseconds(2 * g)), d(1000));
-	/* on the guess, the first wait that would spin arms at once instead, to measure W, and
-	 * then one per guess_arm_ms; the others spin twice the guess. A waiter whose waits all
-	 * fit the guess would never sleep and never learn W (boot ss) */
+	assert_true(2 * g < vwait::util::max_spin_us * 1000ULL);
+	const clock::duration want =
+	    std::chrono::duration_cast<clock::duration>(std::chrono::nanoseconds(2 * g));
+	/* on the guess, waits far below it spin twice the guess, and nothing arms: W would not
+	 * change their fate (think 0-100 us in boot tt: such arms cost 1.16x spinning) */
 	const std::atomic<uint64_t> &calib = seeded.decisions().armed_calib;
+	assert_true(a.budget(outside) == want);
+	for (int i = 0; i < 8; i++)
+		a.record(want / 8, true);
+	advance_ms(spin_learner::guess_arm_ms);
+	for (int i = 0; i < 5; i++)
+		assert_true(a.budget(outside) == want);
+	assert_int_equal(calib.load(), 0);
+	/* waits past half the guess, where W decides: one wait that would spin arms at once
+	 * instead, to measure W, and then one per guess_arm_ms. A waiter whose waits all fit
+	 * the guess would never sleep and never learn W (boot ss) */
+	for (int i = 0; i < 16; i++)
+		a.record(want * 3 / 4, true);
+	assert_true(2 * a.mean_short_ns() > 2 * g);
 	assert_true(a.budget(outside) == clock::duration::zero());
 	assert_int_equal(calib.load(), 1);
 	for (int i = 0; i < 5; i++)

@@ -45,10 +45,14 @@
  *    waiter on the seed whose waits all fit twice the seed never sleeps, and would judge
  *    against the guess for good: in boot ss a server at think 200 us that had not slept
  *    before spun every wait (~440 us) against twice the seed, at 4 times block's CPU, where
- *    the servers that knew W slept. So until W is first known, one wait that would spin per
- *    guess_arm_ms (16 ms) arms at once (armed_calib); about 14 such sleeps (4 of warm-up and
- *    3 of each part, every other one calibrated) measure W, and once known the waiter keeps
- *    its last W and never does so again.
+ *    the servers that knew W slept. So until W is first known, while the mean of the recent
+ *    short waits is over half the guess (where W decides: waits under it would be spun for
+ *    any W not far below the seed), one wait that would spin per guess_arm_ms (16 ms) arms
+ *    at once (armed_calib); such sleeps, as long as the waits, are calibrated every other one
+ *    and measure W within some 14 of them; once known, the waiter keeps its last W and never
+ *    does so again. Arming so whatever the waits (fe0261a, boot tt) slept 15-52 waits of each
+ *    phase at think 0-100 us, whose short sleeps (the message came before the timer) seldom
+ *    measured W: think 100 in turns went from 1.03 to 1.16x spinning.
  * The last W is cached for w_refresh_ms (16 ms) of the learner's clock, and until a wake-up
  * sample comes (two medians of 8 per wait otherwise: recomputed after every sleep, W cost ~450
  * instructions a wait that slept, counted in the guest); a path sample, one per sleep, reaches
@@ -347,8 +351,9 @@ public:
 	/* how long a computed W is kept (see "The last W is cached" above) */
 	static constexpr uint64_t w_refresh_ms = 16;
 	/* while this waiter has never had a W (own or the process's: the budget stands on the
-	 * seed, a guess), one wait that would spin per this many ms arms at once instead, so
-	 * that its sleep measures W (see "before W is known" above) */
+	 * seed, a guess) and its recent waits were past half the guess, one wait that would spin
+	 * per this many ms arms at once instead, so that its sleep measures W (see "before W is
+	 * known" above) */
 	static constexpr uint64_t guess_arm_ms = 16;
 	/* a gap in the spin's clock reads longer than this is a preemption (not W: see above) */
 	static constexpr unsigned preempt_gap_us = 100;

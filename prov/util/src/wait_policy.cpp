@@ -439,10 +439,11 @@ clock::duration spin_learner::adaptive_budget(wall_clock_fn wall_ms) noexcept
 		count(&policy_decisions::armed_cpu);
 		return clock::duration::zero();
 	}
-	/* no W measured yet: now and then a wait sleeps to measure it, or a waiter whose waits
-	 * all fit the guess would never learn W (guess_arm_ms) */
+	/* no W measured yet and recent waits past half the guess, where W decides: now and then
+	 * a wait sleeps to measure it, or a waiter whose waits all fit the guess would never
+	 * learn W (guess_arm_ms) */
 	const costs c = budget_costs();
-	if (c.guess && guess_arm_due()) {
+	if (c.guess && 2 * mean_ns_.load(std::memory_order_relaxed) > c.s_ns && guess_arm_due()) {
 		count(&policy_decisions::armed_calib);
 		return clock::duration::zero();
 	}
