@@ -738,8 +738,21 @@ void test_seeded_guess(void **)
 	for (int i = 0; i < 16; i++)
 		a.record(want * 3 / 4, true);
 	assert_true(2 * a.mean_short_ns() > 2 * g);
+	/* a first idle second counts as max_sleep_ns: 16 sleeps of 400 us later the timer is due
+	 * within 1 ms (counted whole, the second would keep it at max_calib_ns for 40 more) */
+	a.record_sleep(us(10), std::chrono::seconds(1), us(5));
+	for (int i = 0; i < 16; i++)
+		a.record_sleep(us(10), us(400), us(5));
+	const clock::duration due = a.calibration();
+	assert_true(due > d(200) && due < d(500));
 	assert_true(a.budget(outside) == clock::duration::zero());
 	assert_int_equal(calib.load(), 1);
+	/* so the first sleep of a wait that armed to measure W is due half-way into the recent
+	 * short waits, whatever the count of sleeps; the next sleep of that wait as before */
+	const clock::duration half = spin_learner::due_half_of(a.mean_short_ns());
+	assert_true(half > want / 4 && half < want / 2);
+	assert_true(a.calibration() == half);
+	assert_true(a.calibration() == clock::duration::zero());
 	for (int i = 0; i < 5; i++)
 		assert_true(a.budget(outside) == want);
 	advance_ms(spin_learner::guess_arm_ms - 1);

@@ -48,9 +48,12 @@
  *    the servers that knew W slept. So until W is first known, while the mean of the recent
  *    short waits is over half the guess (where W decides: waits under it would be spun for
  *    any W not far below the seed), one wait that would spin per guess_arm_ms (16 ms) arms
- *    at once (armed_calib); such sleeps, as long as the waits, are calibrated every other one
- *    and measure W within some 14 of them; once known, the waiter keeps its last W and never
- *    does so again. Arming so whatever the waits (fe0261a, boot tt) slept 15-52 waits of each
+ *    at once (armed_calib); such a sleep, as long as the waits, carries a calibration timer due
+ *    half-way into a wait like the recent short ones (mean_short_ns), before its work comes
+ *    (due half-way into the recent sleeps, which a first idle second had made long, one
+ *    server of five in boot uu armed 178 such waits and measured no W from them); once known,
+ *    the waiter keeps its last W and never does so again. Arming so whatever the waits
+ *    (fe0261a, boot tt) slept 12-52 waits of each
  *    phase at think 0-100 us, whose short sleeps (the message came before the timer) seldom
  *    measured W: think 100 in turns went from 1.03 to 1.16x spinning.
  * The last W is cached for w_refresh_ms (16 ms) of the learner's clock, and until a wake-up
@@ -245,17 +248,22 @@ public:
 		       wake_.fresh_at_least(sample_window::min_fresh, now_ms);
 	}
 	bool known() const noexcept { return known(steady_ms_now()); }
-	/* W in ns (0 while not known) */
-	uint64_t cost_ns(uint64_t now_ms) const noexcept
+	/* W, and S: what a sleep costs in all, its latency W plus the CPU it takes, of which the
+	 * sleep path (W's first part) is what is timed, so W + path. In ns, both 0 while not
+	 * known; each median taken once */
+	struct costs_ns {
+		uint64_t w;
+		uint64_t s;
+	};
+	costs_ns costs(uint64_t now_ms) const noexcept
 	{
-		return known(now_ms) ? path_.median(now_ms) + wake_.median(now_ms) : 0;
+		if (!known(now_ms))
+			return {0, 0};
+		const uint64_t path = path_.median(now_ms);
+		const uint64_t w = path + wake_.median(now_ms);
+		return {w, w + path};
 	}
-	/* S, what a sleep costs in all: its latency W plus the CPU it takes, of which the sleep
-	 * path (W's first part) is what is timed; W + path in ns (0 while not known) */
-	uint64_t sleep_cost_ns(uint64_t now_ms) const noexcept
-	{
-		return known(now_ms) ? 2 * path_.median(now_ms) + wake_.median(now_ms) : 0;
-	}
+	uint64_t cost_ns(uint64_t now_ms) const noexcept { return costs(now_ms).w; }
 	uint64_t cost_ns() const noexcept { return cost_ns(steady_ms_now()); }
 	uint64_t path_ns() const noexcept { return path_.median(steady_ms_now()); }
 	uint64_t wake_ns() const noexcept { return wake_.median(steady_ms_now()); }
@@ -348,6 +356,11 @@ public:
 	 * sample_max_age_ms) */
 	static constexpr uint64_t calib_interval_ms =
 	    sample_window::sample_max_age_ms / sample_window::size;
+	/* a calibration timer is due half-way into a sleep like the recent ones, between these;
+	 * a sleep counts at most twice the latest due in that length (sleep_ns_) */
+	static constexpr uint64_t min_calib_ns = 20000;
+	static constexpr uint64_t max_calib_ns = 2000000;
+	static constexpr uint64_t max_sleep_ns = 2 * max_calib_ns;
 	/* how long a computed W is kept (see "The last W is cached" above) */
 	static constexpr uint64_t w_refresh_ms = 16;
 	/* while this waiter has never had a W (own or the process's: the budget stands on the
@@ -390,8 +403,10 @@ public:
 	void record_sleep(clock::duration arm, clock::duration slept,
 	                  clock::duration drain) noexcept;
 	/* Whether the sleep that starts now should carry a calibration timer, and when it is due
-	 * (zero: no calibration). */
+	 * (zero: no calibration); the first sleep of a wait armed to measure W always does. */
 	clock::duration calibration() noexcept;
+	/* a calibration timer due half-way into a wait of ns (min_calib_ns to max_calib_ns) */
+	static clock::duration due_half_of(uint64_t ns) noexcept;
 	/* A calibration timer due at its expiry woke the sleeper `late` after it. */
 	void record_wake(clock::duration late) noexcept;
 	/* True when a gap of `gap` between two clock reads of a spin is a preemption (longer
@@ -472,7 +487,9 @@ private:
 	mutable std::atomic<uint64_t> last_s_ns_{0}; /* and with last_w_ns_ */
 	mutable std::atomic<uint64_t> w_ms_{0};
 	std::atomic<uint64_t> sleeps_{0};
-	std::atomic<uint64_t> sleep_ns_{0}; /* EWMA of the sleeps' length (the timer's place) */
+	/* EWMA of the sleeps' length (the timer's place), each counted at most max_sleep_ns (one
+	 * idle second would otherwise put the timer past the waits of the next dozens of sleeps) */
+	std::atomic<uint64_t> sleep_ns_{0};
 	std::atomic<uint64_t> preempt_{0};
 	std::atomic<uint64_t> preempt_ms_{0};   /* now_ms() + 1 of the last preemption; 0: none */
 	std::atomic<uint64_t> guess_arm_ms_{0}; /* now_ms() + 1 of the last guess_arm_due() */

@@ -283,6 +283,9 @@ thread_local bool wait_slept = false;
 /* and whether its spin met a preemption (preempted) and found the work: its length then
  * includes time without a CPU, and it teaches nothing (cleared by spin_ran_out) */
 thread_local bool wait_lost_cpu = false;
+/* and whether it armed at once to measure W (armed_calib): its first sleep's timer is then due
+ * by the recent short waits' length (calibration) */
+thread_local bool wait_calib = false;
 } // namespace
 
 bool cpu_gauge::feed(int runnable) noexcept
@@ -331,21 +334,17 @@ uint64_t spin_learner::wake_cost_ns() const noexcept
 	const uint64_t key = now / w_refresh_ms + 1;
 	if (w_ms_.load(std::memory_order_relaxed) == key)
 		return w_ns_.load(std::memory_order_relaxed);
-	const wake_stats *from = &own_;
-	uint64_t w = own_.cost_ns(now);
-	if (!w && in_.process) {
-		from = in_.process;
-		w = from->cost_ns(now);
-	}
-	const uint64_t s = w ? from->sleep_cost_ns(now) : 0;
-	s_ns_.store(s, std::memory_order_relaxed);
-	w_ns_.store(w, std::memory_order_relaxed);
+	wake_stats::costs_ns c = own_.costs(now);
+	if (!c.w && in_.process)
+		c = in_.process->costs(now);
+	s_ns_.store(c.s, std::memory_order_relaxed);
+	w_ns_.store(c.w, std::memory_order_relaxed);
 	w_ms_.store(key, std::memory_order_relaxed);
-	if (w) {
-		last_s_ns_.store(s, std::memory_order_relaxed);
-		last_w_ns_.store(w, std::memory_order_relaxed);
+	if (c.w) {
+		last_s_ns_.store(c.s, std::memory_order_relaxed);
+		last_w_ns_.store(c.w, std::memory_order_relaxed);
 	}
-	return w;
+	return c.w;
 }
 
 spin_learner::costs spin_learner::budget_costs() const noexcept
@@ -409,6 +408,7 @@ clock::duration spin_learner::budget(wall_clock_fn wall_ms) noexcept
 	}
 	wait_slept = false;
 	wait_lost_cpu = false;
+	wait_calib = false;
 	given_budget = adaptive_budget(wall_ms);
 	return given_budget;
 }
@@ -445,6 +445,7 @@ clock::duration spin_learner::adaptive_budget(wall_clock_fn wall_ms) noexcept
 	const costs c = budget_costs();
 	if (c.guess && 2 * mean_ns_.load(std::memory_order_relaxed) > c.s_ns && guess_arm_due()) {
 		count(&policy_decisions::armed_calib);
+		wait_calib = true;
 		return clock::duration::zero();
 	}
 	count(spin);
@@ -519,7 +520,7 @@ void spin_learner::record_sleep(clock::duration arm, clock::duration slept,
 	 * every sleep cost its medians on every wait that slept */
 	if (own_.add_path(path, now) && in_.process)
 		in_.process->add_path(path, now);
-	const uint64_t ns = ns_of(slept);
+	const uint64_t ns = std::min(ns_of(slept), max_sleep_ns);
 	const uint64_t m = sleep_ns_.load(std::memory_order_relaxed);
 	sleep_ns_.store(m == 0 ? ns : m - m / 8 + ns / 8, std::memory_order_relaxed);
 }
@@ -528,6 +529,13 @@ clock::duration spin_learner::calibration() noexcept
 {
 	if (!adaptive())
 		return clock::duration::zero();
+	if (wait_calib) {
+		/* a wait armed to measure W (adaptive_budget, which asked the CPUs) lasts about as
+		 * long as the recent short waits: its first sleep's timer is due half-way into one,
+		 * before its work comes, or it measures nothing */
+		wait_calib = false;
+		return due_half_of(mean_ns_.load(std::memory_order_relaxed));
+	}
 	/* every other sleep while the wake-up latency is not known (warm-up, or its samples aged
 	 * out: a sleep that the timer ended is followed by one that it does not, so that a long
 	 * wait is not a chain of calibrations); then one whenever the newest sample is
@@ -547,9 +555,12 @@ clock::duration spin_learner::calibration() noexcept
 	 * Asked only of a sleep that would calibrate (a few a second) */
 	if (in_.cpu_short && in_.cpu_short())
 		return clock::duration::zero();
-	/* half-way into a sleep as long as the recent ones, between 20 us and 2 ms */
-	const uint64_t half = sleep_ns_.load(std::memory_order_relaxed) / 2;
-	return std::chrono::nanoseconds(std::clamp<uint64_t>(half, 20000, 2000000));
+	return due_half_of(sleep_ns_.load(std::memory_order_relaxed));
+}
+
+clock::duration spin_learner::due_half_of(uint64_t ns) noexcept
+{
+	return std::chrono::nanoseconds(std::clamp<uint64_t>(ns / 2, min_calib_ns, max_calib_ns));
 }
 
 void spin_learner::record_wake(clock::duration late) noexcept
