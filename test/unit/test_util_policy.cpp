@@ -747,11 +747,12 @@ void test_seeded_guess(void **)
 	assert_true(due > d(200) && due < d(500));
 	assert_true(a.budget(outside) == clock::duration::zero());
 	assert_int_equal(calib.load(), 1);
-	/* so the first sleep of a wait that armed to measure W is due half-way into the recent
-	 * short waits, whatever the count of sleeps; the next sleep of that wait as before */
-	const clock::duration half = spin_learner::due_half_of(a.mean_short_ns());
-	assert_true(half > want / 4 && half < want / 2);
-	assert_true(a.calibration() == half);
+	/* so the first sleep of a wait that armed to measure W is due a quarter of the way into
+	 * the recent short waits, whatever the count of sleeps; the next sleep of that wait as
+	 * before */
+	const clock::duration quarter = spin_learner::due_in(a.mean_short_ns() / 4);
+	assert_true(quarter > want / 8 && quarter < want / 4);
+	assert_true(a.calibration() == quarter);
 	assert_true(a.calibration() == clock::duration::zero());
 	for (int i = 0; i < 5; i++)
 		assert_true(a.budget(outside) == want);

@@ -49,9 +49,10 @@
  *    short waits is over half the guess (where W decides: waits under it would be spun for
  *    any W not far below the seed), one wait that would spin per guess_arm_ms (16 ms) arms
  *    at once (armed_calib); such a sleep, as long as the waits, carries a calibration timer due
- *    half-way into a wait like the recent short ones (mean_short_ns), before its work comes
- *    (due half-way into the recent sleeps, which a first idle second had made long, one
- *    server of five in boot uu armed 178 such waits and measured no W from them); once known,
+ *    a quarter of the way into a wait like the recent short ones (mean_short_ns), so that
+ *    the wake-up after it ends before the work comes (due half-way into the recent sleeps,
+ *    one server of five at think 200 us in boot uu armed 178 such waits before W was known;
+ *    due half-way into the waits, 117 in boot vv, wake-ups ~250 us in waits ~450); once known,
  *    the waiter keeps its last W and never does so again. Arming so whatever the waits
  *    (fe0261a, boot tt) slept 12-52 waits of each
  *    phase at think 0-100 us, whose short sleeps (the message came before the timer) seldom
@@ -405,8 +406,8 @@ public:
 	/* Whether the sleep that starts now should carry a calibration timer, and when it is due
 	 * (zero: no calibration); the first sleep of a wait armed to measure W always does. */
 	clock::duration calibration() noexcept;
-	/* a calibration timer due half-way into a wait of ns (min_calib_ns to max_calib_ns) */
-	static clock::duration due_half_of(uint64_t ns) noexcept;
+	/* a calibration timer due ns into the sleep, held to min_calib_ns to max_calib_ns */
+	static clock::duration due_in(uint64_t ns) noexcept;
 	/* A calibration timer due at its expiry woke the sleeper `late` after it. */
 	void record_wake(clock::duration late) noexcept;
 	/* True when a gap of `gap` between two clock reads of a spin is a preemption (longer

@@ -531,10 +531,14 @@ clock::duration spin_learner::calibration() noexcept
 		return clock::duration::zero();
 	if (wait_calib) {
 		/* a wait armed to measure W (adaptive_budget, which asked the CPUs) lasts about as
-		 * long as the recent short waits: its first sleep's timer is due half-way into one,
-		 * before its work comes, or it measures nothing */
+		 * long as the recent short waits, and those are a few W at most (they arm only
+		 * where W decides): its first sleep's timer is due a quarter of the way into one,
+		 * so that the wake-up after it ends before the work comes (a sleep woken with its
+		 * work measures nothing). Due half-way, into waits of ~450 us whose wake-ups took
+		 * ~250 us, one server of five at think 200 us armed 117 waits before W was known
+		 * (boot vv) */
 		wait_calib = false;
-		return due_half_of(mean_ns_.load(std::memory_order_relaxed));
+		return due_in(mean_ns_.load(std::memory_order_relaxed) / 4);
 	}
 	/* every other sleep while the wake-up latency is not known (warm-up, or its samples aged
 	 * out: a sleep that the timer ended is followed by one that it does not, so that a long
@@ -555,12 +559,13 @@ clock::duration spin_learner::calibration() noexcept
 	 * Asked only of a sleep that would calibrate (a few a second) */
 	if (in_.cpu_short && in_.cpu_short())
 		return clock::duration::zero();
-	return due_half_of(sleep_ns_.load(std::memory_order_relaxed));
+	/* half-way into a sleep as long as the recent ones */
+	return due_in(sleep_ns_.load(std::memory_order_relaxed) / 2);
 }
 
-clock::duration spin_learner::due_half_of(uint64_t ns) noexcept
+clock::duration spin_learner::due_in(uint64_t ns) noexcept
 {
-	return std::chrono::nanoseconds(std::clamp<uint64_t>(ns / 2, min_calib_ns, max_calib_ns));
+	return std::chrono::nanoseconds(std::clamp<uint64_t>(ns, min_calib_ns, max_calib_ns));
 }
 
 void spin_learner::record_wake(clock::duration late) noexcept
