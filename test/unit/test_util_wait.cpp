@@ -875,23 +875,24 @@ void test_preempted_spin_yields(void **st)
 	assert_int_equal(prepares, 0);
 }
 
-/* adaptive: a spin that yields to repeated preemptions and runs out its budget (W 4 ms, so
- * 8 ms: a clock read every 8 polls of 200 us, so two reads or more) before the work comes has
- * still learned that the wait is long: nothing came within the budget by the wall clock. The
- * wait, which times out 30 ms on, is judged long (until 2026-11-30 it taught nothing, so a
- * waiter that kept losing its CPU never learned that its waits were long, and spun through
- * each) */
+/* adaptive: a spin that yields to repeated preemptions and runs out its budget (W 15 ms, so
+ * S = W + path = 21 ms: a clock read every 8 polls of 200 us, so two reads or more) before the
+ * work comes has still learned that the wait is long: nothing came within the budget by the
+ * wall clock. The wait, which times out 40 ms on, is judged long (until 2026-11-30 it taught
+ * nothing, so a waiter that kept losing its CPU never learned that its waits were long, and
+ * spun through each). With W 4 ms (S 5.6 ms), CI's rpmbuild %check saw one clock read only
+ * within the budget, and no repeated preemption (2026-11-30) */
 void test_preempted_spin_out_is_long(void **st)
 {
 	state &s = S(st);
-	static still_w w(1600000, 2400000);
-	s.a->set_wait_policy({wait_policy_kind::adaptive, 10000, &w.in});
+	static still_w w(6000000, 9000000);
+	s.a->set_wait_policy({wait_policy_kind::adaptive, 100000, &w.in});
 	assert_int_equal(s.a->open_wait(&test_prov, s.kind, nullptr), 0);
 	const auto &d = w.proc.decisions();
 	const uint64_t preempted0 = d.preempted.load(), long0 = d.judged_long.load(),
 	               short0 = d.judged_short.load();
 	fake_object *a = s.a.get();
-	int ret = a->wait_object()->wait_for(*a, vwait::util::deadline_after(30), [&] {
+	int ret = a->wait_object()->wait_for(*a, vwait::util::deadline_after(40), [&] {
 		std::this_thread::sleep_for(std::chrono::microseconds(200));
 		return false;
 	});
