@@ -739,20 +739,22 @@ void test_seeded_guess(void **)
 		a.record(want * 3 / 4, true);
 	assert_true(2 * a.mean_short_ns() > 2 * g);
 	/* a first idle second counts as max_sleep_ns: 16 sleeps of 400 us later the timer is due
-	 * within 1 ms (counted whole, the second would keep it at max_calib_ns for 40 more) */
-	a.record_sleep(us(10), std::chrono::seconds(1), us(5));
+	 * within 1 ms (counted whole, the second would keep it at max_calib_ns for 40 more); on a
+	 * learner of its own, so that a's warm-up below stays whole */
+	spin_learner idle({wait_policy_kind::adaptive, vwait::util::max_spin_us, &quiet});
+	idle.record_sleep(us(10), std::chrono::seconds(1), us(5));
 	for (int i = 0; i < 16; i++)
-		a.record_sleep(us(10), us(400), us(5));
-	const clock::duration due = a.calibration();
+		idle.record_sleep(us(10), us(400), us(5));
+	const clock::duration due = idle.calibration();
 	assert_true(due > d(200) && due < d(500));
 	assert_true(a.budget(outside) == clock::duration::zero());
 	assert_int_equal(calib.load(), 1);
 	/* so the first sleep of a wait that armed to measure W is due a quarter of the way into
-	 * the recent short waits, whatever the count of sleeps; the next sleep of that wait as
-	 * before */
+	 * the recent short waits, whatever the count of sleeps; its next sleeps as before */
 	const clock::duration quarter = spin_learner::due_in(a.mean_short_ns() / 4);
 	assert_true(quarter > want / 8 && quarter < want / 4);
 	assert_true(a.calibration() == quarter);
+	assert_true(a.calibration() == d(20)); /* every other one: no sleep length known yet */
 	assert_true(a.calibration() == clock::duration::zero());
 	for (int i = 0; i < 5; i++)
 		assert_true(a.budget(outside) == want);

@@ -357,8 +357,9 @@ public:
 	 * sample_max_age_ms) */
 	static constexpr uint64_t calib_interval_ms =
 	    sample_window::sample_max_age_ms / sample_window::size;
-	/* a calibration timer is due half-way into a sleep like the recent ones, between these;
-	 * a sleep counts at most twice the latest due in that length (sleep_ns_) */
+	/* a calibration timer is due between these: half-way into a sleep like the recent ones
+	 * (a quarter of the way into a wait armed to measure W); a sleep counts at most twice the
+	 * latest due in that length (sleep_ns_) */
 	static constexpr uint64_t min_calib_ns = 20000;
 	static constexpr uint64_t max_calib_ns = 2000000;
 	static constexpr uint64_t max_sleep_ns = 2 * max_calib_ns;
