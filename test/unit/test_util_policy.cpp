@@ -59,7 +59,7 @@ uint64_t inside() noexcept
 	return 3 * spin_learner::probe_period_ms;
 }
 /* CPUs never short, no process-wide wake-up cost, the fake clock */
-const policy_inputs quiet{spin_learner::wall_ms_now, never_short, nullptr, fake_now};
+const policy_inputs quiet{outside, never_short, nullptr, fake_now};
 
 /* n sleeps of a learner, each with a sleep path (arm + drain) of path_us and a calibration
  * timer that woke it wake_us late */
@@ -167,14 +167,14 @@ void test_learner(void **)
 void test_learner_wake_cost(void **)
 {
 	vwait::util::wake_stats proc;
-	const policy_inputs in{spin_learner::wall_ms_now, never_short, &proc, fake_now};
+	const policy_inputs in{outside, never_short, &proc, fake_now};
 	spin_learner a({wait_policy_kind::adaptive, 1000, &in});
 	assert_int_equal(a.wake_cost_ns(), 0);
 	assert_true(a.budget(outside) == d(vwait::util::default_spin_us));
 	/* while nothing is known every other sleep carries a calibration timer; with no sleep
-	 * length known yet, due 20 us in */
+	 * length known yet, due half-way into the spin budget (the fallback's 50 us) */
 	for (int i = 0; i < 3; i++) {
-		assert_true(a.calibration() == d(20));
+		assert_true(a.calibration() == d(vwait::util::default_spin_us / 2));
 		assert_true(a.calibration() == clock::duration::zero());
 	}
 	warm_up(a);
@@ -227,7 +227,7 @@ void test_learner_wake_cost(void **)
 	assert_true(a.budget(outside) == d(230)); /* S = W + path */
 	/* block and fixed measure nothing */
 	vwait::util::wake_stats none;
-	const policy_inputs in2{spin_learner::wall_ms_now, never_short, &none, fake_now};
+	const policy_inputs in2{outside, never_short, &none, fake_now};
 	spin_learner f({wait_policy_kind::fixed, 100, &in2});
 	sleeps(f, 10, 25, 10);
 	assert_true(f.calibration() == clock::duration::zero());
@@ -241,7 +241,7 @@ void test_learner_wake_cost(void **)
 void test_estimator_warmup(void **)
 {
 	vwait::util::wake_stats proc;
-	const policy_inputs in{spin_learner::wall_ms_now, never_short, &proc, fake_now};
+	const policy_inputs in{outside, never_short, &proc, fake_now};
 	spin_learner a({wait_policy_kind::adaptive, 1000, &in});
 	warm_up(a);
 	assert_int_equal(a.own_wake().path_samples(), 0);
@@ -268,7 +268,7 @@ void test_estimator_warmup(void **)
 void test_estimator_ageing(void **)
 {
 	vwait::util::wake_stats proc;
-	const policy_inputs in{spin_learner::wall_ms_now, never_short, &proc, fake_now};
+	const policy_inputs in{outside, never_short, &proc, fake_now};
 	spin_learner a({wait_policy_kind::adaptive, 1000, &in});
 	warm_up(a);
 	const uint64_t t0 = fake_now();
@@ -314,7 +314,7 @@ void test_estimator_ageing(void **)
  * defines W: W needs min_fresh samples of each part and takes their lower median. */
 void test_estimator_outlier(void **)
 {
-	const policy_inputs in{spin_learner::wall_ms_now, never_short, nullptr, fake_now};
+	const policy_inputs in{outside, never_short, nullptr, fake_now};
 	spin_learner a({wait_policy_kind::adaptive, 1000, &in});
 	warm_up(a);
 	for (int i = 0; i < 3; i++)
@@ -406,7 +406,7 @@ void test_cpu_gauge(void **)
 {
 	cpu_gauge g(2);
 	test_gauge = &g;
-	const policy_inputs in{spin_learner::wall_ms_now, gauge_short, nullptr, fake_now};
+	const policy_inputs in{outside, gauge_short, nullptr, fake_now};
 	spin_learner a({wait_policy_kind::adaptive, 1000, &in});
 	assert_true(g.mean256() < 0);
 	const int k1[] = {2, 2, 3, 2, 2, 3, 2, 2, 3, 2};
@@ -452,7 +452,7 @@ void test_cpu_gauge(void **)
  * now and then must not stop the spinning of the waits after it (the gauge judges CPUs). */
 void test_learner_busy_cpu(void **)
 {
-	const policy_inputs busy{spin_learner::wall_ms_now, always_short, nullptr, fake_now};
+	const policy_inputs busy{outside, always_short, nullptr, fake_now};
 	spin_learner a({wait_policy_kind::adaptive, 1000, &busy});
 	spin_learner f({wait_policy_kind::fixed, 100, &busy});
 	for (int i = 0; i < 10; i++) {
@@ -542,7 +542,7 @@ clock::duration wait_of(spin_learner &l, long true_us, long w_us)
 void test_decision_is_s(void **)
 {
 	vwait::util::wake_stats proc;
-	const policy_inputs in{spin_learner::wall_ms_now, never_short, &proc, fake_now};
+	const policy_inputs in{outside, never_short, &proc, fake_now};
 	spin_learner a({wait_policy_kind::adaptive, 1000, &in});
 	warm_up(a);
 	sleeps(a, 15, 25, 3);
@@ -579,7 +579,7 @@ void test_decision_is_s(void **)
 void test_slept_waits(void **)
 {
 	vwait::util::wake_stats proc;
-	const policy_inputs in{spin_learner::wall_ms_now, never_short, &proc, fake_now};
+	const policy_inputs in{outside, never_short, &proc, fake_now};
 	spin_learner a({wait_policy_kind::adaptive, 1000, &in});
 	warm_up(a);
 	/* no W: waits of 66 us spin the 50 us fallback and sleep: long */
@@ -618,7 +618,7 @@ void test_decision_counts(void **)
 {
 	vwait::util::wake_stats proc;
 	const vwait::util::policy_decisions &c = proc.decisions();
-	const policy_inputs in{spin_learner::wall_ms_now, never_short, &proc, fake_now};
+	const policy_inputs in{outside, never_short, &proc, fake_now};
 	spin_learner a({wait_policy_kind::adaptive, 1000, &in});
 	/* short waits: spun, judged short */
 	for (int i = 0; i < 5; i++) {
@@ -644,7 +644,7 @@ void test_decision_counts(void **)
 	assert_true(a.preempted(us(500)));
 	assert_int_equal(c.preempted.load(), 1);
 	/* CPUs short: armed at once, counted as such */
-	const policy_inputs busy{spin_learner::wall_ms_now, always_short, &proc, fake_now};
+	const policy_inputs busy{outside, always_short, &proc, fake_now};
 	spin_learner b({wait_policy_kind::adaptive, 1000, &busy});
 	for (int i = 0; i < 3; i++)
 		assert_true(b.budget(outside) == clock::duration::zero());
@@ -672,7 +672,7 @@ bool counted_never_short() noexcept
 void test_cpu_looked_at_to_spin(void **)
 {
 	vwait::util::wake_stats proc;
-	const policy_inputs in{spin_learner::wall_ms_now, counted_never_short, &proc, fake_now};
+	const policy_inputs in{outside, counted_never_short, &proc, fake_now};
 	spin_learner a({wait_policy_kind::adaptive, 1000, &in});
 	for (int i = 0; i < 10; i++) {
 		(void)a.budget(outside);
@@ -698,24 +698,30 @@ void test_cpu_looked_at_to_spin(void **)
 
 /* Before any sleep measured W, a seeded process (process_wake_stats) guesses it once from
  * timer wake-ups: a learner with nothing of its own budgets 2x that guess (capped), not the
- * 50 us fallback, which on a machine whose wake-ups cost more than 25 us sent every wait just
- * past it to sleep (boot x, K = 1 pair both in fi_cq_sread at think 0: 1.5x spinning, the
- * seldom waits of 50-150 us each paying a wake-up), and until W is known one wait per
- * guess_arm_ms arms to measure it. A stats object that is not seeded guesses nothing (the
- * tests above). */
-void test_seeded_guess(void **)
+ * 50 us fallback, which on a machine whose wake-ups cost more than 25 us would send every wait
+ * just past it to sleep, and until W is known one wait per guess_arm_ms arms to measure it. A
+ * stats object that is not seeded guesses nothing (the tests above). The seed is a fake, one
+ * of the regimes a machine can be in: 2 us (a fast timer), 20 us, 75 us (an emulated guest) and
+ * 1 ms (a slow or loaded one); the timer's resolution is a fake too. */
+std::atomic<uint64_t> fake_seed{0};
+unsigned seed_calls = 0;
+uint64_t fake_seed_ns() noexcept
 {
-	vwait::util::wake_stats plain;
-	assert_int_equal(plain.seed_ns(), 0);
-	vwait::util::wake_stats seeded(0, true);
-	const uint64_t g = seeded.seed_ns();
-	print_message("timer wake-up on this host: %.1f us\n", g / 1000.0);
-	assert_true(g > 0 && g < 100000000);
-	assert_int_equal(seeded.seed_ns(), g);           /* measured once */
+	seed_calls++;
+	return fake_seed.load();
+}
+void seeded_guess(uint64_t g, uint64_t res_ns)
+{
+	fake_seed = g;
+	seed_calls = 0;
+	vwait::util::wake_stats seeded(0, fake_seed_ns);
+	assert_int_equal(seeded.seed_ns(), g);
+	assert_int_equal(seeded.seed_ns(), g); /* asked once */
+	assert_int_equal(seed_calls, 1);
 	assert_int_equal(seeded.cost_ns(fake_now()), 0); /* a guess, not a measured W */
-	const policy_inputs in{spin_learner::wall_ms_now, never_short, &seeded, fake_now};
-	/* the largest cap, so that twice the guess is the budget (a host's seed of 5 ms would
-	 * be a broken timer) */
+	policy_inputs in{outside, never_short, &seeded, fake_now};
+	in.timer_res_ns = res_ns;
+	/* the largest cap, so that twice the guess is the budget */
 	spin_learner a({wait_policy_kind::adaptive, vwait::util::max_spin_us, &in});
 	assert_int_equal(a.wake_cost_ns(), 0);
 	assert_int_equal(a.budget_w_ns(), g);
@@ -723,7 +729,7 @@ void test_seeded_guess(void **)
 	const clock::duration want =
 	    std::chrono::duration_cast<clock::duration>(std::chrono::nanoseconds(2 * g));
 	/* on the guess, waits far below it spin twice the guess, and nothing arms: W would not
-	 * change their fate (think 0-100 us in boot tt: such arms cost 1.16x spinning) */
+	 * change their fate */
 	const std::atomic<uint64_t> &calib = seeded.decisions().armed_calib;
 	assert_true(a.budget(outside) == want);
 	for (int i = 0; i < 8; i++)
@@ -734,27 +740,23 @@ void test_seeded_guess(void **)
 	assert_int_equal(calib.load(), 0);
 	/* waits past half the guess, where W decides: one wait that would spin arms at once
 	 * instead, to measure W, and then one per guess_arm_ms. A waiter whose waits all fit
-	 * the guess would never sleep and never learn W (boot ss) */
+	 * the guess would never sleep and never learn W */
 	for (int i = 0; i < 16; i++)
 		a.record(want * 3 / 4, true);
 	assert_true(2 * a.mean_short_ns() > 2 * g);
-	/* a first idle second counts as max_sleep_ns: 16 sleeps of 400 us later the timer is due
-	 * within 1 ms (counted whole, the second would keep it at max_calib_ns for 40 more); on a
-	 * learner of its own, so that a's warm-up below stays whole */
-	spin_learner idle({wait_policy_kind::adaptive, vwait::util::max_spin_us, &quiet});
-	idle.record_sleep(us(10), std::chrono::seconds(1), us(5));
-	for (int i = 0; i < 16; i++)
-		idle.record_sleep(us(10), us(400), us(5));
-	const clock::duration due = idle.calibration();
-	assert_true(due > d(200) && due < d(500));
 	assert_true(a.budget(outside) == clock::duration::zero());
 	assert_int_equal(calib.load(), 1);
 	/* so the first sleep of a wait that armed to measure W is due a quarter of the way into
-	 * the recent short waits, whatever the count of sleeps; its next sleeps as before */
-	const clock::duration quarter = spin_learner::due_in(a.mean_short_ns() / 4);
-	assert_true(quarter > want / 8 && quarter < want / 4);
+	 * the recent short waits, whatever the count of sleeps, and never sooner than the timer
+	 * can be due; its next sleeps as before: every other one, one wake-up into the sleep
+	 * while no sleep length is known */
+	const uint64_t q = a.mean_short_ns() / 4;
+	const clock::duration quarter = a.due_in(q);
+	assert_true(quarter == std::chrono::nanoseconds(std::max(q, res_ns)));
+	if (res_ns < g / 4)
+		assert_true(quarter > want / 8 && quarter < want / 4);
 	assert_true(a.calibration() == quarter);
-	assert_true(a.calibration() == d(20)); /* every other one: no sleep length known yet */
+	assert_true(a.calibration() == std::chrono::nanoseconds(std::max(g, res_ns))); /* 2g / 2 */
 	assert_true(a.calibration() == clock::duration::zero());
 	for (int i = 0; i < 5; i++)
 		assert_true(a.budget(outside) == want);
@@ -776,12 +778,42 @@ void test_seeded_guess(void **)
 		assert_true(a.budget(outside) == d(55));
 	}
 	assert_int_equal(calib.load(), 2);
+}
+
+void test_seeded_guess(void **)
+{
+	vwait::util::wake_stats plain;
+	assert_int_equal(plain.seed_ns(), 0);
+	/* an ideal timer, and one whose resolution is 1 us */
+	for (uint64_t res : {uint64_t{1}, uint64_t{1000}})
+		for (uint64_t g : {2000, 20000, 75000, 1000000})
+			seeded_guess(g, res);
+	/* a first idle second counts as max_sleep_ns: 16 sleeps of 400 us later the timer is due
+	 * within 1 ms (counted whole, the second would keep it at max_calib_ns for 40 more) */
+	spin_learner idle({wait_policy_kind::adaptive, vwait::util::max_spin_us, &quiet});
+	idle.record_sleep(us(10), std::chrono::seconds(1), us(5));
+	for (int i = 0; i < 16; i++)
+		idle.record_sleep(us(10), us(400), us(5));
+	const clock::duration due = idle.calibration();
+	assert_true(due > d(200) && due < d(500));
 	/* a process without a seed (no timer) guesses nothing: the 50 us fallback, no arming */
 	vwait::util::wake_stats plain2;
-	const policy_inputs in2{spin_learner::wall_ms_now, never_short, &plain2, fake_now};
+	const policy_inputs in2{outside, never_short, &plain2, fake_now};
 	spin_learner b({wait_policy_kind::adaptive, 1000, &in2});
 	assert_true(b.budget(outside) == d(vwait::util::default_spin_us));
 	assert_int_equal(plain2.decisions().armed_calib.load(), 0);
+}
+
+/* The process's seed measures this machine's timer: it is some positive figure, printed, and
+ * asserted on no further (what it is depends on the host). */
+void test_process_seed(void **)
+{
+	const uint64_t g = vwait::util::process_wake_stats().seed_ns();
+	print_message("timer wake-up on this host: %.1f us (resolution %llu ns)\n", g / 1000.0,
+	              static_cast<unsigned long long>(vwait::util::timer_resolution_ns()));
+	assert_true(g < 1000000000ULL);
+	assert_int_equal(vwait::util::process_wake_stats().seed_ns(), g);
+	assert_true(vwait::util::timer_resolution_ns() >= 1);
 }
 
 /* W is cached: path samples (one per sleep) reach it at its next refresh, w_refresh_ms later,
@@ -823,7 +855,8 @@ int main()
 	    cmocka_unit_test(test_cpu_gauge),         cmocka_unit_test(test_learner_busy_cpu),
 	    cmocka_unit_test(test_decision_is_s),     cmocka_unit_test(test_slept_waits),
 	    cmocka_unit_test(test_decision_counts),   cmocka_unit_test(test_cpu_looked_at_to_spin),
-	    cmocka_unit_test(test_seeded_guess),      cmocka_unit_test(test_cached_w),
+	    cmocka_unit_test(test_seeded_guess),      cmocka_unit_test(test_process_seed),
+	    cmocka_unit_test(test_cached_w),
 	};
 	return cmocka_run_group_tests_name("util_policy", tests, nullptr, nullptr);
 }

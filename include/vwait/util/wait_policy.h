@@ -235,9 +235,11 @@ struct policy_decisions {
 class wake_stats
 {
 public:
-	/* seeded: seed_ns() measures (process_wake_stats only; a test's stats never sleep) */
-	explicit wake_stats(unsigned warmup = 0, bool seeded = false) noexcept
-	    : path_(warmup), wake_(warmup), seeded_(seeded)
+	/* seed: what seed_ns() measures, once (process_wake_stats: timer_wake_ns; a test gives a
+	 * fake); null: no guess */
+	using seed_fn = uint64_t (*)() noexcept;
+	explicit wake_stats(unsigned warmup = 0, seed_fn seed = nullptr) noexcept
+	    : path_(warmup), wake_(warmup), seed_(seed)
 	{
 	}
 	bool add_path(uint64_t ns, uint64_t now_ms) noexcept { return path_.push(ns, now_ms); }
@@ -272,9 +274,8 @@ public:
 	const sample_window &wake() const noexcept { return wake_; }
 	uint64_t wake_samples() const noexcept { return wake_.kept(); }
 	uint64_t path_samples() const noexcept { return path_.kept(); }
-	/* A first guess at W before any sleep measured it: the median lateness of seed_rounds
-	 * timer wake-ups seed_sleep_us away, measured once (by the first caller; the others get
-	 * 0 meanwhile); 0 when not seeded or when the timer cannot be had. */
+	/* A first guess at W before any sleep measured it: the seed function's answer, asked
+	 * once (by the first caller; the others get 0 meanwhile); 0 without one. */
 	uint64_t seed_ns() noexcept;
 	static constexpr unsigned seed_rounds = 5;
 	static constexpr unsigned seed_sleep_us = 50;
@@ -286,13 +287,18 @@ private:
 	sample_window path_;
 	sample_window wake_;
 	policy_decisions decisions_;
-	const bool seeded_;
+	const seed_fn seed_;
 	std::atomic<int> seed_state_{0}; /* 0: not measured, 1: measuring, 2: done */
 	std::atomic<uint64_t> seed_ns_{0};
 };
 
-/* The process's: every adaptive learner adds its samples here too. */
+/* The process's: every adaptive learner adds its samples here too; seeded by timer_wake_ns. */
 wake_stats &process_wake_stats() noexcept;
+/* The median lateness of wake_stats::seed_rounds wake-ups by a timerfd (no timer slack) due
+ * seed_sleep_us after it was set; 0 if the timer cannot be had. Measures this machine. */
+uint64_t timer_wake_ns() noexcept;
+/* The resolution of CLOCK_MONOTONIC's timers (clock_getres), at least 1 ns. */
+uint64_t timer_resolution_ns() noexcept;
 
 /* What the learner reads of the world besides the waits it is told about: injectable, so that
  * tests can run it on fake inputs (no globals but the process-wide defaults below). */
@@ -307,8 +313,11 @@ struct policy_inputs {
 	wake_stats *process;
 	/* the steady clock in milliseconds: the samples' age (null: steady_ms_now) */
 	uint64_t (*now_ms)() noexcept;
+	/* the finest due a calibration timer can have, in ns: a timer due sooner is due at
+	 * once (the default: an ideal timer; default_policy_inputs: timer_resolution_ns) */
+	uint64_t timer_res_ns = 1;
 };
-/* wall_ms_now, cpu_short_now, &process_wake_stats(), steady_ms_now */
+/* wall_ms_now, cpu_short_now, &process_wake_stats(), steady_ms_now, timer_resolution_ns() */
 policy_inputs default_policy_inputs() noexcept;
 
 /* The CPU-shortage verdict from snapshots of the system's runnable threads (this one included):
@@ -357,10 +366,13 @@ public:
 	 * sample_max_age_ms) */
 	static constexpr uint64_t calib_interval_ms =
 	    sample_window::sample_max_age_ms / sample_window::size;
-	/* a calibration timer is due between these: half-way into a sleep like the recent ones
-	 * (a quarter of the way into a wait armed to measure W); a sleep counts at most twice the
-	 * latest due in that length (sleep_ns_) */
-	static constexpr uint64_t min_calib_ns = 20000;
+	/* a calibration timer is due half-way into a sleep like the recent ones (a quarter of the
+	 * way into a wait armed to measure W), no sooner than the timer's resolution (a due below
+	 * it is not kept: the timer is due at once) and no later than max_calib_ns: past a few
+	 * ms a sleep's wake-up costs what one of a few ms costs (the CPU reached its deepest idle
+	 * state), and a due that late would keep W unknown through most of a sample's lifetime.
+	 * A sleep counts at most twice the latest due in that length (sleep_ns_). A timer due
+	 * before its sleeper is asleep measures no wake-up: waiter::sleep drops it then. */
 	static constexpr uint64_t max_calib_ns = 2000000;
 	static constexpr uint64_t max_sleep_ns = 2 * max_calib_ns;
 	/* how long a computed W is kept (see "The last W is cached" above) */
@@ -407,8 +419,9 @@ public:
 	/* Whether the sleep that starts now should carry a calibration timer, and when it is due
 	 * (zero: no calibration); the first sleep of a wait armed to measure W always does. */
 	clock::duration calibration() noexcept;
-	/* a calibration timer due ns into the sleep, held to min_calib_ns to max_calib_ns */
-	static clock::duration due_in(uint64_t ns) noexcept;
+	/* a calibration timer due ns into the sleep, held to the timer's resolution
+	 * (policy_inputs::timer_res_ns) to max_calib_ns */
+	clock::duration due_in(uint64_t ns) const noexcept;
 	/* A calibration timer due at its expiry woke the sleeper `late` after it. */
 	void record_wake(clock::duration late) noexcept;
 	/* True when a gap of `gap` between two clock reads of a spin is a preemption (longer

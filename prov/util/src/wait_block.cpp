@@ -125,6 +125,14 @@ bool waiter::sleep(sleeper &me, clock::time_point deadline, sleep_note &note) no
 		clock::time_point until = deadline;
 		if (!me.sig)
 			until = std::min(deadline, clock::now() + std::chrono::milliseconds(1));
+		/* a timer already due before this thread sleeps would time a system call, not a
+		 * wake-up: no calibration this sleep (a due that short follows waits so short that
+		 * they are spun through whatever W is) */
+		if (expiry != clock::time_point{} && clock::now() >= expiry) {
+			fds.pop_back();
+			tags.pop_back();
+			expiry = clock::time_point{};
+		}
 		bump(stats.sleeps);
 		woke = poll_until(fds.data(), fds.size(), until) > 0;
 		note.woke_at = clock::now();

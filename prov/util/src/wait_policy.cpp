@@ -218,14 +218,25 @@ uint64_t steady_ms_now() noexcept
 
 wake_stats &process_wake_stats() noexcept
 {
-	static wake_stats stats(0, true);
+	static wake_stats stats(0, timer_wake_ns);
 	return stats;
 }
 
-namespace
+uint64_t timer_resolution_ns() noexcept
 {
-/* The lateness of seed_rounds wake-ups by a timerfd (no timer slack) due seed_sleep_us after
- * it was set, the lower median; 0 if fewer than 3 could be measured. */
+	static const uint64_t res = [] {
+		struct timespec ts;
+		if (::clock_getres(CLOCK_MONOTONIC, &ts) != 0)
+			return uint64_t{1};
+		const uint64_t ns = static_cast<uint64_t>(ts.tv_sec) * 1000000000 +
+		                    static_cast<uint64_t>(ts.tv_nsec);
+		return ns ? ns : uint64_t{1};
+	}();
+	return res;
+}
+
+/* The lower median of the lateness of seed_rounds timer wake-ups; 0 if fewer than 3 could
+ * be measured. */
 uint64_t timer_wake_ns() noexcept
 {
 	const int t = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
@@ -259,16 +270,15 @@ uint64_t timer_wake_ns() noexcept
 	std::nth_element(v, v + (n - 1) / 2, v + n);
 	return v[(n - 1) / 2];
 }
-} // namespace
 
 uint64_t wake_stats::seed_ns() noexcept
 {
-	if (!seeded_)
+	if (!seed_)
 		return 0;
 	int state = seed_state_.load(std::memory_order_acquire);
 	if (state == 0 &&
 	    seed_state_.compare_exchange_strong(state, 1, std::memory_order_acq_rel)) {
-		seed_ns_.store(timer_wake_ns(), std::memory_order_relaxed);
+		seed_ns_.store(seed_(), std::memory_order_relaxed);
 		seed_state_.store(2, std::memory_order_release);
 	}
 	return seed_ns_.load(std::memory_order_relaxed);
@@ -317,7 +327,8 @@ bool cpu_short_now() noexcept
 
 policy_inputs default_policy_inputs() noexcept
 {
-	return {spin_learner::wall_ms_now, cpu_short_now, &process_wake_stats(), steady_ms_now};
+	return {spin_learner::wall_ms_now, cpu_short_now, &process_wake_stats(), steady_ms_now,
+	        timer_resolution_ns()};
 }
 
 uint64_t spin_learner::wall_ms_now() noexcept
@@ -559,13 +570,17 @@ clock::duration spin_learner::calibration() noexcept
 	 * Asked only of a sleep that would calibrate (a few a second) */
 	if (in_.cpu_short && in_.cpu_short())
 		return clock::duration::zero();
-	/* half-way into a sleep as long as the recent ones */
-	return due_in(sleep_ns_.load(std::memory_order_relaxed) / 2);
+	/* half-way into a sleep as long as the recent ones; before any sleep was timed, as long
+	 * as the spin budget (S, the seed's 2W, or the fallback) */
+	const uint64_t sleep_ns = sleep_ns_.load(std::memory_order_relaxed);
+	return due_in((sleep_ns ? sleep_ns : ns_of(threshold())) / 2);
 }
 
-clock::duration spin_learner::due_in(uint64_t ns) noexcept
+clock::duration spin_learner::due_in(uint64_t ns) const noexcept
 {
-	return std::chrono::nanoseconds(std::clamp<uint64_t>(ns, min_calib_ns, max_calib_ns));
+	const uint64_t floor =
+	    std::min<uint64_t>(std::max<uint64_t>(in_.timer_res_ns, 1), max_calib_ns);
+	return std::chrono::nanoseconds(std::clamp<uint64_t>(ns, floor, max_calib_ns));
 }
 
 void spin_learner::record_wake(clock::duration late) noexcept
