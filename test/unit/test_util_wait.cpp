@@ -345,12 +345,13 @@ void test_wait_timeout(void **st)
 	state &s = S(st);
 	open_set(s);
 	assert_int_equal(s.a->open_wait(&test_prov, FI_WAIT_SET, s.set), 0);
+	/* never before the timeout: the deadline is taken inside, after t0 */
 	auto t0 = std::chrono::steady_clock::now();
-	int ret = fi_sets::wait(s.set, 2000);
+	int ret = fi_sets::wait(s.set, 500);
 	double dt = seconds_since(t0);
-	print_message("kind %d: fi_wait(2000) -> %d after %.3f s\n", s.kind, ret, dt);
+	print_message("kind %d: fi_wait(500) -> %d after %.3f s\n", s.kind, ret, dt);
 	assert_int_equal(ret, -FI_ETIMEDOUT);
-	assert_true(dt >= 1.5 && dt <= 2.0 + late_s);
+	assert_true(dt >= 0.5 && dt <= 0.5 + late_s);
 	/* timeout 0: a poll */
 	assert_int_equal(fi_sets::wait(s.set, 0), -FI_ETIMEDOUT);
 }
@@ -484,25 +485,27 @@ void test_deadline_with_spurious_wakeups(void **st)
 	std::atomic<int> wakes{0};
 	s.threads.emplace_back([a, stop, &wakes] {
 		while (!stop->load()) {
-			std::this_thread::sleep_for(std::chrono::milliseconds(50));
+			std::this_thread::sleep_for(std::chrono::milliseconds(25));
 			a->wake();
 			wakes.fetch_add(1);
 		}
 	});
 	auto t0 = std::chrono::steady_clock::now();
 	int ret =
-	    a->wait_object()->wait_until(vwait::util::deadline_after(1000), [] { return false; });
+	    a->wait_object()->wait_until(vwait::util::deadline_after(500), [] { return false; });
 	double dt = seconds_since(t0);
 	s.stop = true;
 	/* the thread uses this frame's counter: it must end before the frame does */
 	for (std::thread &t : s.threads)
 		t.join();
 	s.threads.clear();
-	print_message("kind %d: 1 s wait_until with %d wakeups -> %d after %.3f s\n", s.kind,
+	print_message("kind %d: 0.5 s wait_until with %d wakeups -> %d after %.3f s\n", s.kind,
 	              wakes.load(), ret, dt);
 	assert_int_equal(ret, -FI_ETIMEDOUT);
-	assert_true(dt >= 1.0 && dt < 1.0 + late_s);
-	assert_true(wakes.load() >= 10);
+	assert_true(dt >= 0.5 && dt < 0.5 + late_s);
+	/* the wait saw spurious wakeups (20 at the nominal pace; a waker that a loaded host runs
+	 * 8 times slower still makes 2) */
+	assert_true(wakes.load() >= 2);
 }
 
 /* ------------------------------------------------------------------ FI_GETWAIT per kind */
