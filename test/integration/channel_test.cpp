@@ -102,6 +102,8 @@ bool connect_qp(struct ibv_qp *qp, uint32_t remote_qpn, const union ibv_gid &gid
 	                         IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) == 0;
 }
 
+/* A count of polls, 100 us apart: ms * 10 of them last at least ms, however fast the machine.
+ * The callers' 1000 ms is 10x a loopback completion on a loaded emulated guest. */
 int poll_n(struct ibv_cq *cq, int want, int ms)
 {
 	int got = 0;
@@ -123,7 +125,9 @@ int poll_n(struct ibv_cq *cq, int want, int ms)
 
 int main()
 {
-	alarm(120); /* a hang (e.g. ibv_destroy_cq waiting for an ack) fails the test */
+	/* a hang (e.g. ibv_destroy_cq waiting for an ack) fails the test; 120 s is 10x the whole
+	 * program's run in the emulated guest */
+	alarm(120);
 	const char *want = getenv("RXE_DEV");
 	int ndev = 0;
 	vwait::verbs::device_list_ptr list = vwait::verbs::get_device_list(&ndev);

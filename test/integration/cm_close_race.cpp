@@ -40,6 +40,8 @@ namespace
 
 using namespace vwait_it;
 
+/* long enough for the test thread's close to land in the hold on a loaded guest; a close
+ * after it passes without testing the race, so a short hold cannot fail a test */
 constexpr int hold_ms = 400;
 
 /* What the interposers share with the test thread (under mu). */
@@ -164,6 +166,7 @@ void close_during_move(bool accept, enum ibv_qp_state state)
 			bool entered;
 			{
 				std::unique_lock<std::mutex> lock(watch.mu);
+				/* must not hang: 10 s, 100x the answer's arrival in the guest */
 				entered = watch.cv.wait_for(lock, std::chrono::seconds(10),
 				                            [] { return watch.f.entered; });
 			}

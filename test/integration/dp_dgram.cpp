@@ -37,6 +37,7 @@ using namespace vwait_it;
 size_t prefix = 40;
 bool use_prefix = true;
 /* how long a completion may take */
+/* "must not hang" for one datagram on the device: 100x a completion in the emulated guest */
 constexpr int dgram_timeout_ms = 10000;
 
 struct fi_info *dgram_hints()
@@ -661,6 +662,7 @@ void sread_once(enum fi_wait_obj wait, const char *how)
 	double ms = std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
 	sender.join();
 	EXPECT(n == 1 && sent && e.op_context == rx && verify(rx + prefix, 16, 5), n);
+	/* not before the send (300 ms); woken by it, not at the wait's deadline */
 	EXPECT(ms >= 250 && ms < dgram_timeout_ms, static_cast<long>(ms));
 	printf("  %s: woken after %.0f ms\n", how, ms);
 	close_world(w);

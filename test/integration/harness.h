@@ -60,6 +60,8 @@ inline long expect_ok(long ret, const char *what, int line)
 /* ------------------------------------------------------------ time, names */
 
 constexpr uint32_t version = FI_VERSION(1, 17);
+/* every "must not hang" wait of the programs: 100x a connect or a completion in the emulated
+ * guest (tens to hundreds of ms); a hang is the test's timeout */
 constexpr int timeout_ms = 20000;
 /* RXE_ADDR: the verbs device's IPv4 address (set by run_tests / have_rxe) */
 inline const char *rxe_addr = nullptr;

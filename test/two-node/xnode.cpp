@@ -430,7 +430,7 @@ int cm_server(const char *port)
 	CHECK(fi_reject(b.pep, cm.info->handle, why, strlen(why)));
 	fi_freeinfo(cm.info);
 	printf("rejected the second request with private data '%s'\n", why);
-	sleep(1); /* the reject is on its way before the process goes */
+	sleep(1); /* slack: fi_reject has sent the reject before it returns */
 	return 0;
 }
 
@@ -771,7 +771,7 @@ int feeder(const opts &o)
 	if (o.then == "exit") {
 		for (auto &x : c)
 			fi_shutdown(x.ep, 0);
-		sleep(1);
+		sleep(1); /* slack: fi_shutdown has sent the disconnect before it returns */
 		return err[0] + err[1] ? 1 : 0;
 	}
 	for (;;)
