@@ -100,6 +100,8 @@ server_ready() {
 # regex (same wait), or PAIR_DELAY seconds (default 3) after the server otherwise.
 # Output goes to NAME.server.log and NAME.client.log in the cwd and is printed.
 # Returns 0 only if both exit 0.
+# PAIR_TIMEOUT and PAIR_WAIT bound hangs: 10x a pair's or a listener's time in a loaded guest.
+# PAIR_DELAY is for servers with no port to watch: a late server fails the client, visibly.
 run_pair() {
 	local name=$1 srv=$2 cli=$3 port=${4:-} t=${PAIR_TIMEOUT:-60} spid crc src n
 	echo "== $name server: $srv"

@@ -239,6 +239,8 @@ void run_flow(world &w, uint32_t total)
 		EXPECT(ret == -FI_EAGAIN, ret);
 		EXPECT(c.sent == rx_slots - 2, c.sent);
 		printf("  client: %u messages, then -FI_EAGAIN\n", c.sent);
+		/* a quiet window: a longer one only finds more, it cannot fail a correct provider
+		 */
 		for (int i = 0; i < 10; i++) {
 			usleep(100 * 1000);
 			progress(c, true);
@@ -260,6 +262,7 @@ void run_flow(world &w, uint32_t total)
 	{
 		peer &c = the_peers[0], &s = the_peers[1];
 		auto t0 = clock_type::now();
+		/* must not hang: 60 s, 10x the 2000 messages' few seconds in the emulated guest */
 		while (s.received < total && ms_since(t0) < 60000 && !c.errors && !s.errors) {
 			while (c.sent < total && post_msg(c, app_msg, c.sent, 0, 0) == 0)
 				c.sent++;

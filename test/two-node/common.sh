@@ -26,6 +26,7 @@ tn_start() {
 	local j="$2-$$-$RANDOM"
 	eval "tn_job_$(echo "$2" | tr -c 'a-zA-Z0-9_\n' _)=$j"
 	tn_jobs+=("$j")
+	# TN_TIMEOUT: a hang; 10x a job's time in the emulated guests
 	"$TN" start "$1" "$j" timeout -k 5 "${TN_TIMEOUT:-120}" bash -c "$3"
 }
 # tn_wait NAME [SECONDS]: job NAME's output, then its status
