@@ -3,9 +3,11 @@
 #
 #   contrib/setup.sh demo   install the packages, build vwait (_build/demo), boot the
 #                           soft-RoCE VM once and show there: vwait's infos, its
-#                           wait-object table, a 64 B ping-pong spinning and blocking
-#                           (fi_cq_sread) for vwait beside upstream verbs and raw
-#                           ibv_rc_pingpong, and fi_pingpong -p vwait -e msg.
+#                           wait-object table, a 64 B ping-pong polling and with the
+#                           server in fi_cq_sread at think 0 and 50 us, vwait beside
+#                           upstream verbs taking turns (medians of bursts), the
+#                           server's system calls per round trip, and
+#                           fi_pingpong -p vwait -e msg.
 #   contrib/setup.sh test   the whole test suite: packages, autogen, configure and
 #                           build out of tree in _build/ci, make check (host unit
 #                           tier, then under ASan+UBSan and TSan), a bounded
@@ -427,9 +429,10 @@ cmd_test() {
 }
 
 # ------------------------------------------------------------------ demo
-# Runs inside the VM: what vwait offers (its infos, the wait-object table), blocking beside
-# polling for vwait, upstream verbs and raw verbs (one short run each: a glimpse, not a
-# benchmark: `make bench` is that), then a pingpong over vwait.
+# Runs inside the VM: what vwait offers (its infos, the wait-object table), vwait beside
+# upstream verbs polling and blocking in fi_cq_sread, the pairs taking turns
+# (test/bench/fair-demo.sh: medians of bursts, not one run a row; `make bench` measures
+# more), then a pingpong over vwait.
 demo_guest() { # BUILDDIR
 	export FI_PROVIDER_PATH=$1/.libs
 	local rc addr=${RXE_ADDR:?RXE_ADDR unset: run this in the VM}
@@ -444,11 +447,8 @@ demo_guest() { # BUILDDIR
 	fi_info -p vwait -t FI_EP_MSG -v 2>&1 |
 		awk '/vwait_wait_objects:/ {on = 1} on && /wait_policy:/ {print; exit} on' | sed 's/^\t*/   /'
 	[ "$rc" = 0 ] || echo "== fi_info -p vwait failed (exit $rc)"
-	echo "== blocking beside polling: 64 B ping-pong, one-way latency and CPU per message"
-	echo "   (fi_vwait_bench spin = fi_cq_read loop, sread-* = fi_cq_sread; raw = ibv_rc_pingpong,"
-	echo "    -e = on its completion channel; emulated CPU: compare rows, not absolute figures)"
-	VWAIT_BUILDDIR=$1 BENCH_ITERS=${DEMO_ITERS:-1000} BENCH_MODES="spin sread-unspec" \
-		bash "$top/test/bench/blocking-pingpong.sh" | sed 's/^/   /'
+	echo "== vwait beside upstream verbs: polling, and a server blocked in fi_cq_sread"
+	VWAIT_BUILDDIR=$1 bash "$top/test/bench/fair-demo.sh" || rc=1
 	pingpong() { # PROVIDER
 		local cmd="fi_pingpong -p $1 -e msg -I 500 -S 4096"
 		echo "== $cmd   (server and client on $addr)"
