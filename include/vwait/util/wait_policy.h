@@ -20,8 +20,8 @@
  * the wake-up latency. W is the sum of the parts' medians, kept per waiter and, for waiters
  * that have no W of their own and for reports, per process.
  *
- * The estimator (sample_window), and why (boot r, 2026-11-28: a waiter at short think times
- * kept W = 2.2-2.5 ms, its first samples, for whole runs while a wake-up cost ~75 us):
+ * The estimator (sample_window), and why (a waiter's first samples measure start-up, at many
+ * times a wake-up's cost, and a waiter at short think times sleeps too seldom to replace them):
  *  - warm-up: a waiter's first warmup_samples (4) samples of each part are dropped, for the
  *    waiter and the process: the first sleeps of a waiter pay page faults, the first system
  *    calls on new fds, connection set-up, the timerfd's creation; they measure start-up;
@@ -30,33 +30,31 @@
  *    time does not. With no fresh W, the waiter budgets with the last W it had (below), and
  *    every other sleep calibrates until W is known again; at very short waits it never sleeps and
  *    needs no W. Once known, a sleep is calibrated when the newest wake-up sample is
- *    calib_interval_ms (125 ms) old: 8 samples a second at most whatever the sleep rate (the
- *    old rule, one sleep in 64, gave none at short think times and 60 a second at 250 us);
+ *    calib_interval_ms (125 ms) old: 8 samples a second at most whatever the sleep rate (a
+ *    count, such as one sleep in 64, gives none where sleeps are rare and dozens a second
+ *    where they are frequent);
  *  - outliers: W needs min_fresh (3) fresh samples of each part, and each part is the lower
  *    median of its fresh samples (of 8 at most): one sample, however huge (a timer whose
  *    thread the host descheduled for 10 ms), never defines it, nor do two of four;
- *  - before W is known: the last W the waiter had (it keeps it once the samples aged out),
- *    else a guess made once per process at its first wait: the median lateness of 5 timer
- *    wake-ups 50 us away (wake_stats::seed_ns, ~0.3 ms once; the wake-up part of W without
- *    the path); only when no timer can be had, min(spin_us, default_spin_us = 50 us), the
- *    budget that fixed has. With that 50 us before any sleep, a pair both in fi_cq_sread at
- *    think 0 sent every wait past 50 us (a stall of the peer's vCPU, 3 % of waits) to sleep,
- *    and nothing slept often enough to measure W: 1.5x spinning (boot x, 2026-11-29). But a
- *    waiter on the seed whose waits all fit twice the seed never sleeps, and would judge
- *    against the guess for good: in boot ss a server at think 200 us that had not slept
- *    before spun every wait (~440 us) against twice the seed, at 4 times block's CPU, where
- *    the servers that knew W slept. So until W is first known, while the mean of the recent
- *    short waits is over half the guess (where W decides: waits under it would be spun for
- *    any W not far below the seed), one wait that would spin per guess_arm_ms (16 ms) arms
- *    at once (armed_calib); such a sleep, as long as the waits, carries a calibration timer due
- *    a quarter of the way into a wait like the recent short ones (mean_short_ns), so that
- *    the wake-up after it ends before the work comes (due half-way into the recent sleeps,
- *    one server of five at think 200 us in boot uu armed 178 such waits before W was known;
- *    due half-way into the waits, 117 in boot vv, wake-ups ~250 us in waits ~450); once known,
- *    the waiter keeps its last W and never does so again. Arming so whatever the waits
- *    (fe0261a, boot tt) slept 12-52 waits of each
- *    phase at think 0-100 us, whose short sleeps (the message came before the timer) seldom
- *    measured W: think 100 in turns went from 1.03 to 1.16x spinning.
+ *  - before W is known: the last W the waiter had (it keeps it once the samples aged out), else a
+ *    guess made once per process at its first wait: the median lateness of 5 timer wake-ups 50 us
+ *    away (wake_stats::seed_ns, ~0.3 ms once; the wake-up part of W without the path); only when no
+ *    timer can be had, min(spin_us, default_spin_us = 50 us), the budget that fixed has. With that
+ *    50 us before any sleep, a pair both in fi_cq_sread at think 0 sends every wait that a stall of
+ *    the peer's vCPU stretches past 50 us to sleep, too seldom to measure W, and never learns that
+ *    spinning pays. But a waiter on the seed whose waits all fit twice the seed never sleeps, and
+ *    would judge against the guess for good: a server whose waits are just under twice the seed
+ *    spins every one, at several times block's CPU, where a server that knows W sleeps. So until W
+ *    is first known, while the mean of the recent short waits is over half the guess (where W
+ *    decides: waits under it would be spun for any W not far below the seed), one wait that would
+ *    spin per guess_arm_ms (16 ms) arms at once (armed_calib); such a sleep, as long as the waits,
+ *    carries a calibration timer due a quarter of the way into a wait like the recent short ones
+ *    (mean_short_ns), so that the wake-up after it ends before the work comes (a timer due half-way
+ *    fires after the work wherever a wake-up costs half a wait or more, as it can in an emulated
+ *    guest, and the waiter would arm wait after wait without learning W); once known, the waiter
+ *    keeps its last W and never does so again. It arms only where W decides: arming whatever the
+ *    waits would also sleep waits at think 0-100 us, whose short sleeps (the message comes before
+ *    the timer) seldom measure W, each paying a wake-up that spinning does not.
  * The last W is cached for w_refresh_ms (16 ms) of the learner's clock, and until a wake-up
  * sample comes (two medians of 8 per wait otherwise: recomputed after every sleep, W cost ~450
  * instructions a wait that slept, counted in the guest); a path sample, one per sleep, reaches
@@ -74,11 +72,10 @@
  * shorter than W gives a wait shorter than S, which is spun through (no wake-up in the
  * latency). The learner sleeps at once when recent waits were longer than S, so a wait slept
  * through costs its length plus W, not the spin as well, but for those near S (a wait of S or
- * a little more spins and then sleeps, paying both until the learner turns: boot s, at think
- * 200-500 us). Until boot x W decided: think 50 and 100 us, whose waits (95 and 145 us) were
- * past W (130-160 us), slept: 2.9 and 2.1x spinning (boot v). From boot x to boot rr 2W
- * decided, the wake-up latency counted twice: at think 200 us, whose waits (~440 us) were just
- * under 2W (453 us), the spun waits cost 3.2x block's CPU. Before any sleep S is twice the
+ * a little more spins and then sleeps, paying both until the learner turns). Neither W nor
+ * 2W would do: W alone leaves out the path's CPU, so waits a little past W would sleep, and pay
+ * a wake-up, where spinning through them costs less; 2W counts the wake-up latency twice, so
+ * waits just under 2W would be spun at several times block's CPU. Before any sleep S is twice the
  * seed (a wake-up alone, no path to count). Capped by spin_us (FI_VWAIT_SPIN_US, default
  * 1000 us for adaptive).
  *
@@ -105,30 +102,29 @@
  * record reads them: a wait is one thread's).
  *
  * A starved peer: spinning helps only while the awaited thread has a CPU. Two signals say it
- * may not, and neither depends on W (an inflated W made the first one blind in boot r):
+ * may not, and neither depends on W (so that a W measured too high cannot blunt them):
  * (1) the spin's own clock reads (one every few polls) jump by more than preempt_gap_us
  * (100 us: more than an interrupt or a soft-RoCE softirq takes in the emulated VM) twice within
  * preempt_repeat_ms: the spinner keeps losing its CPU, so it yields it once and spins on (it
- * armed at once until boot oo, and each such wait paid a wake-up that fixed never pays: 11-94
- * of 3000-5000 waits at think 0-100 us and at K = 1); a wait that its spin found teaches
- * nothing (until boot t it counted as a long one, and a host descheduling the VM's vCPUs
- * stopped spinning at think 20-50 us, which no sleep in the guest helps), while one whose spin
+ * does not arm: a yield with nobody to run returns at once, where a sleep pays a wake-up that
+ * fixed never pays); a wait that its spin found teaches nothing (counted as a long one, a host
+ * that deschedules a guest's vCPUs would stop the spinning at short think times, and no sleep
+ * in the guest helps against that), while one whose spin
  * ran out its budget first is judged as any other (spin_ran_out: by the wall clock nothing came
- * within the budget). A lone preemption stops nothing: until boot ff each one did, and at
- * think 20-100 us, where 0.2-1.2 % of the waits were preempted once (a host that descheduled
- * a vCPU), those waits then slept and paid a wake-up, which made adaptive 1.04-1.06 times fixed;
+ * within the budget). A lone preemption stops nothing: a host that deschedules a vCPU now and
+ * then preempts about one wait in a hundred once at short think times, and were each to stop
+ * the spin, those waits would sleep and pay a wake-up that fixed never pays;
  * (2) policy_inputs::cpu_short, by default a cpu_gauge (below) over the system's count of runnable
  * threads (/proc/loadavg, read at most once per cpu_check_ms per process): while their mean exceeds
  * the CPUs this process may use by more than half a thread, every wait arms at once, probes
  * included, and no sleep is calibrated (W is not used then, and a calibration costs system calls
- * and a wake-up). Boot t's debug run read that count with K = 3 blocking pairs on 2 vCPUs:
- * mean 5.95 (block), 6.03 (adaptive); one pair: 1.95 and 1.51. Both are cheap: the first costs
+ * and a wake-up). K = 3 blocking pairs on 2 CPUs keep about 6 threads runnable, well over the
+ * threshold; one pair keeps about 2, under it. Both are cheap: the first costs
  * nothing (the spin reads the clock anyway); the second is asked only by a wait that would spin and
  * a sleep that would calibrate (a waiter whose waits arm at once never looks, but on its probes),
- * and costs one pread(2) of /proc/loadavg, kept open, per cpu_check_ms at most (it was open, read
- * and close on every wait, whatever its decision: up to 100 looks of 3 system calls a second, 0.6
- * per completion of a server answering every 2 ms, where the devices boot of 2026-11-29
- * counted 1.46 more system calls per blocking completion for adaptive than for block). The state is
+ * and costs one pread(2) of /proc/loadavg, kept open, per cpu_check_ms at most (opening, reading
+ * and closing it would cost 3 system calls a look for 1: at up to 100 looks a second, 0.6 per
+ * completion of a server answering every 2 ms). The state is
  * a few relaxed atomics: several threads may wait on one waiter; their samples mix, which is what
  * "recent waits of this waiter" means. */
 #ifndef VWAIT_UTIL_WAIT_POLICY_H
@@ -446,8 +442,8 @@ public:
 	/* W as the budget uses it: wake_cost_ns(), else the last W this waiter had, else the
 	 * process's seed (wake_stats::seed_ns), else 0. A
 	 * waiter that spins through every wait makes no sleep and so no fresh sample: with the
-	 * fallback budget then, waits a little past it slept until W was measured again, and
-	 * then spun until it aged out again (boot v, think 50 us: 2.9x spinning). */
+	 * fallback budget then, waits a little past it would sleep until W was measured again,
+	 * and then spin until it aged out again, for as long as the think time lasts. */
 	uint64_t budget_w_ns() const noexcept;
 	const wake_stats &own_wake() const noexcept { return own_; }
 	/* S as the budget uses it, with W: from the same samples as budget_w_ns(); twice the

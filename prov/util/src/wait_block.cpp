@@ -475,18 +475,17 @@ int waiter::run(clock::time_point deadline, waitable *w, const consume_fn *consu
 		/* the clock is read, and the core told that this thread spins, once per
 		 * clock_every polls, so that a poll is what each pass mostly costs. Not a pause per
 		 * poll: under QEMU TCG a pause leaves the translated code for the vCPU's main loop
-		 * (it lets another vCPU run), 0.2-0.3 us in the test VM, twice a clock read (boot
-		 * z), while a fi_cq_read loop never pauses */
+		 * (it lets another vCPU run), 0.2-0.3 us in the test VM, twice a clock read,
+		 * while a fi_cq_read loop never pauses */
 		if (++polls % clock_every != 0)
 			continue;
 		clock::time_point now = clock::now();
 		/* a jump between two clock reads of the spin, a second one within 5 ms: this
 		 * thread keeps losing its CPU; it yields it once (whatever took it, the awaited
-		 * thread perhaps, runs now) and spins on. Not an arm: the wake-up costs W, while
-		 * a yield with nobody to run returns at once (boot oo: 11-94 spins of 3000-5000 so
-		 * stopped, each a sleep, at think 0-100 us and at K = 1). A shortage that lasts
-		 * arms through the gauge (cpu_short). A lone jump, the host taking a vCPU once,
-		 * yields nothing: spin_learner::preempted */
+		 * thread perhaps, runs now) and spins on. Not an arm: a sleep's wake-up costs W,
+		 * which fixed never pays, while a yield with nobody to run returns at once. A
+		 * shortage that lasts arms through the gauge (cpu_short). A lone jump, the host
+		 * taking a vCPU once, yields nothing: spin_learner::preempted */
 		if (learner.preempted(now - last_read)) {
 			preempted = true;
 			sched_yield();

@@ -100,8 +100,8 @@ int parse_loadavg_runnable(const char *buf) noexcept
 namespace
 {
 /* /proc/loadavg, opened once per process and read with pread (one system call a snapshot,
- * not three: boot u's stream of completions made ~0.009 system calls per completion with
- * open, read and close). -1: not open; -2: it cannot be opened (no /proc), never retried. */
+ * not three for open, read and close). -1: not open; -2: it cannot be opened (no /proc), never
+ * retried. */
 std::atomic<int> loadavg_fd{-1};
 
 int open_loadavg() noexcept
@@ -545,9 +545,9 @@ clock::duration spin_learner::calibration() noexcept
 		 * long as the recent short waits, and those are a few W at most (they arm only
 		 * where W decides): its first sleep's timer is due a quarter of the way into one,
 		 * so that the wake-up after it ends before the work comes (a sleep woken with its
-		 * work measures nothing). Due half-way, into waits of ~450 us whose wake-ups took
-		 * ~250 us, one server of five at think 200 us armed 117 waits before W was known
-		 * (boot vv) */
+		 * work measures nothing). Due half-way, it would fire after the work wherever a
+		 * wake-up costs half a wait or more, and the waiter would arm wait after wait
+		 * without learning W */
 		wait_calib = false;
 		return due_in(mean_ns_.load(std::memory_order_relaxed) / 4);
 	}
