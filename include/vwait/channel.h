@@ -141,7 +141,7 @@ private:
  * counts, for each file, the epoll sets it is in through every level of nesting and refuses
  * (EINVAL) an EPOLL_CTL_ADD past 1000 direct ones, 500 through one more epoll set, 100
  * through two: had every FI_WAIT_FD CQ's epoll fd held the one async fd, an application
- * could not put the 501st such CQ into its own epoll set (issue 37). */
+ * could not put the 501st such CQ into its own epoll set. */
 class channel_registry
 {
 public:

@@ -3,8 +3,8 @@
  * once, in report order. push() is what waitable::notify() reaches: O(1), no allocation
  * (capacity is reserved when a member is added). One leaf mutex. While it has had only one
  * member (the private waiter of a CQ, counter or EQ) that member and its marks are all it
- * holds: the table of members and the two lists are made when a second one joins (issue 37:
- * 200 bytes of each FI_WAIT_FD CQ).
+ * holds: the table of members and the two lists are made when a second one joins (200
+ * bytes of each FI_WAIT_FD CQ).
  *
  * A member may also be added "fresh": kept on a list of its own (take_with_fresh), apart from the
  * reported ones, so that a waiter can arm the members that joined it once, without looking

@@ -451,7 +451,7 @@ private:
 	 * channel's event (written under members_mu shared, cleared under it exclusive). Made
 	 * by attach() under members_mu exclusive when the set first grows past peek_all_max,
 	 * the only sets that use them: not in the waiter of a CQ of its own (256 bytes of each
-	 * FI_WAIT_FD CQ, issue 37); an empty range before. */
+	 * FI_WAIT_FD CQ); an empty range before. */
 	lazy_slots<std::atomic<waitable *>, peek_keep> recent;
 	void remember(waitable *w) noexcept;
 
@@ -504,7 +504,7 @@ private:
 	/* What only a waiter that something blocks on holds: the wait policy's learner, the
 	 * counts of its sleeps, the sleepers' lock and list, MUTEX_COND's cond and helper. An FD
 	 * CQ that is read with fi_cq_read, or waited for through fi_trywait and the application's
-	 * own epoll or poll, never needs them (about 560 bytes of each such CQ, issue 37). Made
+	 * own epoll or poll, never needs them (about 560 bytes of each such CQ). Made
 	 * by the first blocking call whose first look found nothing (run), or at creation for
 	 * MUTEX_COND (FI_GETWAIT hands out its mutex and cond, and every notify takes the mutex);
 	 * freed with the waiter. Whoever sees nsleeping > 0 finds them made: a thread makes them

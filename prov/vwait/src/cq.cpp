@@ -25,7 +25,7 @@ namespace vwait
 namespace
 {
 /* fi_cq_open with size 0: upstream verbs' default. rxe rounds a CQ of n entries up to the
- * next power of two above n, so 4096 (until 2026-11-29) mapped 8192 device entries where
+ * next power of two above n, so 4096 would map 8192 device entries where
  * upstream verbs maps 2048 (memory per CQ: make bench-scale, doc/benchmarks.md). */
 constexpr size_t default_cq_size = 1024;
 /* work completions taken from the ibv_cq per ibv_poll_cq */
