@@ -122,9 +122,8 @@ configure_in() { # BUILDDIR [configure args...]
 }
 # The lock order is checked at run time (--enable-lock-check, include/vwait/util/
 # lock_check.h) in the ASan and TSan unit stages. CI's main build, which the VM tiers run, is
-# configured without it: its first VM run found an inversion on the CQ close path (fixed; the
-# integration tier then passed with the check, 52 of 52, 2026-11-29), and the other VM tiers
-# have not run with it yet. In a build dir of its own:
+# configured without it: the integration tier passes with the check, the other VM tiers are
+# not known to. In a build dir of its own:
 # configure --enable-lock-check && make check-integration.
 stage_configure() { (configure_in "$builddir"); }
 # the build, then the one code style (.clang-format; clang-format comes from deps.sh dev)
@@ -200,15 +199,13 @@ stage_tsan() { sanitized_unit ci-tsan 'test_util_*' --enable-tsan --enable-lock-
 stage_integration() { make -C "$builddir" -j"$jobs" check-integration; }
 # The integration tier's core on soft-iWARP (VM_RDMA=siw, one boot; contrib/vm/build-siw.sh
 # builds siw.ko, cached): fi_getinfo's iWARP answer, MSG send/receive and RMA, every wait
-# object, ofi_rxm over vwait, upstream verbs beside it (~105 s of tests, ~2m28 with the boot,
-# on 2026-11-28), and since 2026-11-29 connection management and EQ blocking: connect, the
-# EQ's entries, a reject with its data (iWARP: MPA reject), an endpoint closed while it
-# connects, selective completion, fi_eq_sread and fi_trywait on the EQ (~30 s more on siw,
-# run-2 times of that day: 2.5 2.4 3.7 6.2 4.6 7.2 3.8 s), and a peer killed mid-transfer (1.2 s,
-# since c55a516), and 1100 FD CQs in one epoll set and fi_vwait_echo's 256 connections (2.0 s
-# and 17.7 s: the 18 tests took 121 s on 2026-11-29), which libsiw's refused mmap key stopped
-# at 144 CQs / a few connections before the plug (fi_vwait(7)).  The whole tier on siw
-# (~25 min): make check-integration-siw.  SETUP_SIW_TESTS replaces the list.
+# object, ofi_rxm over vwait, upstream verbs beside it; connection management and EQ blocking:
+# connect, the EQ's entries, a reject with its data (iWARP: MPA reject), an endpoint closed
+# while it connects, selective completion, fi_eq_sread and fi_trywait on the EQ; a peer killed
+# mid-transfer; 1100 FD CQs in one epoll set and fi_vwait_echo's 256 connections, past the 144
+# pages of queues that libsiw's mmap keys allow without vwait's remedy (fi_vwait(7)). About
+# 2 min of tests, a few more with the boot. The whole tier on siw (~25 min):
+# make check-integration-siw.  SETUP_SIW_TESTS replaces the list.
 siw_tests="vwait-fi-info vwait-dgram-info vwait-dp-info vwait-dp-sendrecv vwait-dp-rma
 	vwait-wait-objects vwait-rxm-pingpong verbs-fi-pingpong vwait-dp-connect vwait-dp-eq
 	vwait-dp-reject vwait-dp-close-connecting vwait-dp-selective vwait-eq-sread vwait-eq-trywait
@@ -233,10 +230,9 @@ stage_two-node() { make -C "$builddir" -j"$jobs" check-two-node; }
 # siw.ko as for the siw stage): fi_pingpong over vwait (MSG, 1 B to 1 MiB, upstream verbs at
 # 4 KiB beside it), RDM through vwait;ofi_rxm, Open MPI's ping-pong over it, and the blocking
 # ping-pong in three wait modes (fi_cq_sread on an FD CQ, fi_wait on a wait set, fi_cntr_wait).
-# Only tests that passed in every run of the tier on siw. 1m41s on 2026-11-29 without the wait
-# for the VM lock (the pair up in 11 s; tests 90 s: mpi-pingpong 12.2, vwait-fi-pingpong 39.8,
-# vwait-rxm-pingpong 12.6, vwait-wait-objects 24.9); on a busy host the same tests took up to
-# 2.6 times as long (about 4 min).
+# Only tests that pass in every run of the tier on siw. About 2 min without the wait for the
+# VM lock (the pair is up in 10-15 s; vwait-fi-pingpong is the longest test), up to 2-3 times
+# that on a busy host.
 # The whole tier on siw: make check-two-node-siw. SETUP_TWO_NODE_SIW_TESTS replaces the list.
 two_node_siw_tests="vwait-fi-pingpong vwait-rxm-pingpong mpi-pingpong vwait-wait-objects"
 stage_two-node-siw() {
@@ -282,7 +278,7 @@ stage_fuzz() {
 #                 Debian 12's tier covers alike (contrib/debian13/vm-tests.sh: 44 of 50; Open MPI
 #                 5 over vwait;ofi_rxm and upstream verbs included), and this host's Debian 12
 #                 plugin ($builddir) under libfabric 2.1: fi_info offers it, Open MPI 5 runs over
-#                 it. ~4m10s (36 passed, VM free, 17:2x UTC 2026-11-23)
+#                 it. About 4 min on a free VM
 # debian13-deb    the .deb built there from make dist, installed, checked, removed
 # debian13-fabtests  fabtests 2.1.0 (unit set, vwait and vwait;ofi_rxm) in one VM boot on that
 #                 root: ~2 min of VM (1.2 min of tests; the verbs arms, SETUP_FABTESTS_VERBS=1, ~2.2

@@ -70,17 +70,15 @@
 # results.md (the tables), think.dat and think.png (gnuplot: latency and CPU per message
 # against think time), log.txt (every run's output), records.txt (every measurement),
 # callgrind.* (callgrind_annotate shows where the instructions of a read go).
-# VM_PIN_VCPUS=1 (run-in-vm.sh) pins the vCPU threads, one to each host CPU. On this 2-core host it
-# cut a server's CPU per message at 5 ms think from 770-1580 to 270-520 us (block policy), but
-# made the spinning ping-pongs slow and noisy (boot g of 2026-11-26: 64 B 24.53 [13.75-28.41] us
-# against 14.74 [14.14-18.35] in boot e, unpinned), so the default stays unpinned.
+# VM_PIN_VCPUS=1 (run-in-vm.sh) pins the vCPU threads, one to each host CPU. On a 2-core host it
+# cuts a server's CPU per message at 5 ms think to about a third (block policy), but makes the
+# spinning ping-pongs slower and their runs far noisier, so the default stays unpinned.
 #
-#   make bench                         (boots the VM; about 45 minutes on a quiet 2-core host:
-#                                      2162 s in boot k of 2026-11-27 with the turns section at 5
-#                                      runs, 289 s; at 8 runs with the raw arm it took 511 s; the
-#                                      waitturns section adds 370-400 s. On the slower host of
-#                                      2026-11-28 the sections up to cntr alone took 3408 s, so
-#                                      the VM's time limit is 90 minutes)
+#   make bench                         (boots the VM; about 45 minutes on a quiet 2-core host,
+#                                      of which the turns section takes about 5 at 5 runs and 8
+#                                      at 8 runs with the raw arm, and waitturns 6-7; a slower
+#                                      host can take an hour up to cntr alone, so the VM's time
+#                                      limit is 90 minutes)
 #   test/bench/bench-all.sh [BUILDDIR] (the same, from the host)
 #   BENCH_SECTIONS="cost spin" BENCH_REPEATS=3 ... to run a part.
 set -u -o pipefail
@@ -98,16 +96,16 @@ bench=$builddir/util/fi_vwait_bench
 dev=${RXE_DEV:-rxe0}
 repeats=${BENCH_REPEATS:-9}
 # the ping-pong tables (spin, sread, NetPIPE): runs are short, and their goals are the narrowest
-# (<= 1.00 against verbs, which costs the same): 15 runs there (2026-11-26, boots a-d with 9: each
-# boot missed one of these cells, by 1-29 %)
+# (<= 1.00 against verbs, which costs the same): 15 runs there (with 9, one of these cells can
+# miss its goal by the spread alone)
 pp_repeats=${BENCH_PP_REPEATS:-15}
 sections=${BENCH_SECTIONS:-cost spin turns waitturns sread think cntr waitset idle policy oversub netpipe}
 turn_repeats=${BENCH_TURN_REPEATS:-8} # MSG has 4 arms: each takes each place in the order twice
 out=${BENCH_OUT:-$builddir/bench-results}
 thinks=${BENCH_THINKS:-0,50,500,5000}
 # Rounds per run: a run is one mean, and the emulated CPU stalls for whole milliseconds now and
-# then, so a short run is one stall away from an outlier. At 2000 rounds (70 ms at think 0) the
-# runs of one cell spread 14-26 us; at 10000 (350 ms) 14-19 us (2026-11-26, 8 runs each).
+# then, so a short run is one stall away from an outlier: 10000 rounds (350 ms at think 0) spread
+# the runs of one cell about half as much as 2000 (70 ms) do.
 spin_iters=10000 # a spinning ping-pong run, both sizes (4 KiB: ~2.4 s)
 sread_iters=10000
 think_iters=${BENCH_THINK_ITERS:-10000} # at think 0; fewer at longer thinks (the budget)
@@ -489,7 +487,7 @@ section_idle() {
 policy_thinks=${BENCH_POLICY_THINKS:-0,20,50,100,200,500,5000}
 policy_iters=${BENCH_POLICY_ITERS:-5000}
 policy_budget=${BENCH_POLICY_BUDGET_US:-1000000}
-# BENCH_POLICY_ARMS adds arms that take the spinning path apart (issue 33): spinu, fi_cq_read
+# BENCH_POLICY_ARMS adds arms that take the spinning path apart: spinu, fi_cq_read
 # on a FI_WAIT_UNSPEC CQ (what a waitable CQ costs a spinning reader); fixed, fi_cq_sread
 # spinning up to 1 ms with no learner; base, adaptive with BENCH_OVERSUB_BASE's provider
 policy_arms=${BENCH_POLICY_ARMS:-adaptive block spin verbs}
@@ -767,7 +765,7 @@ table() {
 	table longturns "Think at or above W taking turns: a spinning client sleeping before each round, the server spinning (spin) or in fi_cq_sread (sread: adaptive; block: the block policy; verbs: upstream verbs${BENCH_OVERSUB_BASE:+; base: adaptive, another build}), burst by burst (us; ratios: per run, the median of the per-burst ratios to the spinning server; sread/block: their quotient; cells over $longturn_repeats runs)" \
 		spin sread block verbs${BENCH_OVERSUB_BASE:+ base} sread/spin block/spin verbs/spin${BENCH_OVERSUB_BASE:+ base/spin} sread/block
 	longturn_goals
-	table pairturns "One pair, both sides waiting, taking turns (goal, issue 33: sread/spin <= 1.2): both sides spinning (spin; spinu: on FI_WAIT_UNSPEC CQs) or in fi_cq_sread (sread: adaptive; fixed: spinning up to 1 ms, no learner${BENCH_OVERSUB_BASE:+; base: adaptive, another build}), burst by burst (us; ratios: per run, the median of the per-burst ratios to spin; sread/fixed: their quotient; cells over $pairturn_repeats runs)" \
+	table pairturns "One pair, both sides waiting, taking turns (goal: sread/spin <= 1.2): both sides spinning (spin; spinu: on FI_WAIT_UNSPEC CQs) or in fi_cq_sread (sread: adaptive; fixed: spinning up to 1 ms, no learner${BENCH_OVERSUB_BASE:+; base: adaptive, another build}), burst by burst (us; ratios: per run, the median of the per-burst ratios to spin; sread/fixed: their quotient; cells over $pairturn_repeats runs)" \
 		spin sread fixed spinu${BENCH_OVERSUB_BASE:+ base} sread/spin fixed/spin spinu/spin${BENCH_OVERSUB_BASE:+ base/spin} sread/fixed
 	table sread "Ping-pong 64 B, both sides in fi_cq_sread, FI_WAIT_UNSPEC (us)" \
 		"vwait sread" "vwait spin" "verbs sread" -- "vwait sread/vwait spin" "verbs sread/vwait spin"

@@ -109,8 +109,8 @@ done
 # system calls of the server per round trip, counted by strace -f -c at two lengths. The client
 # spins and thinks BENCH_SC_THINK_US (default 2000) before each send, so that the server is
 # asleep when each message comes: every round trip is one blocking completion (at think 0, under
-# strace's slowdown the message is mostly there before the server would sleep: on 2026-11-29 the
-# vwait server on siw made no poll(2) at all in 2000 round trips).
+# strace's slowdown the message is mostly there before the server would sleep: a vwait
+# server on siw can make no poll(2) at all in 2000 round trips).
 sc_think=${BENCH_SC_THINK_US:-2000}
 think=(-T "$sc_think" -B $((sc_iters * 5 * sc_think)))
 calls_of() { awk '$NF == "total" { print $4 }' "$1"; }
