@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
-# The layering of the source tree, and its licence line (no build needed):
+# The layering of the source tree, its licence line and no history in it (no build needed):
 #  1. the util layer (prov/util, include/vwait/util) includes no verbs or rdma_cm header
 #     (<infiniband/...>, <rdma/rdma_*.h>) and no provider header: its own "vwait/util/..."
 #     and files beside it only;
@@ -9,7 +9,13 @@
 #     (<rdma/providers/...>) or internal vwait header;
 #  3. every source file (C/C++, shell, .test, make fragments, configure.ac, the linker map)
 #     carries the licence of COPYING in an SPDX line within its first 3 lines (and the
-#     m4 macros of config/).
+#     m4 macros of config/);
+#  4. no history where the reasons live (prov/, the man page included, include/, util/,
+#     contrib/, test/bench/*.sh): no line names a benchmark boot ("boot vv", "boots a-d"), an
+#     issue number ("issue 37") or an ISO date ("2026-11-29", roff's "2026\-11\-29"). The
+#     reason for a rule belongs in the code; the story of how it was found, in git log. A man
+#     page's .TH date, packaging changelogs and English ("boot it", "boot a VM") are not
+#     history (history_re, below).
 #   layering.sh [SRCDIR]      (make check: VWAIT_SRCDIR)
 #   layering.sh --self-test   a tree with one breach of each rule must fail each
 export LC_ALL=C
@@ -37,6 +43,32 @@ sources() {
 	done | sort
 }
 
+# Rule 4. A boot name is one letter or a doubled one (boots are named a, b, ... z, aa, bb, ...),
+# so "boot of", "boot it", "boot to" are English; "a" alone is the article far more often, so
+# only "boots a-d" and "(boot a," count.
+boot_name='([b-z]|aa|bb|cc|dd|ee|ff|gg|hh|ii|jj|kk|ll|mm|nn|oo|pp|qq|rr|ss|tt|uu|vv|ww|xx|yy|zz)\b'
+history_re='\b[Bb]oots? ('"$boot_name"'|a-[b-z]\b|a[,;:)])|\b[Ii]ssues? #?[0-9]+\b'
+history_re=$history_re'|\b20[0-9]{2}\\?-[0-9]{2}\\?-[0-9]{2}\b'
+# What is left out before the match, each line kept in place so that the line numbers hold:
+# a man page's .TH line, a spec's %changelog to its end, two-node.sh's "boot a|b" command
+# (alone at the start of a line, or after $T or two-node.sh as in its README).
+# shellcheck disable=SC2016 # sed's $ and a literal $T
+history_keep='s/^\.TH .*//; /^%changelog/,$d; s/(^[[:space:]]*|\$T |two-node\.sh )boot [ab]\b//g'
+
+# history_files: the files rule 4 covers, relative to the cwd (build trees, generated Makefiles
+# and packaging changelogs left out: a changelog is history by nature)
+history_files() {
+	for d in prov include util contrib; do
+		[ -d "$d" ] || continue
+		find "$d" \( -name '_build*' -o -name corpus -o -name autom4te.cache -o -name .deps -o \
+			-name .libs \) -prune -o -type f ! -path contrib/debian/changelog ! -name ChangeLog \
+			! -name 'CHANGELOG*' ! -name 'NEWS*' ! -name Makefile ! -name Makefile.in -print
+	done | sort
+	for f in test/bench/*.sh; do
+		[ -f "$f" ] && echo "$f"
+	done
+}
+
 pending() { # FILE: true when FILE (or a directory above it) is in pending_spdx
 	for p in $pending_spdx; do
 		case $1 in "$p" | "$p"*) case $p in */ | "$1") return 0 ;; esac ;; esac
@@ -44,7 +76,7 @@ pending() { # FILE: true when FILE (or a directory above it) is in pending_spdx
 	return 1
 }
 
-# check: the three rules over the tree in the cwd; prints each breach, returns 1 on any
+# check: the four rules over the tree in the cwd; prints each breach, returns 1 on any
 check() {
 	bad=0
 	for f in $(find prov/util include/vwait/util -type f \( -name '*.h' -o -name '*.cpp' -o \
@@ -93,7 +125,17 @@ check() {
 			bad=1
 		fi
 	done
-	echo "layering: $nspdx source files, rules checked: util layer, tools, SPDX"
+	nhist=0
+	for f in $(history_files); do
+		nhist=$((nhist + 1))
+		hits=$(sed -E "$history_keep" "$f" | grep -nIE "$history_re") || continue
+		printf '%s\n' "$hits" | while IFS= read -r hit; do
+			printf 'layering: %s:%s (a boot, issue or date: history, for git log)\n' "$f" "$hit"
+		done
+		bad=1
+	done
+	echo "layering: $nspdx source files, $nhist for history, rules checked: util layer, tools," \
+		"SPDX, history"
 	return $bad
 }
 
@@ -101,24 +143,38 @@ if [ "${1:-}" = --self-test ]; then
 	tmp=$(mktemp -d) || exit 99
 	trap 'rm -rf "$tmp"' EXIT
 	ok=1
-	# a clean tree passes, then each breach alone fails
+	# a clean tree passes, then each breach alone fails, naming its file
 	breach() { # NAME FILE LINE: FILE gets LINE; check must fail
 		(
 			cd "$tmp" || exit 99
-			rm -rf t && mkdir -p t/prov/util/src t/include/vwait/util t/util && cd t || exit 99
+			rm -rf t && mkdir -p t/prov/util/src t/prov/vwait/man t/include/vwait/util t/util \
+				t/contrib/debian t/contrib/rpm t/contrib/vm t/test/bench && cd t || exit 99
 			printf '/* %s */\n#include "vwait/util/wait.h"\n#include <rdma/fabric.h>\n' \
 				"$spdx" >prov/util/src/a.cpp
 			printf '/* %s */\n#include <rdma/fi_domain.h>\n#include <poll.h>\n' "$spdx" \
 				>util/tool.cpp
 			printf '# %s\n' "$spdx" >configure.ac
+			printf '/* %s */\n' "$spdx" >include/vwait/util/w.h
+			# what rule 4 lets be: English after "boot", the .TH date, changelogs, two-node
+			printf '.TH "x" "7" "2026\\-11\\-22"\nOne boot of the VM; boot it, boot a VM.\n' \
+				>prov/vwait/man/x.7.in
+			printf 'x (0.1-1) unstable; urgency=low\n  * issue 5\n -- x  2026-11-22\n' \
+				>contrib/debian/changelog
+			printf 'Name: x\n%%changelog\n* issue 5, 2026-11-22\n' >contrib/rpm/x.spec.in
+			# shellcheck disable=SC2016 # a literal $T, as in two-node.sh's README
+			printf '# %s\n\tboot a\n\tboot b\n$T kill b; $T boot b  # again\n' "$spdx" \
+				>contrib/vm/two.sh
+			printf '# %s\n# from boot to boot, in one boot on 2 cores\n' "$spdx" >test/bench/b.sh
 			[ -z "$2" ] || printf '%s\n' "$3" >>"$2"
-			check >/dev/null
+			check >../out
 		)
 		rc=$?
 		if [ "$1" = clean ]; then
-			[ $rc = 0 ] || { echo "self-test: the clean tree failed" && ok=0; }
-		else
-			[ $rc = 1 ] || { echo "self-test: $1 passed unnoticed" && ok=0; }
+			[ $rc = 0 ] || { echo "self-test: the clean tree failed:" && cat "$tmp/out" && ok=0; }
+		elif [ $rc != 1 ]; then
+			echo "self-test: $1 passed unnoticed" && ok=0
+		elif ! grep -q "^layering: $2" "$tmp/out"; then
+			echo "self-test: $1 failed, but not on $2:" && cat "$tmp/out" && ok=0
 		fi
 	}
 	breach clean "" ""
@@ -129,6 +185,12 @@ if [ "${1:-}" = --self-test ]; then
 	breach "tool provider API" util/tool.cpp '#include <rdma/providers/fi_prov.h>'
 	breach "tool internal header" util/tool.cpp '#include "vwait/util/wait.h"'
 	breach "no SPDX" util/other.sh 'echo hi'
+	breach "boot name" prov/util/src/a.cpp '/* 2.9x spinning (boot v) */'
+	breach "doubled boot name" include/vwait/util/w.h '/* until boot vv */'
+	breach "boot range" contrib/vm/two.sh '# boots a-d with 9'
+	breach "issue number" util/tool.cpp '/* 560 bytes, issue 37 */'
+	breach "ISO date" test/bench/b.sh '# 121 s on 2026-11-29'
+	breach "roff date" prov/vwait/man/x.7.in '(until 2026\-11\-30 it armed)'
 	[ $ok = 1 ] && echo "self-test: every breach caught" && exit 0
 	exit 1
 fi
