@@ -274,13 +274,13 @@ stage_fuzz() {
 # The tree on Debian 13 (libfabric 2.1, rdma-core 56, Open MPI 5), contrib/debian13/README.md:
 # debian13-root   the root, debootstrap from Debian's archive, cached (/var/cache/vwait/debian13)
 # debian13-build  built there (chroot) with warnings as errors, make check there
-# debian13-vm     ONE VM boot on that root: its integration tier but the costliest tests that
+# debian13-vm     ONE VM booted on that root: its integration tier but the costliest tests that
 #                 Debian 12's tier covers alike (contrib/debian13/vm-tests.sh: 44 of 50; Open MPI
 #                 5 over vwait;ofi_rxm and upstream verbs included), and this host's Debian 12
 #                 plugin ($builddir) under libfabric 2.1: fi_info offers it, Open MPI 5 runs over
 #                 it. About 4 min on a free VM
 # debian13-deb    the .deb built there from make dist, installed, checked, removed
-# debian13-fabtests  fabtests 2.1.0 (unit set, vwait and vwait;ofi_rxm) in one VM boot on that
+# debian13-fabtests  fabtests 2.1.0 (unit set, vwait and vwait;ofi_rxm) in one VM booted on that
 #                 root: ~2 min of VM (1.2 min of tests; the verbs arms, SETUP_FABTESTS_VERBS=1, ~2.2
 #                 min more), plus the fabtests build in the root when not cached
 #                 (~1 min, kept in the root's /var/cache; a new root (mkroot.sh --force) drops it)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# contrib/debian13/adios2-figure.sh [D13_BUILDDIR] - the ADIOS2 SST figure: in ONE boot of the
-# VM on the Debian 13 root, test/integration/adios2-sst.test with more steps and repeats:
+# contrib/debian13/adios2-figure.sh [D13_BUILDDIR] - the ADIOS2 SST figure: in ONE VM booted
+# on the Debian 13 root, test/integration/adios2-sst.test with more steps and repeats:
 # ADIOS2_REPEATS (default 5) alternated runs of vwait;ofi_rxm and upstream verbs;ofi_rxm, each
 # ADIOS2_STEPS (default 40) steps of 1 MiB, ADIOS2_INTERVAL (default 0.5) s apart, every
 # element verified (at 0.1 s the reader cannot keep up on the emulated CPU, and its "waiting"

@@ -3,7 +3,7 @@
 # debian13 test stage: debootstrap --variant=minbase from Debian's archive, the
 # packages that build vwait and run its tests (libfabric 2.1, rdma-core, Open MPI 5,
 # cmocka, the .deb tool chain), and this host's kernel modules, so that
-# contrib/vm/run-in-vm.sh boots it (VM_ROOT=DIR) with the host's kernel.
+# contrib/vm/run-in-vm.sh starts a VM on it (VM_ROOT=DIR) with the host's kernel.
 #
 #   contrib/debian13/mkroot.sh [--force] [--print]
 #

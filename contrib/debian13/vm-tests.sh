@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # contrib/debian13/vm-tests.sh D13_BUILDDIR [D12_BUILDDIR] - what the debian13 stage of
-# contrib/setup.sh test runs in ONE boot of the VM on the Debian 13 root (VM_ROOT):
+# contrib/setup.sh test runs in ONE VM booted on the Debian 13 root (VM_ROOT):
 #   1. the integration tier of the tree built in that root (D13_BUILDDIR), Open MPI 5 over
 #      vwait;ofi_rxm included (mpi-pingpong.test), and ADIOS2's SST engine (adios2-sst.test,
 #      which only this root can run: Debian 12 has no ADIOS2), upstream verbs beside them; but the tests in

@@ -24,7 +24,7 @@
 #   two-node.sh link down|up            the link's carrier (qemu monitor set_link, node a's
 #                                       and node b's side)
 #   two-node.sh kill NODE               SIGKILL the node's qemu (a node that dies silently)
-#   two-node.sh boot NODE               boot a killed node again (same address, same link)
+#   two-node.sh boot NODE               start a killed node again (same address, same link)
 #   two-node.sh alive NODE              exit 0 when the node's qemu runs
 #   two-node.sh rsh HOST CMD...         (on a node too) CMD (a shell command line, as ssh
 #                                       takes it) on the node whose address or name is HOST:

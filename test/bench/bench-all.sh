@@ -325,7 +325,7 @@ turns_rotated() {
 }
 
 # Separate runs of one cell spread 10-40 % (the emulated CPU's speed drifts); two providers that
-# cost the same then differ by a few per cent either way from boot to boot. Here the pairs run
+# cost the same then differ by a few per cent either way between boots. Here the pairs run
 # side by side and take turns every burst (20-130 ms here), so the drift falls on all alike.
 section_turns() {
 	local r cfg size ep row
