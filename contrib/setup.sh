@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # contrib/setup.sh - the two commands for a fresh Debian 12 machine (see README.md).
 #
 #   contrib/setup.sh demo   install the packages, build vwait (_build/demo), boot the
@@ -484,7 +485,7 @@ test) cmd_test ;;
 demo) cmd_demo ;;
 demo-guest) demo_guest "${2:?build dir}" ;;
 *)
-	sed -n '2,24p' "$0"
+	sed -n '3,/^[^#]/{/^#/p}' "$0" # the header comment, below the licence line
 	exit 2
 	;;
 esac

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # contrib/debian13/adios2-figure.sh [D13_BUILDDIR] - the ADIOS2 SST figure: in ONE VM booted
 # on the Debian 13 root, test/integration/adios2-sst.test with more steps and repeats:
 # ADIOS2_REPEATS (default 5) alternated runs of vwait;ofi_rxm and upstream verbs;ofi_rxm, each

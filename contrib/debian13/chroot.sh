@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # contrib/debian13/chroot.sh - run one command inside the Debian 13 root that mkroot.sh made
 # (made first when missing or stale), as root, in $PWD, with the folder that holds this
 # checkout (and so its _build/ dirs and a sibling ../shared) bind-mounted at the same path.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # contrib/debian13/mkroot.sh - make (or reuse) a Debian 13 "trixie" root for vwait's
 # debian13 test stage: debootstrap --variant=minbase from Debian's archive, the
 # packages that build vwait and run its tests (libfabric 2.1, rdma-core, Open MPI 5,

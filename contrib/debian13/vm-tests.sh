@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # contrib/debian13/vm-tests.sh D13_BUILDDIR [D12_BUILDDIR] - what the debian13 stage of
 # contrib/setup.sh test runs in ONE VM booted on the Debian 13 root (VM_ROOT):
 #   1. the integration tier of the tree built in that root (D13_BUILDDIR), Open MPI 5 over

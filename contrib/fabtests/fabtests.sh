@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # contrib/fabtests/fabtests.sh - upstream fabtests against vwait, with upstream verbs beside it as
 # the yardstick. The project never copies fabtests into its tree: it builds them from
 # FABTESTS_SRC, and skips (exit 77, "SKIP: why") when none is given.
