@@ -290,6 +290,8 @@ void test_concurrent(void **st)
 		});
 	auto poller = [&] {
 		void *ctx[4];
+		/* only ends a poller that would spin forever on a lost entry: the run takes well
+		 * under 1 s, and a thread on a loaded host may be kept off its CPU for seconds */
 		auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
 		while (got.load() < total && std::chrono::steady_clock::now() < until) {
 			int n = fi_sets::poll(ps, ctx, 4);
@@ -312,8 +314,8 @@ void test_concurrent(void **st)
 }
 
 /* fi_poll with N members of which one is active: how many members it looks at per call
- * (deterministic: a scan would look at N), and its time per call (informational: the host
- * is shared). */
+ * (a scan would look at N), asserted; its time per call is printed, not asserted (it is the
+ * host's, and the count already tells a ready list from a scan). */
 struct poll_cost {
 	double ns;
 	double looked_at;
@@ -331,25 +333,22 @@ poll_cost measure_poll(state &s, int members)
 		;
 	fake_object *active = cqs[static_cast<size_t>(members / 2)];
 	active->write(1);
-	const int iters = 100000;
+	const int iters = 20000;
 	for (auto *c : cqs)
 		c->readies = 0;
-	double best = 1e9;
-	for (int rep = 0; rep < 5; ++rep) {
-		auto t0 = std::chrono::steady_clock::now();
-		for (int i = 0; i < iters; ++i) {
-			if (fi_sets::poll(s.ps, ctx, 8) != 1 || ctx[0] != active->poll_context())
-				fail_msg("fi_poll did not report the active member");
-		}
-		best = std::min(best, seconds_since(t0) * 1e9 / iters);
+	auto t0 = std::chrono::steady_clock::now();
+	for (int i = 0; i < iters; ++i) {
+		if (fi_sets::poll(s.ps, ctx, 8) != 1 || ctx[0] != active->poll_context())
+			fail_msg("fi_poll did not report the active member");
 	}
+	double ns = seconds_since(t0) * 1e9 / iters;
 	long looked = 0;
 	for (auto *c : cqs)
 		looked += c->readies.load();
 	for (auto *c : cqs)
 		assert_int_equal(fi_sets::poll_del(s.ps, c->fid(), 0), 0);
 	s.objs.clear();
-	return {best, static_cast<double>(looked) / (5.0 * iters)};
+	return {ns, static_cast<double>(looked) / iters};
 }
 
 void test_cost_follows_active(void **st)
@@ -359,17 +358,13 @@ void test_cost_follows_active(void **st)
 	poll_cost c64 = measure_poll(s, 64);
 	poll_cost c1024 = measure_poll(s, 1024);
 	print_message("fi_poll, one active member: 1 member %.0f ns (%.2f members looked at per "
-	              "call), 64 members %.0f ns (%.2f), 1024 members %.0f ns (%.2f); time ratio "
-	              "1024/1 = %.2f\n",
-	              c1.ns, c1.looked_at, c64.ns, c64.looked_at, c1024.ns, c1024.looked_at,
-	              c1024.ns / c1.ns);
-	/* one member looked at per call, whatever the member count */
+	              "call), 64 members %.0f ns (%.2f), 1024 members %.0f ns (%.2f)\n",
+	              c1.ns, c1.looked_at, c64.ns, c64.looked_at, c1024.ns, c1024.looked_at);
+	/* one member looked at per call, whatever the member count (a scan of 1024 members
+	 * would show 1024 here) */
 	assert_true(c1.looked_at <= 1.0);
 	assert_true(c64.looked_at <= 1.0);
 	assert_true(c1024.looked_at <= 1.0);
-	/* a scan of 1024 members would cost two orders of magnitude more: catch that even on a
-	 * busy host */
-	assert_true(c1024.ns < 10.0 * c1.ns);
 }
 
 /* Members whose events arrive on a shared fd that nobody but the poll set drains (verbs CQs
