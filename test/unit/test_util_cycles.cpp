@@ -46,8 +46,9 @@ int count_fds()
 	return n - 1; /* the directory's own fd */
 }
 
-/* 10^4 (~6 s natively); fewer under the sanitizer stages (each runs this program too): 2000
- * under ASan, 200 under TSan (whose thread start-up makes 1000 take 20 s) */
+/* 10^4; fewer under the sanitizer stages (each runs this program too), where a cycle costs
+ * more: 2000 under ASan, 200 under TSan (each thread start-up is slow there). What is asserted
+ * is a count of fds; the times printed are the host's. */
 long cycles()
 {
 	const char *env = getenv("VWAIT_CYCLES");
