@@ -51,6 +51,28 @@ state &S(void **st)
 	return *static_cast<state *>(*st);
 }
 
+/* Ends a loop that has stopped making progress: ok(count) is false once count has not moved
+ * for idle. The loop's total time is the host's and is not bounded. */
+class progress_bound
+{
+public:
+	explicit progress_bound(std::chrono::milliseconds idle) : idle_(idle) {}
+	bool ok(long count)
+	{
+		auto now = std::chrono::steady_clock::now();
+		if (count != last_) {
+			last_ = count;
+			since_ = now;
+		}
+		return now - since_ < idle_;
+	}
+
+private:
+	std::chrono::milliseconds idle_;
+	long last_ = -1;
+	std::chrono::steady_clock::time_point since_ = std::chrono::steady_clock::now();
+};
+
 fake_object *make(state &s, size_t fclass, intptr_t ctx)
 {
 	s.objs.push_back(std::make_unique<fake_object>(fclass, reinterpret_cast<void *>(ctx)));
@@ -290,10 +312,10 @@ void test_concurrent(void **st)
 		});
 	auto poller = [&] {
 		void *ctx[4];
-		/* only ends a poller that would spin forever on a lost entry: the run takes well
-		 * under 1 s, and a thread on a loaded host may be kept off its CPU for seconds */
-		auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-		while (got.load() < total && std::chrono::steady_clock::now() < until) {
+		/* gives up after 4 * late_ms with no entry read: a read takes microseconds, and a
+		 * thread on a loaded host may be kept off its CPU for seconds */
+		progress_bound bound(std::chrono::milliseconds(4 * late_ms));
+		while (got.load() < total && bound.ok(got.load())) {
 			int n = fi_sets::poll(ps, ctx, 4);
 			for (int i = 0; i < n; ++i)
 				while (

@@ -31,6 +31,28 @@ bool readable(int raw)
 	return ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
 }
 
+/* Ends a loop that has stopped making progress: ok(count) is false once count has not moved
+ * for idle. The loop's total time is the host's and is not bounded. */
+class progress_bound
+{
+public:
+	explicit progress_bound(std::chrono::milliseconds idle) : idle_(idle) {}
+	bool ok(long count)
+	{
+		auto now = std::chrono::steady_clock::now();
+		if (count != last_) {
+			last_ = count;
+			since_ = now;
+		}
+		return now - since_ < idle_;
+	}
+
+private:
+	std::chrono::milliseconds idle_;
+	long last_ = -1;
+	std::chrono::steady_clock::time_point since_ = std::chrono::steady_clock::now();
+};
+
 bool is_open(int raw)
 {
 	return ::fcntl(raw, F_GETFD) >= 0 || errno != EBADF;
@@ -116,10 +138,10 @@ void test_signal_no_lost_wakeup(void **state)
 		});
 	long stalls = 0, timeouts = 0, blocks = 0, total = 0;
 	auto t0 = std::chrono::steady_clock::now();
-	/* only ends a consumer whose producers are gone: the run takes about 1 s on a loaded
-	 * 2-core host, several under TSan */
-	while (total < producers * rounds &&
-	       std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
+	/* gives up after 20 s with no token taken: a round takes microseconds, a stall 1 s, and
+	 * a thread on a loaded host may be kept off its CPU for seconds */
+	progress_bound bound(std::chrono::seconds(20));
+	while (total < producers * rounds && bound.ok(total)) {
 		s->reset();
 		bool found = false;
 		for (auto &sl : slots) {

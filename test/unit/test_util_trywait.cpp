@@ -182,6 +182,28 @@ void test_mix(void **st)
 	s.other->close_wait();
 }
 
+/* Ends a loop that has stopped making progress: ok(count) is false once count has not moved
+ * for idle. The loop's total time is the host's and is not bounded. */
+class progress_bound
+{
+public:
+	explicit progress_bound(std::chrono::milliseconds idle) : idle_(idle) {}
+	bool ok(long count)
+	{
+		auto now = std::chrono::steady_clock::now();
+		if (count != last_) {
+			last_ = count;
+			since_ = now;
+		}
+		return now - since_ < idle_;
+	}
+
+private:
+	std::chrono::milliseconds idle_;
+	long last_ = -1;
+	std::chrono::steady_clock::time_point since_ = std::chrono::steady_clock::now();
+};
+
 /* Whether any of fds polls readable now. */
 bool any_readable(struct pollfd *fds, size_t nfds)
 {
@@ -223,10 +245,10 @@ void run_select_loop(state &s, bool through_channel)
 	});
 	int got = 0, selects = 0, eagain = 0, timeouts = 0, stalls = 0;
 	struct fid *fids[1] = {cq->fid()};
-	auto t0 = std::chrono::steady_clock::now();
-	/* only ends a loop whose entries are lost: the run takes under 1 s on a loaded 2-core
-	 * host, a few under TSan */
-	while (got < total && seconds_since(t0) < 20) {
+	/* gives up after 4 * late_ms with no entry sent or read: a step takes milliseconds, and
+	 * a thread on a loaded host may be kept off its CPU for seconds */
+	progress_bound bound(std::chrono::milliseconds(4 * late_ms));
+	while (got < total && bound.ok(sent->load() + got)) {
 		int ret = vwait::util::trywait(&test_prov, fids, 1);
 		if (ret == 0) {
 			fd_set fds;
@@ -300,10 +322,10 @@ void test_poll_loop_pollfd(void **st)
 	size_t nfds = pfd.nfds;
 	int got = 0, refreshes = 0, timeouts = 0, stalls = 0;
 	struct fid *fids[1] = {cq->fid()};
-	auto t0 = std::chrono::steady_clock::now();
-	/* only ends a loop whose entries are lost: the run takes under 1 s on a loaded 2-core
-	 * host, a few under TSan */
-	while (got < total && seconds_since(t0) < 20) {
+	/* gives up after 4 * late_ms with no entry sent or read: a step takes milliseconds, and
+	 * a thread on a loaded host may be kept off its CPU for seconds */
+	progress_bound bound(std::chrono::milliseconds(4 * late_ms));
+	while (got < total && bound.ok(sent->load() + got)) {
 		struct fi_wait_pollfd probe = {0, 0, nullptr};
 		fi_control(cq->fid(), FI_GETWAIT, &probe);
 		if (probe.change_index != cached) {
