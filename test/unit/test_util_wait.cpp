@@ -851,10 +851,9 @@ struct still_w {
 
 /* adaptive: a spin that keeps losing its CPU (here each poll sleeps 200 us, so every clock
  * read of the spin sees a jump longer than preempt_gap_us, one after the other) yields the
- * CPU and polls on until its work comes, well inside its budget: it never arms (until boot oo
- * it stopped polling and armed, and paid a wake-up). W is 50 ms, the budget 100 ms: the 25
- * polls take 5-8 ms on a quiet host, but under CI's rpmbuild %check (make -j2 check on 2
- * cores) they outlasted the 10 ms budget of a 5 ms W and the wait armed (2026-11-30) */
+ * CPU and polls on until its work comes, well inside its budget: it never arms (an arm would
+ * pay a wake-up that spinning never pays). W is 50 ms, the budget 100 ms: the 25 polls take
+ * 5 ms at their nominal pace, so a loaded host may run them 20 times slower */
 void test_preempted_spin_yields(void **st)
 {
 	state &s = S(st);
@@ -918,12 +917,21 @@ void test_block_prepares_at_once(void **st)
 	s.a->set_wait_policy({wait_policy_kind::block, 50});
 	assert_int_equal(s.a->open_wait(&test_prov, s.kind, nullptr), 0);
 	fake_object *a = s.a.get();
-	s.threads.emplace_back([a] {
+	/* the write comes 100 ms after the wait's first look, so that the wait is blocked
+	 * whenever the host runs this thread (started late, it would find the work at once) */
+	std::atomic<bool> looked{false};
+	s.threads.emplace_back([a, &looked] {
+		while (!looked.load())
+			std::this_thread::yield();
 		std::this_thread::sleep_for(std::chrono::milliseconds(100));
 		a->write();
 	});
-	int ret = a->wait_object()->wait_for(*a, vwait::util::deadline_after(5000),
-	                                     [&] { return a->read(); });
+	int ret = a->wait_object()->wait_for(*a, vwait::util::deadline_after(5000), [&] {
+		looked.store(true);
+		return a->read();
+	});
+	s.threads.back().join();
+	s.threads.pop_back();
 	const long polls = a->polls.load(), prepares = a->arms.load();
 	print_message("kind %d: block: %ld polls, %ld prepares\n", s.kind, polls, prepares);
 	assert_int_equal(ret, 0);
@@ -942,8 +950,7 @@ long polls_until_written(fake_object *a, std::chrono::microseconds after)
 	long polls = 0;
 	/* the write comes `after` past the wait's first look, not past the thread's start: a
 	 * waiting thread descheduled between the two (a loaded host) would otherwise see a wait
-	 * shorter than the budget, which the adaptive policy rightly takes for a short one
-	 * (test_adaptive_found_at_once failed so in CI's Debian 13 stage, 2026-11-26) */
+	 * shorter than the budget, which the adaptive policy rightly takes for a short one */
 	std::atomic<bool> looked{false};
 	std::thread t([a, after, &looked] {
 		while (!looked.load())
@@ -1284,10 +1291,9 @@ void test_descriptors(void **st)
  * its first blocking call. What only a large wait set uses (its recently active members), what
  * only a waiter that something blocks on uses (the wait policy's learner, the counts of its
  * sleeps, the sleepers' lock and list, MUTEX_COND's cond and helper thread) are not made for an
- * idle one; its one member takes a small hash table (issue 37's goal: an idle FD CQ costing no
- * more than upstream verbs', whose waiting parts are kernel objects). sizeof(waiter) was 1504
- * bytes and the heap 2026 with all of those (2026-11-29), 1152 and 1514 with the blocking
- * parts (mem5); see the figures of mem6 in doc/benchmarks.md. */
+ * idle one; its one member takes a small hash table (the goal: an idle FD CQ costing no more
+ * than upstream verbs', whose waiting parts are kernel objects); the figures are in
+ * doc/benchmarks.md. */
 void test_memory(void **st)
 {
 	state &s = S(st);
