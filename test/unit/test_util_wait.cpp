@@ -1293,7 +1293,7 @@ void test_descriptors(void **st)
  * sleeps, the sleepers' lock and list, MUTEX_COND's cond and helper thread) are not made for an
  * idle one; its one member takes a small hash table (the goal: an idle FD CQ costing no more
  * than upstream verbs', whose waiting parts are kernel objects); the figures are in
- * doc/benchmarks.md. */
+ * doc/benchmarks.md, Scale. */
 void test_memory(void **st)
 {
 	state &s = S(st);
