@@ -202,13 +202,70 @@ struct fake_channel {
 	}
 };
 
-/* How late a thread may run on a loaded host. CI builds the RPM and the .deb at once, each
- * running its own make -j2 check on 2 cores: a 2 s timeout then returned after 4.7 s and a
- * 100 ms sleep ended after 1 s. The upper bounds on wall time catch a hang or a wakeup that
- * only a later timer delivers, so they get this slack; the return codes tell a wakeup from a
+/* How late a thread may run on a loaded host, for the upper bounds on wall time of the tests
+ * that share this header: such a bound catches a hang or a wakeup that only a later timer
+ * delivers, never a slow host, so it is several seconds; the return codes tell a wakeup from a
  * timeout, and lower bounds (never early) stay exact. */
 constexpr long late_ms = 5000;
 constexpr double late_s = late_ms / 1000.0;
+
+/* The upper bound on the wall time of a step that should take expected_ms (a timeout's length,
+ * or 0 for a wakeup that another thread's event causes): ten times that and at least 1 s. A
+ * loaded host (2 CPUs, several test programs and sanitizers at once) keeps a runnable thread
+ * waiting for tens of ms, not for seconds; what ended the step is told by its return code and
+ * the waiter's counts, not by how soon it ended. */
+constexpr long bound_ms(long expected_ms)
+{
+	return expected_ms * 10 > 1000 ? expected_ms * 10 : 1000;
+}
+
+/* When an event was raised in another thread (a signal, a write, an add): the call it ends
+ * must return after it (not early) and within bound_ms(0) of it (woken, not lost). Measured
+ * from the event, not from the call's start, so that a trigger thread that a loaded host runs
+ * late does not count against the waiter. */
+class event_time
+{
+public:
+	void mark() noexcept { ns_.store(now_ns()); }
+	bool marked() const noexcept { return ns_.load() != 0; }
+	/* ms from the mark to now; -1 before any mark */
+	long ms_since_mark() const noexcept
+	{
+		const long long t = ns_.load();
+		return t ? static_cast<long>((now_ns() - t) / 1000000) : -1;
+	}
+
+private:
+	static long long now_ns() noexcept
+	{
+		return static_cast<long long>(
+		    std::chrono::duration_cast<std::chrono::nanoseconds>(
+		        std::chrono::steady_clock::now().time_since_epoch())
+		        .count());
+	}
+	std::atomic<long long> ns_{0};
+};
+
+/* Lets calls made in other threads reach their sleep before the test raises what should end
+ * them: returns once n more threads sleep on w than when c0 was taken (the waiter counts each
+ * sleep, and each end of one as a wakeup or a timeout, so their difference is how many sleep
+ * now). FI_WAIT_YIELD waits yield instead of sleeping: 50 ms then. Nothing is asserted on it:
+ * what the test checks holds whether the calls slept yet or not; the wait only makes the
+ * sleeping case the usual one without a fixed delay. It gives up after late_ms, for a call
+ * that found its work without sleeping. */
+inline void let_it_sleep(const vwait::util::waiter *w, const vwait::util::wake_counts &c0,
+                         uint64_t n = 1)
+{
+	using steady = std::chrono::steady_clock;
+	const bool yields = w->kind() == FI_WAIT_YIELD;
+	const auto end = steady::now() + std::chrono::milliseconds(yields ? 50 : late_ms);
+	while (steady::now() < end) {
+		const vwait::util::wake_counts c = w->counts().since(c0);
+		if (!yields && c.sleeps >= n + c.wakeups + c.timeouts)
+			return;
+		std::this_thread::sleep_for(std::chrono::microseconds(100));
+	}
+}
 
 inline double seconds_since(std::chrono::steady_clock::time_point t0)
 {
@@ -258,8 +315,11 @@ void expect_warning(F &&fn, long want, const char *needle)
 namespace fixture
 {
 
+using vwait_test::bound_ms;
+using vwait_test::event_time;
 using vwait_test::expect_warning;
 using vwait_test::late_ms;
+using vwait_test::let_it_sleep;
 using vwait_test::ms_since;
 using vwait_test::set_raw;
 using vwait_test::test_prov;
