@@ -279,36 +279,39 @@ void bad_input(void **st)
 	q->unhold();
 }
 
-/* For each wait object: a timed-out sread, a write from another thread ending an infinite
- * sread, and sread(-1, FI_PEEK) which leaves the entry queued. */
+/* For each wait object: a timed-out sread (at its deadline, never before), a write from
+ * another thread ending an infinite sread (after the write, within bound_ms(0) of it), and
+ * sread(-1, FI_PEEK) which leaves the entry queued. */
 void each_wait_object(void **st)
 {
 	state &s = st_of(st);
 	for (enum fi_wait_obj w : {FI_WAIT_UNSPEC, FI_WAIT_FD, FI_WAIT_POLLFD, FI_WAIT_MUTEX_COND,
 	                           FI_WAIT_YIELD, FI_WAIT_SET}) {
-		open_eq(s, w);
+		const util::waiter *waiter = open_eq(s, w)->wait_object();
 		uint32_t event;
 		struct fi_eq_entry out;
 		auto t0 = steady::now();
 		assert_int_equal(fi_eq_sread(s.eq, &event, &out, sizeof(out), 200, 0), -FI_EAGAIN);
 		long ms = ms_since(t0);
 		print_message("wait_obj %d: eq_sread(200 ms) timed out after %ld ms\n", w, ms);
-		assert_true(ms >= 190 && ms < 200 + late_ms);
+		assert_true(ms >= 200 && ms < bound_ms(200));
 
 		for (uint64_t flags : {uint64_t{0}, uint64_t{FI_PEEK}}) {
-			s.threads.emplace_back([&s] {
-				std::this_thread::sleep_for(std::chrono::milliseconds(50));
+			event_time written;
+			const util::wake_counts c0 = waiter->counts();
+			s.threads.emplace_back([&s, waiter, c0, &written] {
+				let_it_sleep(waiter, c0);
 				struct fi_eq_entry in = notify_entry(5);
+				written.mark();
 				fi_eq_write(s.eq, FI_NOTIFY, &in, sizeof(in), 0);
 			});
-			t0 = steady::now();
 			assert_int_equal(fi_eq_sread(s.eq, &event, &out, sizeof(out), -1, flags),
 			                 sizeof(out));
-			ms = ms_since(t0);
+			ms = written.ms_since_mark();
 			print_message(
-			    "wait_obj %d: fi_eq_write ended sread(-1, 0x%llx) after %ld ms\n", w,
+			    "wait_obj %d: fi_eq_write ended sread(-1, 0x%llx) %ld ms after it\n", w,
 			    static_cast<unsigned long long>(flags), ms);
-			assert_true(ms < late_ms);
+			assert_true(ms >= 0 && ms < bound_ms(0));
 			assert_int_equal(out.data, 5);
 			s.threads.back().join();
 			s.threads.clear();
@@ -320,17 +323,26 @@ void each_wait_object(void **st)
 	}
 }
 
-void sread_two_seconds(void **st)
+/* A longer deadline than each_wait_object's, FI_PEEK too: -FI_EAGAIN at it, never before,
+ * and the waiter counts the timeout that ended it. 300 ms: not early is exact at any length. */
+void sread_deadline(void **st)
 {
 	state &s = st_of(st);
-	open_eq(s, FI_WAIT_FD);
+	const util::waiter *w = open_eq(s, FI_WAIT_FD)->wait_object();
 	uint32_t event;
 	struct fi_eq_entry out;
-	auto t0 = steady::now();
-	assert_int_equal(fi_eq_sread(s.eq, &event, &out, sizeof(out), 2000, 0), -FI_EAGAIN);
-	long ms = ms_since(t0);
-	print_message("eq_sread(2000 ms): -FI_EAGAIN after %ld ms\n", ms);
-	assert_true(ms >= 1500 && ms <= 2000 + late_ms);
+	constexpr long deadline = 300;
+	for (uint64_t flags : {uint64_t{0}, uint64_t{FI_PEEK}}) {
+		const util::wake_counts c0 = w->counts();
+		auto t0 = steady::now();
+		assert_int_equal(fi_eq_sread(s.eq, &event, &out, sizeof(out), deadline, flags),
+		                 -FI_EAGAIN);
+		long ms = ms_since(t0);
+		print_message("eq_sread(%ld ms, 0x%llx): -FI_EAGAIN after %ld ms\n", deadline,
+		              static_cast<unsigned long long>(flags), ms);
+		assert_true(ms >= deadline && ms < bound_ms(deadline));
+		assert_true(w->counts().since(c0).timeouts >= 1);
+	}
 }
 
 void getwait_trywait(void **st)
@@ -355,14 +367,20 @@ void getwait_trywait(void **st)
 	assert_int_equal(obj, FI_WAIT_FD); /* the set's */
 	struct fid *both[2] = {&s.eq->fid, &s.set->fid};
 	assert_int_equal(util::trywait(&test_prov, both, 2), 0);
-	s.threads.emplace_back([&s] {
-		std::this_thread::sleep_for(std::chrono::milliseconds(50));
+	util::waiter *w = nullptr;
+	assert_int_equal(util::get_waiter(&s.set->fid, &w), 0);
+	event_time written;
+	const util::wake_counts c0 = w->counts();
+	s.threads.emplace_back([&s, w, c0, &written] {
+		let_it_sleep(w, c0);
 		struct fi_eq_entry e = notify_entry(2);
+		written.mark();
 		fi_eq_write(s.eq, FI_NOTIFY, &e, sizeof(e), 0);
 	});
-	auto t0 = steady::now();
-	assert_int_equal(fi_sets::wait(s.set, 5000), 0);
-	assert_true(ms_since(t0) < late_ms);
+	/* a deadline past the bound: 0 within the bound of the write, it was the write */
+	assert_int_equal(fi_sets::wait(s.set, 2 * bound_ms(0)), 0);
+	const long ms = written.ms_since_mark();
+	assert_true(ms >= 0 && ms < bound_ms(0));
 	close_eq(s);
 }
 
@@ -595,20 +613,26 @@ void fd_source(void **st)
 		assert_int_equal(q->start(), 0);
 		assert_int_equal(q->start(), -FI_EALREADY);
 
-		/* an event on the channel ends a blocked sread */
-		s.threads.emplace_back([efd] {
-			std::this_thread::sleep_for(std::chrono::milliseconds(50));
+		/* an event on the channel ends a blocked sread, after the event and within
+		 * bound_ms(0) of it (a deadline past the bound: only the event ends it sooner) */
+		const util::waiter *waiter = q->wait_object();
+		event_time fired;
+		util::wake_counts c0 = waiter->counts();
+		s.threads.emplace_back([efd, waiter, c0, &fired] {
+			let_it_sleep(waiter, c0);
 			uint64_t one = 1;
+			fired.mark();
 			if (::write(efd, &one, sizeof(one)) != sizeof(one))
 				abort();
 		});
 		uint32_t event = 0;
 		struct fi_eq_cm_entry cm;
-		auto t0 = steady::now();
-		assert_int_equal(fi_eq_sread(s.eq, &event, &cm, sizeof(cm), 5000, 0), sizeof(cm));
-		long ms = ms_since(t0);
-		print_message("wait_obj %d: a channel event ended eq_sread after %ld ms\n", w, ms);
-		assert_true(ms < late_ms);
+		assert_int_equal(fi_eq_sread(s.eq, &event, &cm, sizeof(cm), 2 * bound_ms(0), 0),
+		                 sizeof(cm));
+		long ms = fired.ms_since_mark();
+		print_message("wait_obj %d: a channel event ended eq_sread %ld ms after it\n", w,
+		              ms);
+		assert_true(ms >= 0 && ms < bound_ms(0));
 		assert_int_equal(event, FI_CONNECTED);
 		s.threads.back().join();
 		s.threads.clear();
@@ -624,16 +648,19 @@ void fd_source(void **st)
 		assert_int_equal(fi_eq_read(s.eq, &event, &cm, sizeof(cm), 0), sizeof(cm));
 
 		/* fi_eq_write ends an sread(-1, FI_PEEK) while the channel is watched */
-		s.threads.emplace_back([&s] {
-			std::this_thread::sleep_for(std::chrono::milliseconds(50));
+		event_time written;
+		c0 = waiter->counts();
+		s.threads.emplace_back([&s, waiter, c0, &written] {
+			let_it_sleep(waiter, c0);
 			struct fi_eq_entry in = notify_entry(7);
+			written.mark();
 			fi_eq_write(s.eq, FI_NOTIFY, &in, sizeof(in), 0);
 		});
 		struct fi_eq_entry note;
-		t0 = steady::now();
 		assert_int_equal(fi_eq_sread(s.eq, &event, &note, sizeof(note), -1, FI_PEEK),
 		                 sizeof(note));
-		assert_true(ms_since(t0) < late_ms);
+		ms = written.ms_since_mark();
+		assert_true(ms >= 0 && ms < bound_ms(0));
 		s.threads.back().join();
 		s.threads.clear();
 		assert_int_equal(fi_eq_read(s.eq, &event, &note, sizeof(note), 0), sizeof(note));
@@ -680,6 +707,7 @@ void trywait_then_poll(void **st)
 			assert_int_equal(poll(fds.data(), fds.size(), 0), 0);
 			uint64_t one = 1;
 			assert_int_equal(::write(efd, &one, sizeof(one)), sizeof(one));
+			/* the event is there already: 2 s is only how long a miss hangs */
 			assert_true(poll(fds.data(), fds.size(), 2000) > 0);
 			uint32_t event = 0;
 			struct fi_eq_cm_entry cm;
@@ -742,7 +770,7 @@ int main()
 	    cmocka_unit_test_setup_teardown(bad_input, setup, teardown),
 	    cmocka_unit_test_setup_teardown(bad_input_warnings, setup, teardown),
 	    cmocka_unit_test_setup_teardown(each_wait_object, setup, teardown),
-	    cmocka_unit_test_setup_teardown(sread_two_seconds, setup, teardown),
+	    cmocka_unit_test_setup_teardown(sread_deadline, setup, teardown),
 	    cmocka_unit_test_setup_teardown(getwait_trywait, setup, teardown),
 	    cmocka_unit_test_setup_teardown(many_threads, setup, teardown),
 	    cmocka_unit_test_setup_teardown(subclass_hooks, setup, teardown),
