@@ -151,26 +151,30 @@ hw_cq *open_hw_cq(const variant &v, struct fid_cq **out, size_t size = 0)
 	return q;
 }
 
-/* A call made in its own thread; its result and duration are read after join(). */
+/* A call made in its own thread; its result, its duration and how long after ev's mark it
+ * returned (-1: before it, or never marked) are read after join(). start() returns once the
+ * call sleeps on w (let_it_sleep). */
 struct blocked {
 	std::thread t;
-	std::atomic<bool> started{false};
 	long ret = 0;
-	double took = -1;
+	long took_ms = -1;
+	long after_ms = -1;
+	event_time ev; /* the test marks it just before it raises what should end the call */
 	template <typename F>
-	void start(F fn)
+	void start(F fn, const util::waiter *w)
 	{
+		const util::wake_counts c0 = w->counts();
 		t = std::thread([this, fn] {
 			auto t0 = std::chrono::steady_clock::now();
-			started = true;
 			ret = fn();
-			took = seconds_since(t0);
+			took_ms = ms_since(t0);
+			after_ms = ev.ms_since_mark();
 		});
-		while (!started)
-			std::this_thread::yield();
-		std::this_thread::sleep_for(std::chrono::milliseconds(50)); /* let it block */
+		let_it_sleep(w, c0);
 	}
 	void join() { t.join(); }
+	/* ended by what was raised after the mark: after it, within bound_ms(0) of it */
+	bool woken_by_event() const { return after_ms >= 0 && after_ms < bound_ms(0); }
 };
 
 const variant &variant_of(void **st)
@@ -184,54 +188,64 @@ void test_cq_waiters(void **st)
 {
 	struct fid_cq *cq = nullptr;
 	hw_cq *q = open_hw_cq(variant_of(st), &cq);
+	const util::waiter *w = q->wait_object();
 	struct fi_cq_entry e[4];
 
-	/* several readers blocked forever: one fi_cq_signal ends every one of them */
+	/* several readers blocked forever: one fi_cq_signal ends every one of them, after it */
 	{
 		blocked b[3];
 		for (auto &x : b)
-			x.start([&] { return fi_cq_sread(cq, e, 1, nullptr, -1); });
+			x.start([&] { return fi_cq_sread(cq, e, 1, nullptr, -1); }, w);
+		for (auto &x : b)
+			x.ev.mark();
 		assert_int_equal(fi_cq_signal(cq), 0);
 		for (auto &x : b) {
 			x.join();
 			assert_int_equal(x.ret, -FI_EAGAIN);
-			assert_true(x.took < late_s);
+			assert_true(x.woken_by_event());
 		}
 	}
 	/* a completion through the channel ends a blocked sread with the entry */
 	{
 		struct fi_cq_entry one;
 		blocked b;
-		b.start([&] { return fi_cq_sread(cq, &one, 1, nullptr, -1); });
+		b.start([&] { return fi_cq_sread(cq, &one, 1, nullptr, -1); }, w);
+		b.ev.mark();
 		q->complete(42);
 		b.join();
 		assert_int_equal(b.ret, 1);
+		assert_true(b.woken_by_event());
 		assert_ptr_equal(one.op_context, reinterpret_cast<void *>(42));
 	}
 	/* the channel that feeds the CQ goes away (its endpoint closed) while a reader blocks:
-	 * the reader ends at its deadline, and a signal still reaches the next one */
+	 * the reader ends at its deadline (never before; 200 ms: not early is exact at any
+	 * length), and a signal still reaches the next one */
 	{
 		blocked b;
-		b.start([&] { return fi_cq_sread(cq, e, 1, nullptr, 400); });
+		b.start([&] { return fi_cq_sread(cq, e, 1, nullptr, 200); }, w);
 		assert_int_equal(q->detach_channel(), 0);
 		b.join();
 		assert_int_equal(b.ret, -FI_EAGAIN);
-		assert_true(b.took >= 0.35 && b.took < 0.4 + late_s);
+		assert_true(b.took_ms >= 200 && b.took_ms < bound_ms(200));
 		blocked b2;
-		b2.start([&] { return fi_cq_sread(cq, e, 1, nullptr, -1); });
+		b2.start([&] { return fi_cq_sread(cq, e, 1, nullptr, -1); }, w);
+		b2.ev.mark();
 		assert_int_equal(fi_cq_signal(cq), 0);
 		b2.join();
 		assert_int_equal(b2.ret, -FI_EAGAIN);
+		assert_true(b2.woken_by_event());
 	}
 	/* an error completion ends a blocked reader with -FI_EAVAIL */
 	{
 		blocked b;
-		b.start([&] { return fi_cq_sread(cq, e, 1, nullptr, -1); });
+		b.start([&] { return fi_cq_sread(cq, e, 1, nullptr, -1); }, w);
 		struct fi_cq_err_entry err = {};
 		err.err = FI_ECANCELED;
+		b.ev.mark();
 		assert_int_equal(q->push_error(err, nullptr, 0), 0);
 		b.join();
 		assert_int_equal(b.ret, -FI_EAVAIL);
+		assert_true(b.woken_by_event());
 		struct fi_cq_err_entry out = {};
 		assert_int_equal(fi_cq_readerr(cq, &out, 0), 1);
 		assert_int_equal(out.err, FI_ECANCELED);
@@ -247,6 +261,7 @@ void test_eq_cntr_waiters(void **st)
 	struct fid_eq *eq = nullptr;
 	auto eq_obj = std::make_unique<util::sw_eq>(&test_prov, ea, FI_VERSION(1, 17));
 	eq_obj->set_wait_policy(variant_of(st).policy);
+	util::sw_eq *eq_raw = eq_obj.get();
 	assert_int_equal(util::eq_install(std::move(eq_obj), &eq, nullptr), 0);
 	struct fi_cntr_attr ca = {};
 	ca.events = FI_CNTR_EVENTS_COMP;
@@ -254,7 +269,9 @@ void test_eq_cntr_waiters(void **st)
 	struct fid_cntr *cntr = nullptr;
 	auto cntr_obj = std::make_unique<util::sw_cntr>(&test_prov, ca);
 	cntr_obj->set_wait_policy(variant_of(st).policy);
+	util::sw_cntr *cntr_raw = cntr_obj.get();
 	assert_int_equal(util::cntr_install(std::move(cntr_obj), &cntr, nullptr), 0);
+	const util::waiter *ew = eq_raw->wait_object(), *cw = cntr_raw->wait_object();
 
 	/* two threads in fi_eq_sread forever, two fi_eq_write: each gets one entry */
 	{
@@ -262,10 +279,14 @@ void test_eq_cntr_waiters(void **st)
 		uint32_t ev[2] = {};
 		struct fi_eq_entry got[2] = {};
 		for (int i = 0; i < 2; i++)
-			b[i].start([&, i] {
-				return fi_eq_sread(eq, &ev[i], &got[i], sizeof(got[i]), -1, 0);
-			});
+			b[i].start(
+			    [&, i] {
+				    return fi_eq_sread(eq, &ev[i], &got[i], sizeof(got[i]), -1, 0);
+			    },
+			    ew);
 		struct fi_eq_entry w = {};
+		for (auto &x : b)
+			x.ev.mark();
 		for (int i = 0; i < 2; i++) {
 			w.data = static_cast<uint64_t>(i + 1);
 			assert_int_equal(fi_eq_write(eq, FI_NOTIFY, &w, sizeof(w), 0), sizeof(w));
@@ -273,6 +294,7 @@ void test_eq_cntr_waiters(void **st)
 		for (auto &x : b) {
 			x.join();
 			assert_int_equal(x.ret, sizeof(struct fi_eq_entry));
+			assert_true(x.woken_by_event());
 		}
 		assert_int_equal(got[0].data + got[1].data, 3);
 		assert_int_equal(ev[0], FI_NOTIFY);
@@ -283,26 +305,32 @@ void test_eq_cntr_waiters(void **st)
 		struct fi_eq_entry got;
 		auto t0 = std::chrono::steady_clock::now();
 		assert_int_equal(fi_eq_sread(eq, &ev, &got, sizeof(got), 200, 0), -FI_EAGAIN);
-		assert_true(seconds_since(t0) >= 0.19);
+		const long ms = ms_since(t0);
+		assert_true(ms >= 200 && ms < bound_ms(200));
 	}
 	/* fi_cntr_wait forever: fi_cntr_add past the threshold ends it with 0, fi_cntr_adderr
 	 * ends it with -FI_EAVAIL */
 	{
 		blocked b;
-		b.start([&] { return fi_cntr_wait(cntr, 5, -1); });
+		b.start([&] { return fi_cntr_wait(cntr, 5, -1); }, cw);
 		assert_int_equal(fi_cntr_add(cntr, 2), 0);
+		b.ev.mark(); /* the add that reaches the threshold */
 		assert_int_equal(fi_cntr_add(cntr, 3), 0);
 		b.join();
 		assert_int_equal(b.ret, 0);
+		assert_true(b.woken_by_event());
 		blocked b2;
-		b2.start([&] { return fi_cntr_wait(cntr, 100, -1); });
+		b2.start([&] { return fi_cntr_wait(cntr, 100, -1); }, cw);
+		b2.ev.mark();
 		assert_int_equal(fi_cntr_adderr(cntr, 1), 0);
 		b2.join();
 		assert_int_equal(b2.ret, -FI_EAVAIL);
+		assert_true(b2.woken_by_event());
 		blocked b3;
-		b3.start([&] { return fi_cntr_wait(cntr, 100, 200); });
+		b3.start([&] { return fi_cntr_wait(cntr, 100, 200); }, cw);
 		b3.join();
 		assert_int_equal(b3.ret, -FI_ETIMEDOUT);
+		assert_true(b3.took_ms >= 200 && b3.took_ms < bound_ms(200));
 	}
 	assert_int_equal(fi_close(&cntr->fid), 0);
 	assert_int_equal(fi_close(&eq->fid), 0);
@@ -322,14 +350,18 @@ void test_set_waiters(void **st)
 	assert_int_equal(util::cq_install(std::move(o1), &m1, nullptr), 0);
 	assert_int_equal(util::cq_install(std::move(o2), &m2, nullptr), 0);
 	assert_int_equal(q1->attach_channel(), 0);
+	util::waiter *w = nullptr;
+	assert_int_equal(util::get_waiter(&set->fid, &w), 0);
 
 	/* fi_wait forever: a member's fi_cq_signal ends it */
 	{
 		blocked b;
-		b.start([&] { return fi_sets::wait(set, -1); });
+		b.start([&] { return fi_sets::wait(set, -1); }, w);
+		b.ev.mark();
 		assert_int_equal(fi_cq_signal(m2), 0);
 		b.join();
 		assert_int_equal(b.ret, 0);
+		assert_true(b.woken_by_event());
 	}
 	/* fi_wait forever: a completion through a member's channel ends it (after a trywait
 	 * armed the member) */
@@ -337,10 +369,12 @@ void test_set_waiters(void **st)
 		struct fid *fids[1] = {&m1->fid};
 		assert_int_equal(util::trywait(&test_prov, fids, 1), 0);
 		blocked b;
-		b.start([&] { return fi_sets::wait(set, -1); });
+		b.start([&] { return fi_sets::wait(set, -1); }, w);
+		b.ev.mark();
 		q1->complete(7);
 		b.join();
 		assert_int_equal(b.ret, 0);
+		assert_true(b.woken_by_event());
 		struct fi_cq_entry e;
 		assert_int_equal(fi_cq_read(m1, &e, 1), 1);
 	}
@@ -348,16 +382,20 @@ void test_set_waiters(void **st)
 	 * the set keeps working with the member that is left */
 	{
 		blocked b;
-		b.start([&] { return fi_sets::wait(set, 300); });
+		b.start([&] { return fi_sets::wait(set, 200); }, w);
 		assert_int_equal(fi_close(&m2->fid), 0);
 		b.join();
 		assert_true(b.ret == -FI_ETIMEDOUT || b.ret == 0);
-		assert_true(b.took < late_s);
+		if (b.ret == -FI_ETIMEDOUT) /* at its deadline, never before */
+			assert_true(b.took_ms >= 200);
+		assert_true(b.took_ms < bound_ms(200));
 		blocked b2;
-		b2.start([&] { return fi_sets::wait(set, -1); });
+		b2.start([&] { return fi_sets::wait(set, -1); }, w);
+		b2.ev.mark();
 		assert_int_equal(fi_cq_signal(m1), 0);
 		b2.join();
 		assert_int_equal(b2.ret, 0);
+		assert_true(b2.woken_by_event());
 	}
 	/* the set cannot close under a member (one warning line); once the member is gone it
 	 * can */
@@ -421,13 +459,16 @@ void test_race(void **st)
 		while (!stop) {
 			long before = consumed.load();
 			auto t0 = std::chrono::steady_clock::now();
+			/* 2 s: a completion due is read within microseconds, so a wait that
+			 * runs out 2 s while one is due and none is read is a lost wakeup, not a
+			 * loaded host (>= 1 s and about 10^4 times the expected) */
 			ssize_t n = fi_cq_sread(cq, e, 8, nullptr, 2000);
 			sreads++;
 			if (n > 0) {
 				for (ssize_t i = 0; i < n; i++)
 					take(e[i]);
 			} else if (n == -FI_EAGAIN) {
-				if (seconds_since(t0) >= 1.9 && stalled(before))
+				if (seconds_since(t0) >= 2.0 && stalled(before))
 					stalls++;
 				else
 					signal_ends++;
@@ -446,6 +487,7 @@ void test_race(void **st)
 			if (util::trywait(&test_prov, fids, 1) == 0) {
 				blocks++;
 				struct pollfd p = {fd, POLLIN, 0};
+				/* 2 s, as reader_sread's */
 				if (::poll(&p, 1, 2000) == 0 && stalled(before))
 					stalls++;
 			}
@@ -490,6 +532,7 @@ void test_race(void **st)
 	std::thread sig(signaller), p1(producer, 0), p2(producer, 1);
 	p1.join();
 	p2.join();
+	/* 600 s: a cap against a hang, far past any host's run of a few seconds */
 	while (consumed.load() < rounds && seconds_since(t0) < 600 && stalls.load() == 0)
 		std::this_thread::sleep_for(std::chrono::milliseconds(5));
 	stop = true;
@@ -559,10 +602,12 @@ void test_channel_one_wake_per_sleep(void **st)
 	const util::wake_counts c0 = q->wait_object()->counts();
 	const uint64_t arms0 = q->arms_.load();
 	std::atomic<uint64_t> done{0};
+	const util::waiter *w = q->wait_object();
 	std::thread producer([&] {
 		for (uint64_t i = 1; i <= total; i++) {
-			/* the reader is asleep again before the next completion */
-			std::this_thread::sleep_for(std::chrono::milliseconds(3));
+			/* the reader is asleep again before the next completion (the only thread
+			 * on w: counted from w's start, one asleep) */
+			let_it_sleep(w, util::wake_counts{});
 			q->complete(i);
 			while (done.load() < i)
 				std::this_thread::yield();
@@ -570,6 +615,7 @@ void test_channel_one_wake_per_sleep(void **st)
 	});
 	for (uint64_t i = 1; i <= total; i++) {
 		struct fi_cq_entry e;
+		/* 2 s for a completion due within microseconds of the sleep: only a miss */
 		assert_int_equal(fi_cq_sread(cq, &e, 1, nullptr, 2000), 1);
 		assert_ptr_equal(e.op_context, reinterpret_cast<void *>(i));
 		done.store(i);
@@ -583,6 +629,8 @@ void test_channel_one_wake_per_sleep(void **st)
 	              static_cast<unsigned long long>(c.sleeps - c0.sleeps),
 	              static_cast<unsigned long long>(empty),
 	              static_cast<unsigned long long>(arms));
+	/* each completion was waited for by a sleep (block policy: no spin) */
+	assert_true(c.sleeps - c0.sleeps >= total);
 	/* before the fix: one empty wake-up and two arms per completion */
 	assert_true(empty <= total / 10);
 	assert_true(arms <= total + total / 10);
