@@ -44,6 +44,10 @@ namespace util = vwait::util;
 namespace
 {
 
+/* Set by a thread of `blocked` for its call: hw_cq::progress, which every pass of a blocking
+ * read runs, raises it (the call is in its loop, whatever the wait object). */
+thread_local std::atomic<bool> *polled_flag = nullptr;
+
 /* A util CQ over an emulated verbs CQ: complete() queues a completion "in hardware" and,
  * when the CQ is armed, fires one event on the channel (the eventfd); the channel is a source
  * of the CQ's waiter whose drain reads the event and notifies the CQ; progress() moves
@@ -86,6 +90,8 @@ public:
 protected:
 	void progress() noexcept override
 	{
+		if (polled_flag)
+			polled_flag->store(true);
 		std::lock_guard<std::mutex> order(progress_mu_);
 		for (;;) {
 			util::cq_entry e;
@@ -153,23 +159,36 @@ hw_cq *open_hw_cq(const variant &v, struct fid_cq **out, size_t size = 0)
 
 /* A call made in its own thread; its result, its duration and how long after ev's mark it
  * returned (-1: before it, or never marked) are read after join(). start() returns once the
- * call sleeps on w (let_it_sleep). */
+ * thread is at the call, and then once the call sleeps on w (let_it_sleep) or, a read of an
+ * hw_cq (in_hw_cq), once it polls that CQ: a signal raised before a call starts is not one
+ * it must see, so "at the call" may not be left to a fixed delay. */
 struct blocked {
 	std::thread t;
 	long ret = 0;
 	long took_ms = -1;
 	long after_ms = -1;
 	event_time ev; /* the test marks it just before it raises what should end the call */
+	std::atomic<bool> entered{false}, polled{false};
 	template <typename F>
-	void start(F fn, const util::waiter *w)
+	void start(F fn, const util::waiter *w, bool in_hw_cq = false)
 	{
 		const util::wake_counts c0 = w->counts();
 		t = std::thread([this, fn] {
+			polled_flag = &polled;
 			auto t0 = std::chrono::steady_clock::now();
+			entered = true;
 			ret = fn();
 			took_ms = ms_since(t0);
 			after_ms = ev.ms_since_mark();
+			polled_flag = nullptr;
 		});
+		while (!entered.load())
+			std::this_thread::yield();
+		/* late_ms: a cap for a call that returned before its first pass */
+		const auto end =
+		    std::chrono::steady_clock::now() + std::chrono::milliseconds(late_ms);
+		while (in_hw_cq && !polled.load() && std::chrono::steady_clock::now() < end)
+			std::this_thread::yield();
 		let_it_sleep(w, c0);
 	}
 	void join() { t.join(); }
@@ -195,7 +214,7 @@ void test_cq_waiters(void **st)
 	{
 		blocked b[3];
 		for (auto &x : b)
-			x.start([&] { return fi_cq_sread(cq, e, 1, nullptr, -1); }, w);
+			x.start([&] { return fi_cq_sread(cq, e, 1, nullptr, -1); }, w, true);
 		for (auto &x : b)
 			x.ev.mark();
 		assert_int_equal(fi_cq_signal(cq), 0);
@@ -209,7 +228,7 @@ void test_cq_waiters(void **st)
 	{
 		struct fi_cq_entry one;
 		blocked b;
-		b.start([&] { return fi_cq_sread(cq, &one, 1, nullptr, -1); }, w);
+		b.start([&] { return fi_cq_sread(cq, &one, 1, nullptr, -1); }, w, true);
 		b.ev.mark();
 		q->complete(42);
 		b.join();
@@ -222,13 +241,13 @@ void test_cq_waiters(void **st)
 	 * length), and a signal still reaches the next one */
 	{
 		blocked b;
-		b.start([&] { return fi_cq_sread(cq, e, 1, nullptr, 200); }, w);
+		b.start([&] { return fi_cq_sread(cq, e, 1, nullptr, 200); }, w, true);
 		assert_int_equal(q->detach_channel(), 0);
 		b.join();
 		assert_int_equal(b.ret, -FI_EAGAIN);
 		assert_true(b.took_ms >= 200 && b.took_ms < bound_ms(200));
 		blocked b2;
-		b2.start([&] { return fi_cq_sread(cq, e, 1, nullptr, -1); }, w);
+		b2.start([&] { return fi_cq_sread(cq, e, 1, nullptr, -1); }, w, true);
 		b2.ev.mark();
 		assert_int_equal(fi_cq_signal(cq), 0);
 		b2.join();
@@ -238,7 +257,7 @@ void test_cq_waiters(void **st)
 	/* an error completion ends a blocked reader with -FI_EAVAIL */
 	{
 		blocked b;
-		b.start([&] { return fi_cq_sread(cq, e, 1, nullptr, -1); }, w);
+		b.start([&] { return fi_cq_sread(cq, e, 1, nullptr, -1); }, w, true);
 		struct fi_cq_err_entry err = {};
 		err.err = FI_ECANCELED;
 		b.ev.mark();
