@@ -267,6 +267,28 @@ inline void let_it_sleep(const vwait::util::waiter *w, const vwait::util::wake_c
 	}
 }
 
+/* Ends a loop that has stopped making progress: ok(count) is false once count has not moved
+ * for idle. The loop's total time is the host's and is not bounded. */
+class progress_bound
+{
+public:
+	explicit progress_bound(std::chrono::milliseconds idle) : idle_(idle) {}
+	bool ok(long count)
+	{
+		auto now = std::chrono::steady_clock::now();
+		if (count != last_) {
+			last_ = count;
+			since_ = now;
+		}
+		return now - since_ < idle_;
+	}
+
+private:
+	std::chrono::milliseconds idle_;
+	long last_ = -1;
+	std::chrono::steady_clock::time_point since_ = std::chrono::steady_clock::now();
+};
+
 inline double seconds_since(std::chrono::steady_clock::time_point t0)
 {
 	return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -51,28 +51,6 @@ state &S(void **st)
 	return *static_cast<state *>(*st);
 }
 
-/* Ends a loop that has stopped making progress: ok(count) is false once count has not moved
- * for idle. The loop's total time is the host's and is not bounded. */
-class progress_bound
-{
-public:
-	explicit progress_bound(std::chrono::milliseconds idle) : idle_(idle) {}
-	bool ok(long count)
-	{
-		auto now = std::chrono::steady_clock::now();
-		if (count != last_) {
-			last_ = count;
-			since_ = now;
-		}
-		return now - since_ < idle_;
-	}
-
-private:
-	std::chrono::milliseconds idle_;
-	long last_ = -1;
-	std::chrono::steady_clock::time_point since_ = std::chrono::steady_clock::now();
-};
-
 fake_object *make(state &s, size_t fclass, intptr_t ctx)
 {
 	s.objs.push_back(std::make_unique<fake_object>(fclass, reinterpret_cast<void *>(ctx)));

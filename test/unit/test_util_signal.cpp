@@ -18,9 +18,11 @@
 #include <unistd.h>
 #include <vector>
 
+#include "test_util_common.h"
 #include "vwait_cmocka.h"
 
 using vwait::util::fd;
+using vwait_test::progress_bound;
 
 namespace
 {
@@ -30,28 +32,6 @@ bool readable(int raw)
 	struct pollfd p = {raw, POLLIN, 0};
 	return ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
 }
-
-/* Ends a loop that has stopped making progress: ok(count) is false once count has not moved
- * for idle. The loop's total time is the host's and is not bounded. */
-class progress_bound
-{
-public:
-	explicit progress_bound(std::chrono::milliseconds idle) : idle_(idle) {}
-	bool ok(long count)
-	{
-		auto now = std::chrono::steady_clock::now();
-		if (count != last_) {
-			last_ = count;
-			since_ = now;
-		}
-		return now - since_ < idle_;
-	}
-
-private:
-	std::chrono::milliseconds idle_;
-	long last_ = -1;
-	std::chrono::steady_clock::time_point since_ = std::chrono::steady_clock::now();
-};
 
 bool is_open(int raw)
 {
