@@ -74,6 +74,12 @@
  *  74    cq_events::mu_ (channel.h)               a CQ's armed state and unacked events;
  *                                                 verbs calls and FI_WARN only. event_read
  *                                                 drops it before on_event().
+ *  76    util::mr_cache::mu_ (util/mr_cache.h)   a domain's registration cache: lookups,
+ *                                                 ibv_reg_mr / ibv_dereg_mr through its
+ *                                                 callbacks, then 78 (watch). The monitor's
+ *                                                 reader takes neither 76 nor 78.
+ *  78    util::mem_monitor::mu_                   opening / closing the uffd, starting and
+ *        (util/mem_monitor.h)                     joining its reader, UFFDIO_REGISTER; leaf.
  *  80    util::sw_cq::lock_ (util/cq.h),          the software queues; leaves: notify() runs
  *        util::sw_eq::lock_ (util/eq.h)           after the lock is dropped.
  *  90    waitable::listeners_mu_ (util/waitable.h) a waitable's waiters and poll sets; under
@@ -164,6 +170,8 @@ enum : int {
 	async_events = 70, /* domain::async_mutex_ (try_lock only) */
 	av_table = 72,     /* av::mutex_ */
 	cq_events = 74,    /* cq_events::mu_ */
+	mr_cache = 76,     /* util::mr_cache::mu_ */
+	mem_monitor = 78,  /* util::mem_monitor::mu_ */
 	sw_queue = 80,     /* util::sw_cq::lock_, util::sw_eq::lock_ */
 	listeners = 90,    /* waitable::listeners_mu_ */
 	ready = 94,        /* ready_list::mu_ */

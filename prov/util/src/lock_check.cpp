@@ -105,6 +105,8 @@ const char *name(int level) noexcept
 	    {l::async_events, "async_events"},
 	    {l::av_table, "av_table"},
 	    {l::cq_events, "cq_events"},
+	    {l::mr_cache, "mr_cache"},
+	    {l::mem_monitor, "mem_monitor"},
 	    {l::sw_queue, "sw_queue"},
 	    {l::listeners, "listeners"},
 	    {l::ready, "ready"},
