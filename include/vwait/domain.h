@@ -9,6 +9,7 @@
 #include "vwait/flow_ctrl.h"
 #include "vwait/util/fid.h"
 #include "vwait/util/held.h"
+#include "vwait/util/mr_cache.h"
 #include "vwait/util/thread_safety.h"
 #include "vwait/verbs.h"
 
@@ -17,6 +18,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -72,6 +74,9 @@ public:
 	/* The completion channels of this device context, one per waiter. */
 	channel_registry &channels() noexcept { return channels_; }
 
+	/* The registration cache (mr.cpp), nullptr when there is none (mr_cache_status). */
+	util::mr_cache *mr_cache() const noexcept { return mr_cache_.get(); }
+
 private:
 	util::held<fabric> fabric_;
 	verbs::cm_devices_ptr devices_; /* keeps ctx_ alive */
@@ -87,6 +92,8 @@ private:
 	std::atomic<credit_send_fn> credit_sender_{nullptr};
 	/* siw: the context's mmap key plug (verbs::siw_key_plug), released before ctx_ */
 	std::shared_ptr<struct ibv_cq> siw_plug_;
+	/* last: its registrations go before the protection domain (~domain) */
+	std::unique_ptr<util::mr_cache> mr_cache_;
 };
 
 using domain_box = util::fid_box<struct fid_domain, domain>;
@@ -111,6 +118,15 @@ int mr_regv(struct fid *fid, const struct iovec *iov, size_t count, uint64_t acc
             void *context) noexcept;
 int mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64_t flags,
                struct fid_mr **mr) noexcept;
+
+/* Whether domains keep a registration cache: true, or false with *reason (static text) saying
+ * why not (the parameter, libfabric's knobs, or the memory monitor refused). A refused monitor
+ * is a warning once per process. */
+bool mr_cache_status(const char **reason) noexcept;
+/* A new domain's cache on pd, or nullptr when there is none (mr.cpp). */
+std::unique_ptr<util::mr_cache> mr_cache_open(struct ibv_pd *pd) noexcept;
+/* The cache's figures as one info line at the domain's close; the cache released. */
+void mr_cache_close(const char *domain_name, std::unique_ptr<util::mr_cache> cache) noexcept;
 
 /* The local key behind a descriptor that fi_mr_desc handed out. */
 inline uint32_t mr_lkey(void *desc) noexcept

@@ -21,6 +21,10 @@ struct fi_vwait_wait_attr wait_support() noexcept;
  * strlen(buf) on), one "kind: FI_WAIT_X, FI_WAIT_Y" line per kind. */
 void wait_support_tostr(const struct fi_vwait_wait_attr &attr, char *buf, size_t len) noexcept;
 
+/* Appends "vwait_mr_cache: on (monitor, bounds)" or "off (reason)" in the same format
+ * (mr.cpp). */
+void mr_cache_tostr(char *buf, size_t len) noexcept;
+
 /* snprintf that appends at strlen(buf) and never writes past buf + len (the tostr slots). */
 __attribute__((format(printf, 3, 4))) void nic_append(char *buf, size_t len, const char *fmt,
                                                       ...) noexcept;

@@ -55,6 +55,14 @@ struct params {
 	int shutdown_hold_ms = 1000;
 	/* FI_VWAIT_FLOW_CTRL: ofi_rxm's credit-based flow control offered (flow_ctrl.h) */
 	bool flow_ctrl = true;
+	/* FI_VWAIT_MR_CACHE: the domain's registration cache (mr.cpp), when a monitor can be
+	 * had; its bounds from libfabric's FI_MR_CACHE_MAX_COUNT / FI_MR_CACHE_MAX_SIZE, and
+	 * FI_MR_CACHE_MONITOR=disabled turns it off */
+	bool mr_cache = mr_cache_default;
+	size_t mr_cache_max_count = 1024;
+	size_t mr_cache_max_size = 0; /* 0: total memory / CPUs / 2, as libfabric's */
+	bool mr_cache_monitor_disabled = false;
+	static constexpr bool mr_cache_default = false;
 };
 const params &get_params() noexcept;
 

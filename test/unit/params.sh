@@ -33,6 +33,10 @@ warns FI_VWAIT_CM_TIMEOUT 0 "is not positive; using 2000"
 flow=$(fi_info -e 2>/dev/null | grep -c -E '^# FI_VWAIT_FLOW_CTRL:')
 echo "fi_info -e lists FI_VWAIT_FLOW_CTRL: $flow"
 [ "$flow" = 1 ] || fail=1
+# the registration cache (fi_vwait(7), Registration cache)
+mrc=$(fi_info -e 2>/dev/null | grep -a -c -E '^# FI_VWAIT_MR_CACHE:')
+echo "fi_info -e lists FI_VWAIT_MR_CACHE: $mrc"
+[ "$mrc" = 1 ] || fail=1
 # good values: no warning
 for v in "FI_VWAIT_WAIT_POLICY=block" "FI_VWAIT_WAIT_POLICY=Fixed" "FI_VWAIT_SPIN_US=0" \
 	"FI_VWAIT_SHUTDOWN_HOLD_MS=0"; do

@@ -58,6 +58,9 @@ void tostr_lists_wait_objects(void **)
 	assert_int_equal(sup.wait_policy, FI_VWAIT_POLICY_ADAPTIVE);
 	assert_int_equal(sup.spin_us, 1000);
 	assert_non_null(strstr(s.c_str(), "wait_policy: adaptive, spin up to 1000 us\n"));
+	/* the registration cache, off by default, with the reason */
+	assert_non_null(
+	    strstr(s.c_str(), "\t\tvwait_mr_cache: off (FI_VWAIT_MR_CACHE=0, the default)\n"));
 	assert_int_equal(fi_close(&nic->fid), 0);
 }
 

@@ -26,10 +26,13 @@ domain::domain(fabric *fab, verbs::cm_devices_ptr devices, struct ibv_context *c
 {
 	if (verbs::is_siw(ctx, attr))
 		siw_plug_ = verbs::siw_key_plug(ctx);
+	mr_cache_ = mr_cache_open(pd_.get());
 }
 
 domain::~domain()
 {
+	/* every cached registration deregistered, then the protection domain */
+	mr_cache_close(name(), std::move(mr_cache_));
 	pd_.reset();
 }
 

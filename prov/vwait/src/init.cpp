@@ -6,10 +6,12 @@
 #include "vwait/fabric.h"
 #include "vwait/info.h"
 #include "vwait/util/helper_thread.h"
+#include "vwait/util/mem_monitor.h"
 #include "vwait/util/wait.h"
 #include "vwait/vwait.h"
 
 #include <cstdlib>
+#include <strings.h>
 
 namespace vwait
 {
@@ -59,6 +61,17 @@ void read_params() noexcept
 	                "verbs does: a send that would find no receive posted at the peer is held "
 	                "back (-FI_EAGAIN) until the peer grants credits, which iWARP needs (no "
 	                "receiver-not-ready retry); 0: ofi_rxm runs without it (default: 1).");
+	fi_param_define(&prov, "mr_cache", FI_PARAM_BOOL,
+	                "Keep each domain's memory registrations in a cache, so that a buffer "
+	                "registered again (ofi_rxm's rendezvous and RMA for an application that "
+	                "passes no descriptors) costs a lookup, not ibv_reg_mr + ibv_dereg_mr. "
+	                "A userfaultfd monitor takes a range out of the cache before its memory "
+	                "can be reused; where userfaultfd is refused, or FI_MR_CACHE_MONITOR="
+	                "disabled or FI_MR_CACHE_MAX_COUNT=0, there is no cache (fi_info -v says "
+	                "why). Bounds: FI_MR_CACHE_MAX_COUNT, FI_MR_CACHE_MAX_SIZE. Default: %d "
+	                "(%s).",
+	                params::mr_cache_default ? 1 : 0,
+	                params::mr_cache_default ? "on" : "off; 1 turns it on");
 	fi_param_define(&prov, "wait_policy", FI_PARAM_STRING,
 	                "How blocking calls (fi_cq_sread, fi_cntr_wait, fi_eq_sread, fi_wait) "
 	                "wait: adaptive (spin up to twice the measured wake-up cost, at most "
@@ -74,6 +87,19 @@ void read_params() noexcept
 	int flow_ctrl = 1;
 	if (fi_param_get_bool(&prov, "flow_ctrl", &flow_ctrl) == FI_SUCCESS)
 		the_params.flow_ctrl = flow_ctrl != 0;
+
+	int mr_cache = the_params.mr_cache;
+	if (fi_param_get_bool(&prov, "mr_cache", &mr_cache) == FI_SUCCESS)
+		the_params.mr_cache = mr_cache != 0;
+	/* libfabric's own knobs, where this libfabric defines them (its core, prov NULL) */
+	size_t count = 0, size = 0;
+	if (fi_param_get_size_t(nullptr, "mr_cache_max_count", &count) == FI_SUCCESS)
+		the_params.mr_cache_max_count = count;
+	if (fi_param_get_size_t(nullptr, "mr_cache_max_size", &size) == FI_SUCCESS)
+		the_params.mr_cache_max_size = size;
+	char *monitor = nullptr;
+	if (fi_param_get_str(nullptr, "mr_cache_monitor", &monitor) == FI_SUCCESS && monitor)
+		the_params.mr_cache_monitor_disabled = strcasecmp(monitor, "disabled") == 0;
 
 	char *device = nullptr;
 	if (fi_param_get_str(&prov, "device", &device) == FI_SUCCESS && device)
@@ -107,12 +133,14 @@ void read_params() noexcept
 }
 
 /* libfabric calls this once, at fi_fini, before it unloads the plugin: the threads of objects
- * the application never closed stop here (util/helper_thread.h). Beyond them, vwait keeps no
+ * the application never closed stop here (util/helper_thread.h), and the registration caches'
+ * memory monitor closes its userfaultfd (util/mem_monitor.h). Beyond them, vwait keeps no
  * global state but the parameters, what info_ports() probed of the devices, the blocking hook
  * and the list of open EQs (eq.cpp, linked through the EQs). */
 void cleanup() noexcept
 {
 	util::set_blocking_hook(nullptr);
+	util::mem_monitor::instance().shutdown();
 	util::helper_thread::stop_all();
 	forget_probes();
 	the_params = params{};

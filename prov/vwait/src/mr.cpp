@@ -1,16 +1,23 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* vwait memory regions: ibv_reg_mr on the domain's protection domain. fi_mr_desc is the
- * ibv_mr (its lkey), fi_mr_key the rkey (FI_MR_PROV_KEY, FI_MR_VIRT_ADDR). */
+ * ibv_mr (its lkey), fi_mr_key the rkey (FI_MR_PROV_KEY, FI_MR_VIRT_ADDR). With the
+ * registration cache (FI_VWAIT_MR_CACHE, util/mr_cache.h), the ibv_mr is a cached
+ * registration of the pages around the buffer, shared by every MR it serves, and fi_close
+ * gives back a reference. */
 #include "config.h"
 
 #include "vwait/domain.h"
+#include "vwait/nic.h"
 #include "vwait/util/enosys.h"
 #include "vwait/util/held.h"
+#include "vwait/util/mem_monitor.h"
 #include "vwait/vwait.h"
 
+#include <atomic>
 #include <cinttypes>
 #include <cstring>
 #include <memory>
+#include <unistd.h>
 
 namespace vwait
 {
@@ -22,14 +29,30 @@ class mr
 {
 public:
 	mr(domain *dom, verbs::mr_ptr hw) : domain_(dom), hw_(std::move(hw)) {}
+	/* a reference on a cached registration, given back at close */
+	mr(domain *dom, util::mr_cache::entry *cached)
+	    : domain_(dom), cache_(dom->mr_cache()), cached_(cached)
+	{
+	}
+	~mr()
+	{
+		if (cached_)
+			cache_->put(cached_);
+	}
 	mr(const mr &) = delete;
 	mr &operator=(const mr &) = delete;
 
-	struct ibv_mr *hw() const noexcept { return hw_.get(); }
+	struct ibv_mr *hw() const noexcept
+	{
+		return cached_ ? static_cast<struct ibv_mr *>(util::mr_cache::handle(cached_))
+		               : hw_.get();
+	}
 
 private:
-	util::held<domain> domain_;
+	util::held<domain> domain_; /* first: released last */
 	verbs::mr_ptr hw_;
+	util::mr_cache *cache_ = nullptr;
+	util::mr_cache::entry *cached_ = nullptr;
 };
 
 using mr_box = util::fid_box<struct fid_mr, mr>;
@@ -97,11 +120,30 @@ int reg(struct fid *fid, const void *buf, size_t len, uint64_t access, uint64_t 
 		return -FI_EINVAL;
 	}
 	auto *dom = domain_box::of(fid)->obj;
+	const int ibv_access =
+	    access_to_ibv(access, dom->context()->device->transport_type == IBV_TRANSPORT_IWARP);
 	return guard([&] {
-		verbs::mr_ptr hw(
-		    ibv_reg_mr(dom->pd(), const_cast<void *>(buf), len,
-		               access_to_ibv(access, dom->context()->device->transport_type ==
-		                                         IBV_TRANSPORT_IWARP)));
+		/* the cache, unless this is a fork child of the process that made it */
+		util::mr_cache *cache = dom->mr_cache();
+		if (cache && len && cache->usable()) {
+			util::mr_cache::entry *e = nullptr;
+			if (int ret = cache->get(buf, len, static_cast<uint64_t>(ibv_access), &e))
+				return ret;
+			std::unique_ptr<mr> obj;
+			try {
+				obj = std::make_unique<mr>(dom, e);
+			} catch (...) {
+				cache->put(e);
+				throw;
+			}
+			mr_box::hand_out(obj, FI_CLASS_MR, context, &mr_fi_ops, out,
+			                 [&](struct fid_mr &f) {
+				                 f.mem_desc = obj->hw();
+				                 f.key = obj->hw()->rkey;
+			                 });
+			return FI_SUCCESS;
+		}
+		verbs::mr_ptr hw(ibv_reg_mr(dom->pd(), const_cast<void *>(buf), len, ibv_access));
 		if (!hw) {
 			int ret = verbs::errno_code();
 			FI_WARN(&prov, FI_LOG_MR, "ibv_reg_mr(%p, %zu): %s\n", buf, len,
@@ -117,7 +159,124 @@ int reg(struct fid *fid, const void *buf, size_t len, uint64_t access, uint64_t 
 	});
 }
 
+/* the cache's callbacks: ctx is the domain's ibv_pd */
+int cache_reg(void *ctx, uintptr_t start, size_t len, uint64_t access, void **handle) noexcept
+{
+	struct ibv_mr *m =
+	    ibv_reg_mr(static_cast<struct ibv_pd *>(ctx), reinterpret_cast<void *>(start), len,
+	               static_cast<int>(access));
+	if (!m) {
+		int ret = verbs::errno_code();
+		FI_WARN(&prov, FI_LOG_MR, "ibv_reg_mr(0x%" PRIxPTR ", %zu): %s\n", start, len,
+		        fi_strerror(-ret));
+		return ret;
+	}
+	*handle = m;
+	return 0;
+}
+
+void cache_dereg(void *, void *handle) noexcept
+{
+	verbs::mr_deleter{}(static_cast<struct ibv_mr *>(handle));
+}
+
+/* libfabric's default bound: total memory / CPUs / 2 */
+size_t default_max_size() noexcept
+{
+	const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	if (pages <= 0 || page <= 0)
+		return size_t{1} << 30;
+	if (cpus <= 0)
+		cpus = 1;
+	return static_cast<size_t>(pages) * static_cast<size_t>(page) / static_cast<size_t>(cpus) /
+	       2;
+}
+
+util::mr_cache_limits cache_limits() noexcept
+{
+	const params &p = get_params();
+	return {p.mr_cache_max_count,
+	        p.mr_cache_max_size ? p.mr_cache_max_size : default_max_size()};
+}
+
+std::atomic<bool> warned_monitor{false};
+
 } // namespace
+
+bool mr_cache_status(const char **reason) noexcept
+{
+	const params &p = get_params();
+	if (!p.mr_cache) {
+		*reason = params::mr_cache_default ? "FI_VWAIT_MR_CACHE=0"
+		                                   : "FI_VWAIT_MR_CACHE=0, the default";
+		return false;
+	}
+	if (p.mr_cache_monitor_disabled) {
+		*reason = "FI_MR_CACHE_MONITOR=disabled";
+		return false;
+	}
+	if (p.mr_cache_max_count == 0) {
+		*reason = "FI_MR_CACHE_MAX_COUNT=0";
+		return false;
+	}
+	const char *why = nullptr;
+	if (util::mem_monitor::probe(&why) != 0) {
+		*reason = why;
+		if (!warned_monitor.exchange(true))
+			FI_WARN(&prov, FI_LOG_MR,
+			        "no registration cache: %s; every fi_mr_reg registers anew\n", why);
+		return false;
+	}
+	*reason = nullptr;
+	return true;
+}
+
+std::unique_ptr<util::mr_cache> mr_cache_open(struct ibv_pd *pd) noexcept
+{
+	const char *reason = nullptr;
+	if (!mr_cache_status(&reason))
+		return nullptr;
+	if (util::mem_monitor::instance().acquire(&reason) != 0) {
+		FI_WARN(&prov, FI_LOG_MR, "no registration cache for this domain: %s\n", reason);
+		return nullptr;
+	}
+	std::unique_ptr<util::mr_cache> cache(
+	    new (std::nothrow) util::mr_cache(util::mr_cache_ops{cache_reg, cache_dereg, pd},
+	                                      cache_limits(), &util::mem_monitor::instance()));
+	if (!cache)
+		util::mem_monitor::instance().release();
+	return cache;
+}
+
+void mr_cache_close(const char *domain_name, std::unique_ptr<util::mr_cache> cache) noexcept
+{
+	if (!cache)
+		return;
+	const util::mr_cache_stats st = cache->stats();
+	FI_INFO(&prov, FI_LOG_MR,
+	        "%s: registration cache: %" PRIu64 " hits, %" PRIu64 " misses, %" PRIu64
+	        " registrations (%" PRIu64 " not kept), %" PRIu64 " invalidated, %" PRIu64
+	        " evicted, %" PRIu64 " flushes; %zu kept (%zu bytes) at close\n",
+	        domain_name, st.hits, st.misses, st.registered, st.not_kept, st.invalidated,
+	        st.evicted, st.flushes, st.count, st.bytes);
+	cache.reset();
+	util::mem_monitor::instance().release();
+}
+
+void mr_cache_tostr(char *buf, size_t len) noexcept
+{
+	const char *reason = nullptr;
+	if (mr_cache_status(&reason)) {
+		const util::mr_cache_limits l = cache_limits();
+		nic_append(buf, len,
+		           "\t\tvwait_mr_cache: on (monitor: %s; at most %zu registrations, %zu "
+		           "bytes)\n",
+		           util::mem_monitor::mode(), l.max_count, l.max_bytes);
+	} else {
+		nic_append(buf, len, "\t\tvwait_mr_cache: off (%s)\n", reason);
+	}
+}
 
 int mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t access, uint64_t offset,
            uint64_t requested_key, uint64_t flags, struct fid_mr **mr, void *context) noexcept

@@ -121,6 +121,7 @@ int nic_tostr(const struct fid *fid, char *buf, size_t len) noexcept
 	const auto *attr = static_cast<const struct fi_vwait_nic_attr *>(nic->prov_attr);
 	wait_support_tostr(attr && attr->magic == FI_VWAIT_NIC_MAGIC ? attr->wait : wait_support(),
 	                   buf, len);
+	mr_cache_tostr(buf, len);
 	return FI_SUCCESS;
 }
 
