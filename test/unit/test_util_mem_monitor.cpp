@@ -56,8 +56,10 @@ struct fake {
 };
 
 /* what ibv_reg_mr does that matters here: the pages present, and memory allocated (and
- * freed at dereg, under the cache's lock) */
-int fake_reg(void *ctx, uintptr_t start, size_t len, uint64_t, void **handle) noexcept
+ * freed at dereg, under the cache's lock). The pages around a malloc'd buffer are touched as
+ * the kernel touches them: outside ASan's view. */
+__attribute__((no_sanitize_address)) int fake_reg(void *ctx, uintptr_t start, size_t len, uint64_t,
+                                                  void **handle) noexcept
 {
 	for (size_t off = 0; off < len; off += page)
 		(void)*reinterpret_cast<volatile const char *>(start + off);
@@ -160,8 +162,8 @@ void test_mremap_moves(void **st)
 {
 	auto *s = static_cast<state *>(*st);
 	const size_t len = 4 * page;
-	char *spare = map(2 * len);
-	munmap(spare, 2 * len);
+	/* the target stays mapped until mremap replaces it: nothing else can land there */
+	char *spare = map(len);
 	char *p = map(len);
 	memset(p, 2, len);
 	assert_true(miss(s, p, len));
