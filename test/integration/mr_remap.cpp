@@ -6,8 +6,10 @@
  * every byte: a registration cache that served a stale page shows as a wrong byte. The last
  * rounds send without replacing the memory (the cache's hits).
  *
- *   mr_remap -s ADDR -P PORT [-n ROUNDS] [-S SIZE]    the receiver (prints LISTENING)
- *   mr_remap ADDR -P PORT [-n ROUNDS] [-S SIZE]       the sender
+ *   mr_remap -s ADDR -P PORT [-n ROUNDS] [-S SIZE] [-c] [-p]   the receiver (prints LISTENING)
+ *   mr_remap ADDR -P PORT [-n ROUNDS] [-S SIZE] [-c] [-p]      the sender
+ * -c: a second thread churns malloc / free (up to 512 KiB: heap and mmap'd blocks) meanwhile;
+ * -p: SIGPROF at 1 kHz (setitimer ITIMER_PROF) on the whole process.
  * Exit 0 when every byte of every round was right, 1 otherwise, 77 without the provider. */
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
@@ -15,13 +17,17 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <sys/mman.h>
+#include <sys/time.h>
+#include <thread>
 #include <unistd.h>
 
 namespace
@@ -52,8 +58,8 @@ struct buffer {
 
 	void map_fresh()
 	{
-		void *m = mmap(nullptr, size, PROT_READ | PROT_WRITE,
-		               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		void *m =
+		    mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (m == MAP_FAILED)
 			die("mmap", -errno);
 		p = static_cast<char *>(m);
@@ -128,8 +134,8 @@ struct rdm {
 		/* no FI_MR_LOCAL: ofi_rxm registers what it sends and receives into */
 		hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 		hints->fabric_attr->prov_name = strdup(prov_name);
-		int ret = fi_getinfo(FI_VERSION(1, 5), node, port, source ? FI_SOURCE : 0, hints,
-		                     &info);
+		int ret =
+		    fi_getinfo(FI_VERSION(1, 5), node, port, source ? FI_SOURCE : 0, hints, &info);
 		fi_freeinfo(hints);
 		if (ret)
 			return ret;
@@ -189,16 +195,44 @@ struct rdm {
 	}
 };
 
+std::atomic<bool> churning{false};
+std::atomic<unsigned long> profs{0};
+
+void on_prof(int)
+{
+	profs.fetch_add(1, std::memory_order_relaxed);
+}
+
+void churn()
+{
+	unsigned n = 0;
+	while (churning.load(std::memory_order_relaxed)) {
+		const size_t sz = (n++ * 7919u) % (512u << 10) + 16;
+		auto *b = static_cast<volatile char *>(malloc(sz));
+		if (b) {
+			b[0] = 1;
+			b[sz - 1] = 2;
+			free(const_cast<char *>(b));
+		}
+	}
+}
+
 } // namespace
 
 int main(int argc, char **argv)
 {
 	const char *addr = nullptr;
 	std::string port = "7790";
-	bool receiver = false;
+	bool receiver = false, with_churn = false, with_prof = false;
 	int c;
-	while ((c = getopt(argc, argv, "s:P:n:S:")) != -1) {
+	while ((c = getopt(argc, argv, "s:P:n:S:cp")) != -1) {
 		switch (c) {
+		case 'c':
+			with_churn = true;
+			break;
+		case 'p':
+			with_prof = true;
+			break;
 		case 's':
 			receiver = true;
 			addr = optarg;
@@ -234,6 +268,20 @@ int main(int argc, char **argv)
 	fi_addr_t peer = FI_ADDR_UNSPEC;
 	if (!receiver && fi_av_insert(r.av, r.info->dest_addr, 1, &peer, 0, nullptr) != 1)
 		die("fi_av_insert", -FI_EINVAL);
+	std::thread churner;
+	if (with_churn) {
+		churning = true;
+		churner = std::thread(churn);
+	}
+	if (with_prof) {
+		struct sigaction sa = {};
+		sa.sa_handler = on_prof;
+		sa.sa_flags = SA_RESTART;
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGPROF, &sa, nullptr);
+		struct itimerval t = {{0, 1000}, {0, 1000}};
+		setitimer(ITIMER_PROF, &t, nullptr);
+	}
 	buffer b;
 	b.map_fresh();
 	unsigned wrong_rounds = 0;
@@ -277,8 +325,17 @@ int main(int argc, char **argv)
 	/* the sender waits for the receiver's last read of its buffer before it closes */
 	if (!receiver)
 		sleep(1);
-	printf("RESULT %s rounds=%u size=%zu wrong_rounds=%u wrong_bytes=%zu\n",
-	       receiver ? "receiver" : "sender", rounds, size, wrong_rounds, wrong_bytes);
+	if (with_prof) {
+		struct itimerval off = {};
+		setitimer(ITIMER_PROF, &off, nullptr);
+	}
+	if (with_churn) {
+		churning = false;
+		churner.join();
+	}
+	printf("RESULT %s rounds=%u size=%zu wrong_rounds=%u wrong_bytes=%zu sigprof=%lu\n",
+	       receiver ? "receiver" : "sender", rounds, size, wrong_rounds, wrong_bytes,
+	       profs.load());
 	r.close();
 	return wrong_rounds ? 1 : 0;
 }
