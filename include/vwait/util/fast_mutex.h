@@ -10,6 +10,7 @@
 #ifndef VWAIT_UTIL_FAST_MUTEX_H
 #define VWAIT_UTIL_FAST_MUTEX_H
 
+#include "vwait/util/cpu_relax.h"
 #include "vwait/util/thread_safety.h"
 
 #include <linux/futex.h>
@@ -62,7 +63,7 @@ private:
 		/* a holder of the polling path leaves within microseconds: look a few times
 		 * before sleeping */
 		for (int i = 0; i < 100 && c == 1; i++) {
-			relax();
+			cpu_relax();
 			c = 0;
 			if (state_.compare_exchange_weak(c, 1, std::memory_order_acquire,
 			                                 std::memory_order_relaxed))
@@ -74,14 +75,6 @@ private:
 			futex(FUTEX_WAIT_PRIVATE, 2);
 			c = state_.exchange(2, std::memory_order_acquire);
 		}
-	}
-	static void relax() noexcept
-	{
-#if defined(__x86_64__) || defined(__i386__)
-		__builtin_ia32_pause();
-#elif defined(__aarch64__)
-		asm volatile("yield");
-#endif
 	}
 	void futex(int op, int val) noexcept
 	{

@@ -4,6 +4,8 @@
 
 #include "vwait/util/mem_monitor.h"
 
+#include "vwait/util/cpu_relax.h"
+
 #include <rdma/fi_errno.h>
 
 #include <cerrno>
@@ -14,6 +16,7 @@
 #include <new>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
@@ -272,7 +275,7 @@ void mem_monitor::sync() const noexcept
 	/* the reader is between a read(2) and publishing it: a few system calls at most */
 	for (unsigned spins = 0; epoch_.load(std::memory_order_acquire) == e; spins++) {
 		if (spins < 64)
-			__builtin_ia32_pause();
+			cpu_relax();
 		else
 			sched_yield();
 	}

@@ -7,6 +7,8 @@
  * fi_trywait; the FI_WAIT_MUTEX_COND helper thread. */
 #include "wait_impl.h"
 
+#include "vwait/util/cpu_relax.h"
+
 #include <rdma/fi_errno.h>
 #include <rdma/providers/fi_log.h>
 
@@ -375,15 +377,6 @@ namespace
 {
 constexpr unsigned clock_every = 8;
 
-/* A hint to the core that this thread spins (lets a sibling hyperthread run). */
-inline void cpu_relax() noexcept
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	asm volatile("yield" ::: "memory");
-#endif
-}
 } // namespace
 
 /* The trywait phase: arm, then look again; false: sleeping is safe. */
