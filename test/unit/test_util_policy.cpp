@@ -804,18 +804,6 @@ void test_seeded_guess(void **)
 	assert_int_equal(plain2.decisions().armed_calib.load(), 0);
 }
 
-/* The process's seed measures this machine's timer: it is some positive figure, printed, and
- * asserted on no further (what it is depends on the host). */
-void test_process_seed(void **)
-{
-	const uint64_t g = vwait::util::process_wake_stats().seed_ns();
-	print_message("timer wake-up on this host: %.1f us (resolution %llu ns)\n", g / 1000.0,
-	              static_cast<unsigned long long>(vwait::util::timer_resolution_ns()));
-	assert_true(g < 1000000000ULL);
-	assert_int_equal(vwait::util::process_wake_stats().seed_ns(), g);
-	assert_true(vwait::util::timer_resolution_ns() >= 1);
-}
-
 /* W is cached: path samples (one per sleep) reach it at its next refresh, w_refresh_ms later,
  * not at once (recomputed after every sleep, W cost its medians on every wait that slept);
  * a wake-up sample reaches it at once. Before any wake-up sample W stays 0 however many path
@@ -855,8 +843,7 @@ int main()
 	    cmocka_unit_test(test_cpu_gauge),         cmocka_unit_test(test_learner_busy_cpu),
 	    cmocka_unit_test(test_decision_is_s),     cmocka_unit_test(test_slept_waits),
 	    cmocka_unit_test(test_decision_counts),   cmocka_unit_test(test_cpu_looked_at_to_spin),
-	    cmocka_unit_test(test_seeded_guess),      cmocka_unit_test(test_process_seed),
-	    cmocka_unit_test(test_cached_w),
+	    cmocka_unit_test(test_seeded_guess),      cmocka_unit_test(test_cached_w),
 	};
 	return cmocka_run_group_tests_name("util_policy", tests, nullptr, nullptr);
 }
