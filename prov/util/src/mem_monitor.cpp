@@ -123,8 +123,10 @@ pid_t process_id() noexcept
 
 mem_monitor &mem_monitor::instance() noexcept
 {
-	/* never destroyed: the reader may outlive static destruction until shutdown() */
-	static mem_monitor *const the = new mem_monitor;
+	/* never destroyed (the reader may outlive static destruction until shutdown()), and not
+	 * on the heap: a plugin unloaded with the pointer to it would leave a leak behind */
+	alignas(mem_monitor) static unsigned char storage[sizeof(mem_monitor)];
+	static mem_monitor *const the = new (storage) mem_monitor;
 	process_id(); /* the atfork handler, before the first uffd */
 	return *the;
 }
