@@ -14,13 +14,13 @@
 #                         round trip is one sleep for both providers.
 #
 #   test/bench/fair-demo.sh    (inside the VM, from the build dir: setup.sh demo runs it)
-# DEMO_BURSTS (6), DEMO_ITERS (300 timed round trips a burst), DEMO_THINKS ("0 50"),
+# DEMO_BURSTS (10), DEMO_ITERS (2000 timed round trips a burst), DEMO_THINKS ("0 50"),
 # DEMO_SC_ITERS (200; 0: no system-call row)
 set -u -o pipefail
 : "${VWAIT_BUILDDIR:=$PWD}"
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-bursts=${DEMO_BURSTS:-6}
-iters=${DEMO_ITERS:-300}
+bursts=${DEMO_BURSTS:-10}
+iters=${DEMO_ITERS:-2000}
 thinks=${DEMO_THINKS:-0 50}
 sc_iters=${DEMO_SC_ITERS:-200}
 tmp=$(mktemp -d)
