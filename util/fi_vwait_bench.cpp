@@ -16,8 +16,8 @@
  * CPU time (process, user + system) it spent per message, as PHASE lines, each with the
  * wake-up cost vwait's adaptive policy had measured in that process by the phase's end
  * (wake_us; 0: not yet, -1: not vwait) and, for vwait, the policy's decisions in that phase
- * (spun= probes= armed_long= armed_cpu= preempted= judged_short= judged_long= armed_calib=:
- * counts of waits, fi_ext_vwait.h). The two sides may use different modes (a spinning client
+ * (spun= probes= armed_long= armed_cpu= judged_short= judged_long=: counts of waits,
+ * vwait/policy_stats.h). The two sides may use different modes (a spinning client
  * against a server blocked in fi_cq_sread).
  *
  * -m empty-read: no peer; fi_cq_read on an empty CQ, -I times (callgrind's instruction count
@@ -72,6 +72,8 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_ext_vwait.h>
+
+#include "vwait/policy_stats.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -1024,42 +1026,29 @@ private:
 	}
 
 	/* What vwait's adaptive policy has measured and decided in this process so far,
-	 * through vwait's wait ops (fi_ext_vwait.h): false for another provider. */
-	bool policy_state(struct fi_vwait_wait_attr &attr)
+	 * through vwait's debug ops (vwait/policy_stats.h): false for another provider. */
+	bool policy_state(struct fi_vwait_policy_stats &stats)
 	{
-		struct fi_vwait_wait_ops *ops = nullptr;
-		attr = {};
-		if (!fabric_ ||
-		    fi_open_ops(&fabric_->fid, FI_VWAIT_WAIT_OPS, 0,
-		                reinterpret_cast<void **>(&ops), nullptr) != 0 ||
-		    !ops)
-			return false;
-		return ops->query(&fabric_->fid, &attr) == 0 && attr.version >= 4;
+		struct fi_vwait_policy_stats_ops *ops = nullptr;
+		stats = {};
+		return fabric_ &&
+		       fi_open_ops(&fabric_->fid, FI_VWAIT_POLICY_STATS_OPS, 0,
+		                   reinterpret_cast<void **>(&ops), nullptr) == 0 &&
+		       ops && ops->query(&fabric_->fid, &stats) == 0;
 	}
 
-	/* The policy's decisions between two policy_state() snapshots, as key=value fields
-	 * (spun probes armed_long armed_cpu preempted judged_short judged_long, and since
-	 * version 5 armed_calib), or "" */
-	static std::string decisions(const struct fi_vwait_wait_attr &a,
-	                             const struct fi_vwait_wait_attr &b)
+	/* The policy's decisions between two policy_state() snapshots, as key=value fields */
+	static std::string decisions(const struct fi_vwait_policy_stats &a,
+	                             const struct fi_vwait_policy_stats &b)
 	{
-		if (a.version < 4 || b.version < 4)
-			return "";
 		char buf[256];
 		snprintf(buf, sizeof(buf),
 		         " spun=%" PRIu64 " probes=%" PRIu64 " armed_long=%" PRIu64
-		         " armed_cpu=%" PRIu64 " preempted=%" PRIu64 " judged_short=%" PRIu64
-		         " judged_long=%" PRIu64,
+		         " armed_cpu=%" PRIu64 " judged_short=%" PRIu64 " judged_long=%" PRIu64,
 		         b.spun - a.spun, b.probes - a.probes, b.armed_long - a.armed_long,
-		         b.armed_cpu - a.armed_cpu, b.preempted - a.preempted,
-		         b.judged_short - a.judged_short, b.judged_long - a.judged_long);
-		std::string out = buf;
-		if (a.version >= 5 && b.version >= 5) {
-			snprintf(buf, sizeof(buf), " armed_calib=%" PRIu64,
-			         b.armed_calib - a.armed_calib);
-			out += buf;
-		}
-		return out;
+		         b.armed_cpu - a.armed_cpu, b.judged_short - a.judged_short,
+		         b.judged_long - a.judged_long);
+		return buf;
 	}
 
 	/* A think-time run: warmup rounds, then per phase one unmeasured round at think 0 (the
@@ -1072,7 +1061,7 @@ private:
 		std::vector<double> lat(plan.size()), cpu(plan.size() + 1);
 		std::vector<int> wake(plan.size(), -1);
 		/* the policy's state at each phase's start, and at the last one's end */
-		std::vector<struct fi_vwait_wait_attr> pol(plan.size() + 1);
+		std::vector<struct fi_vwait_policy_stats> pol(plan.size() + 1);
 		std::vector<bool> pol_ok(plan.size() + 1, false);
 		int i = 0;
 		for (; i < opt_.warmup; i++)
@@ -1094,8 +1083,10 @@ private:
 				           .count();
 			}
 			lat[p] = sum / plan[p].iters / 2;
-			struct fi_vwait_wait_attr now;
-			wake[p] = policy_state(now) ? static_cast<int>(now.wake_us) : -1;
+			struct fi_vwait_policy_stats now;
+			wake[p] = policy_state(now)
+			              ? static_cast<int>((now.wake_cost_ns + 999) / 1000)
+			              : -1;
 		}
 		FI_CALL(drain(i));
 		for (size_t p = 0; p < plan.size(); p++) {

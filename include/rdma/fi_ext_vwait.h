@@ -49,13 +49,13 @@ enum fi_vwait_kind {
 /* How vwait's blocking calls (fi_cq_sread, fi_cntr_wait, fi_eq_sread, fi_wait) wait
  * (fi_vwait_wait_attr.wait_policy; set with FI_VWAIT_WAIT_POLICY, fi_vwait(7)). */
 enum fi_vwait_wait_policy {
-	FI_VWAIT_POLICY_ADAPTIVE, /* spin up to what a sleep costs (the wake-up cost W plus the
-	                             sleep path, <= spin_us) while waits are short */
+	FI_VWAIT_POLICY_ADAPTIVE, /* spin up to what a sleep costs (<= spin_us) while waits
+	                             are short */
 	FI_VWAIT_POLICY_BLOCK,    /* never spin: arm and sleep at once */
 	FI_VWAIT_POLICY_FIXED,    /* spin spin_us, then arm and sleep */
 };
 
-#define FI_VWAIT_WAIT_ATTR_VERSION 5
+#define FI_VWAIT_WAIT_ATTR_VERSION 6
 
 struct fi_vwait_wait_attr {
 	uint32_t version; /* FI_VWAIT_WAIT_ATTR_VERSION */
@@ -70,28 +70,12 @@ struct fi_vwait_wait_attr {
 	uint32_t wait_policy;
 	uint32_t spin_us;
 	/* since version 3: the wake-up cost adaptive measured in this process (arm, sleep,
-	 * wake-up, drain, from the samples of the last second; fi_vwait(7)), in microseconds,
-	 * rounded up; 0: not measured (no blocking call of this process slept in the last
-	 * second, past its first sleeps) */
+	 * wake-up, drain: fi_vwait(7)), in microseconds, rounded up; 0: not measured yet (no
+	 * blocking call of this process has slept past its first sleeps) */
 	uint32_t wake_us;
-	/* since version 4: what the adaptive policy decided in this process so far, a count of
-	 * waits each (waits that found their work at the first look are none of these):
-	 * begun with a spin because recent waits were short (spun) or as a probe while they
-	 * were long (probes); begun by arming at once because recent waits were long
-	 * (armed_long) or CPUs were short (armed_cpu); spins that yielded their CPU because
-	 * the spinner kept losing it (preempted); and ended waits judged short, worth a spin
-	 * (judged_short), or
-	 * long (judged_long) */
-	uint64_t spun;
-	uint64_t probes;
-	uint64_t armed_long;
-	uint64_t armed_cpu;
-	uint64_t preempted;
-	uint64_t judged_short;
-	uint64_t judged_long;
-	/* since version 5: waits begun by arming at once to measure the wake-up cost, while
-	 * none was measured yet (one per 16 ms of a wait object at most) */
-	uint64_t armed_calib;
+	/* Versions 4 and 5 carried the adaptive policy's decision counters here; version 6
+	 * removed them (they explain a heuristic, not what a user acts on): the log has
+	 * them (fi_vwait(7), "Diagnostics"). */
 };
 
 /* What fi_info->nic->prov_attr points at in infos vwait returns. */

@@ -7,6 +7,8 @@
 #include <rdma/fabric.h>
 #include <rdma/fi_ext_vwait.h>
 
+#include "vwait/policy_stats.h"
+
 #include <cstddef>
 #include <string>
 
@@ -31,6 +33,10 @@ __attribute__((format(printf, 3, 4))) void nic_append(char *buf, size_t len, con
 
 /* struct fi_vwait_wait_ops, for fi_open_ops on fabrics and domains. */
 extern struct fi_vwait_wait_ops wait_ops;
+/* struct fi_vwait_policy_stats_ops (vwait/policy_stats.h, not installed), and the same
+ * counts in the debug log */
+extern struct fi_vwait_policy_stats_ops policy_stats_ops;
+void log_policy_stats() noexcept;
 
 struct nic_desc {
 	std::string device;       /* ibv_get_device_name */

@@ -25,7 +25,7 @@
 #   strace slows every system call, so the receiver falls behind more often than without it).
 #   Arms: vwait's count per CQ (the FI_INFO line "CQ .. closed: A arms, E channel events", a
 #   run without strace), and the CQ's waiter's line ("waiter .. closed: S sleeps, ..."): why
-#   each blocking call armed (no spin, its spin cut by a preemption, the whole budget spun)
+#   each blocking call armed (no spin, or the whole budget spun)
 #   and how long the calls that slept lasted. vwait adaptive and block beside upstream verbs.
 # Connections: util/fi_vwait_echo (the event-loop example: one epoll set over the EQ's and
 #   every connection's CQ descriptor, fi_trywait) with C connections from one client process

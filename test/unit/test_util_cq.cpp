@@ -980,14 +980,13 @@ void sread_threads(void **st)
 			              static_cast<double>(r.switches) / total);
 			/* every call that slept armed first, and each armed call has one cause (up
 			 * to one call per thread in flight when the counts were taken) */
-			const uint64_t armed = r.c.arm_no_spin + r.c.arm_preempted + r.c.arm_budget;
+			const uint64_t armed = r.c.arm_no_spin + r.c.arm_budget;
 			const uint64_t slept_calls =
 			    r.c.slept_100us + r.c.slept_1ms + r.c.slept_longer;
-			print_message("  calls armed: %lu (no spin %lu, preempted %lu, after the "
+			print_message("  calls armed: %lu (no spin %lu, after the "
 			              "budget %lu), of which slept: %lu\n",
 			              static_cast<unsigned long>(armed),
 			              static_cast<unsigned long>(r.c.arm_no_spin),
-			              static_cast<unsigned long>(r.c.arm_preempted),
 			              static_cast<unsigned long>(r.c.arm_budget),
 			              static_cast<unsigned long>(slept_calls));
 			const auto slack = static_cast<uint64_t>(threads);

@@ -274,10 +274,8 @@ struct wake_counts {
 	uint64_t calib = 0;    /* wakeups by the wait policy's calibration timer alone */
 	uint64_t timeouts = 0; /* sleeps that ended at their deadline */
 	/* Why a blocking call armed (its first arm; FD, POLLFD and MUTEX_COND waits): the
-	 * policy gave it no spin, it spun its whole budget after yielding to repeated
-	 * preemptions (jumps of the clock between two of its reads), or it spun its whole
-	 * budget otherwise. */
-	uint64_t arm_no_spin = 0, arm_preempted = 0, arm_budget = 0;
+	 * policy gave it no spin, or it spun its whole budget. */
+	uint64_t arm_no_spin = 0, arm_budget = 0;
 	/* Calls that slept, by their whole length (from the call to the work found): < 100 us,
 	 * < 1 ms, longer. Short ones are sleeps that spinning would have saved. */
 	uint64_t slept_100us = 0, slept_1ms = 0, slept_longer = 0;
@@ -291,8 +289,7 @@ namespace detail
 /* a waiter's counters behind wake_counts (waiter::counts()) */
 struct wait_stats {
 	std::atomic<uint64_t> sleeps{0}, wakeups{0}, empty{0}, handoffs{0}, calib{0}, timeouts{0},
-	    arm_no_spin{0}, arm_preempted{0}, arm_budget{0}, slept_100us{0}, slept_1ms{0},
-	    slept_longer{0};
+	    arm_no_spin{0}, arm_budget{0}, slept_100us{0}, slept_1ms{0}, slept_longer{0};
 };
 } // namespace detail
 class waiter final : public listener
@@ -527,6 +524,15 @@ private:
 	 * nsleeping > 0 or helper_on was seen, in a MUTEX_COND waiter */
 	blocking_state &bs() const noexcept { return *blocking_.get(); }
 	/* one blocking call (run), as block() and notify() see it */
+	/* one sleep of the blocking loop, as the wait policy sees it: a calibration timer due
+	 * `calib` into it (zero: none; set by the caller), and what the sleep was (set by block) */
+	struct sleep_note {
+		clock::duration calib{};
+		clock::time_point woke_at{}; /* when poll() returned */
+		bool event = false;          /* an fd other than the calibration timer ended it */
+		bool timer_only = false;     /* only the calibration timer ended it */
+		clock::duration late{};      /* then: how long after its expiry */
+	};
 	struct call {
 		waiter *self;
 		blocking_state &bs;
@@ -536,6 +542,14 @@ private:
 		bool leading = false; /* holds the leadership */
 		bool owes = false;    /* was woken for work, or read its member's event itself */
 		int err = 0;          /* the error of a failed arm_now() */
+		/* for the policy: what it decided, when the call began, its last sleep (how long
+		 * its arming took, when it began), whether it armed (once counted) and came back
+		 * from a sleep since its last look */
+		wait_call decision{};
+		clock::time_point start{}, slept_from{};
+		clock::duration arm{};
+		sleep_note note{};
+		bool armed = false, woke = false;
 	};
 	/* the blocking call the calling thread is in (wait_block.cpp), nullptr outside one */
 	static thread_local call *current_call;
@@ -585,16 +599,11 @@ private:
 	int start_helper() noexcept;
 	void stop_helper() noexcept;
 
-	/* one sleep of the blocking loop, as the wait policy sees it: a calibration timer due
-	 * `calib` into it (zero: none; set by the caller), and what the sleep was (set by block) */
-	struct sleep_note {
-		clock::duration calib{};
-		clock::time_point woke_at{}; /* when poll() returned */
-		bool event = false;          /* an fd other than the calibration timer ended it */
-		bool timer_only = false;     /* only the calibration timer ended it */
-		clock::duration late{};      /* then: how long after its expiry */
-	};
 	bool block(uint64_t s, clock::time_point deadline, sleep_note &note, call &c) noexcept;
+	bool spin(call &c, clock::time_point until, clock::time_point *found_at) noexcept;
+	bool arm_and_sleep(call &c, uint64_t s, clock::time_point deadline, clock::time_point now,
+	                   bool *readable) noexcept;
+	void found(call &c, clock::time_point now) noexcept;
 	bool sleep(sleeper &me, clock::time_point deadline, sleep_note &note) noexcept;
 	int drain_polled_tags() noexcept;
 	void drain_polled() noexcept;

@@ -467,7 +467,7 @@ waiter::~waiter()
 		    prov_, FI_LOG_CORE,
 		    "waiter %p closed: %llu sleeps, %llu wakeups (%llu empty, %llu hand-offs, %llu "
 		    "calibration), %llu timeouts; "
-		    "armed with no spin %llu, preempted %llu, after the budget %llu; calls that "
+		    "armed with no spin %llu, after the budget %llu; calls that "
 		    "slept <100us %llu, <1ms %llu, longer %llu\n",
 		    static_cast<void *>(this), static_cast<unsigned long long>(n.sleeps),
 		    static_cast<unsigned long long>(n.wakeups),
@@ -476,7 +476,6 @@ waiter::~waiter()
 		    static_cast<unsigned long long>(n.calib),
 		    static_cast<unsigned long long>(n.timeouts),
 		    static_cast<unsigned long long>(n.arm_no_spin),
-		    static_cast<unsigned long long>(n.arm_preempted),
 		    static_cast<unsigned long long>(n.arm_budget),
 		    static_cast<unsigned long long>(n.slept_100us),
 		    static_cast<unsigned long long>(n.slept_1ms),
@@ -571,7 +570,6 @@ constexpr count_field count_fields[] = {{&wake_counts::sleeps, &stats_t::sleeps}
                                         {&wake_counts::calib, &stats_t::calib},
                                         {&wake_counts::timeouts, &stats_t::timeouts},
                                         {&wake_counts::arm_no_spin, &stats_t::arm_no_spin},
-                                        {&wake_counts::arm_preempted, &stats_t::arm_preempted},
                                         {&wake_counts::arm_budget, &stats_t::arm_budget},
                                         {&wake_counts::slept_100us, &stats_t::slept_100us},
                                         {&wake_counts::slept_1ms, &stats_t::slept_1ms},

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <sched.h>
+#include <utility>
 
 namespace vwait::util
 {
@@ -76,19 +77,6 @@ int calib_timer_fd() noexcept
 	return calib_timer.get();
 }
 
-/* arms the timer for `at` (clock is CLOCK_MONOTONIC's steady_clock): true when armed */
-bool arm_calib_timer(int t, clock::time_point at) noexcept
-{
-	uint64_t stale;
-	while (::read(t, &stale, sizeof(stale)) > 0) {
-	}
-	const auto ns =
-	    std::chrono::duration_cast<std::chrono::nanoseconds>(at.time_since_epoch()).count();
-	struct itimerspec its = {};
-	its.it_value.tv_sec = static_cast<time_t>(ns / 1000000000);
-	its.it_value.tv_nsec = static_cast<long>(ns % 1000000000);
-	return ::timerfd_settime(t, TFD_TIMER_ABSTIME, &its, nullptr) == 0;
-}
 } // namespace
 
 /* One sleep of a listed sleeper: on its signal, the sources when it leads, and the
@@ -117,7 +105,7 @@ bool waiter::sleep(sleeper &me, clock::time_point deadline, sleep_note &note) no
 		const int t = note.calib > clock::duration::zero() ? calib_timer_fd() : -1;
 		if (t >= 0) {
 			expiry = clock::now() + note.calib;
-			if (expiry < deadline && arm_calib_timer(t, expiry)) {
+			if (expiry < deadline && set_timer_at(t, expiry)) {
 				fds.push_back({t, POLLIN, 0});
 				tags.push_back(nullptr);
 			} else {
@@ -375,6 +363,8 @@ bool waiter::block(uint64_t s, clock::time_point deadline, sleep_note &note, cal
 
 namespace
 {
+/* the spin reads the clock once per this many polls, so that a poll is what a pass mostly
+ * costs and a spinning fi_cq_sread polls at the pace of a fi_cq_read loop */
 constexpr unsigned clock_every = 8;
 
 } // namespace
@@ -400,170 +390,118 @@ int waiter::wait(int timeout_ms) noexcept
 	return peek_phase(nullptr, nullptr) ? 0 : run(deadline, nullptr, nullptr, nullptr);
 }
 
+/* The peek phase until `until`: true when it found the work, at *found_at (the spin's last
+ * clock read, fewer than clock_every polls ago: one clock read less on the way out). No pause
+ * per poll: under an emulator a pause leaves the translated code, twice a clock read. */
+bool waiter::spin(call &c, clock::time_point until, clock::time_point *found_at) noexcept
+{
+	*found_at = c.start;
+	for (unsigned polls = 1;; polls++) {
+		if (peek_phase(c.w, c.consume))
+			return true;
+		if (polls % clock_every != 0)
+			continue;
+		if ((*found_at = clock::now()) >= until)
+			return false;
+		cpu_relax();
+	}
+}
+
+/* The call found its work (or was signalled) at `now`: what it teaches the policy. */
+void waiter::found(call &c, clock::time_point now) noexcept
+{
+	detail::wait_stats &stats = c.bs.stats;
+	if (c.decision.slept)
+		bump(now - c.start < std::chrono::microseconds(100) ? stats.slept_100us
+		     : now - c.start < std::chrono::milliseconds(1) ? stats.slept_1ms
+		                                                    : stats.slept_longer);
+	if (c.note.event)
+		c.bs.learner.slept(c.arm, c.note.woke_at - c.slept_from, now - c.note.woke_at);
+	c.bs.learner.end(c.decision, now - c.start, true);
+}
+
+/* Arm, look again, and sleep if nothing turned up: true when the look found the work (the
+ * call ends, with c.err). */
+bool waiter::arm_and_sleep(call &c, uint64_t s, clock::time_point deadline, clock::time_point now,
+                           bool *readable) noexcept
+{
+	if (!c.armed) {
+		c.armed = true;
+		bump(c.decision.budget == clock::duration::zero() ? c.bs.stats.arm_no_spin
+		                                                  : c.bs.stats.arm_budget);
+	}
+	c.note = sleep_note{};
+	if (trywait_phase(c))
+		return true;
+	c.slept_from = clock::now();
+	c.arm = c.slept_from - now;
+	c.note.calib = c.bs.learner.calibration();
+	*readable = block(s, deadline, c.note, c);
+	c.woke = true;
+	c.decision.slept = c.decision.slept || c.note.woke_at != clock::time_point{};
+	if (c.note.timer_only)
+		c.bs.learner.timer_woke(c.note.late);
+	return false;
+}
+
 int waiter::run(clock::time_point deadline, waitable *w, const consume_fn *consume,
                 waitable *target) noexcept
 {
-	/* the caller's first peek found nothing (wait_for, wait_until, wait): from here on
-	 * the waiter is blocked on, and needs its blocking state */
-	blocking_state *made = blocking_.make(policy_);
-	if (!made)
+	/* the caller's first peek found nothing: from here on the waiter is blocked on */
+	blocking_state *b = blocking_.make(policy_);
+	if (!b)
 		return -FI_ENOMEM;
-	blocking_state &b = *made;
-	spin_learner &learner = b.learner;
-	detail::wait_stats &stats = b.stats;
-	call c{this, b, w, consume, target};
-	struct in_call {
+	call c{this, *b, w, consume, target};
+	struct in_call { /* the thread's blocking call while it lasts (take_for looks) */
 		call &c;
-		call *outer;
-		explicit in_call(call &c_) noexcept : c(c_), outer(current_call)
-		{
-			current_call = &c;
-		}
-		~in_call()
-		{
-			current_call = outer;
-			c.self->leave(c);
-		}
-	} scope(c);
-	const clock::time_point start = clock::now();
-	/* the peek phase lasts the policy's budget, never past the deadline */
-	const clock::duration budget = learner.budget();
-	clock::time_point spin_end = deadline - start > budget ? start + budget : deadline;
-	bool readable = false;
-	bool spinning = spin_end > start;
-	bool preempted = false; /* the spin yielded to repeated preemptions (stats only) */
-	unsigned polls = 0;
-	clock::time_point last_read = start;
-	/* the last sleep, for the wake-up cost: how long its trywait phase took, and whether an
-	 * event ended it (then the time until the poll below finds the work is its drain) */
-	sleep_note note;
-	clock::duration arm{};
-	clock::time_point slept_from{};
-	bool event_woke = false;
-	bool slept = false;
-	bool armed = false;     /* this call armed (once counted, by its cause) */
-	bool did_sleep = false; /* and then slept at least once */
-	/* the wait ended at `now`: found what it waited for, or was signalled */
-	auto found = [&](clock::time_point now) noexcept {
-		if (did_sleep)
-			bump(now - start < std::chrono::microseconds(100) ? stats.slept_100us
-			     : now - start < std::chrono::milliseconds(1) ? stats.slept_1ms
-			                                                  : stats.slept_longer);
-		if (event_woke)
-			learner.record_sleep(arm, note.woke_at - slept_from, now - note.woke_at);
-		learner.record(now - start, true);
-	};
-	/* The spin: a pass is a peek and, every clock_every peeks, a clock read; none of the
-	 * loop's bookkeeping below (nothing slept or was readable yet), so that a spinning
-	 * fi_cq_sread polls at the pace of a fi_cq_read loop. When it ends, the loop below reads
-	 * seq and peeks once more before it arms. */
-	while (spinning) {
-		if (peek_phase(w, consume)) {
-			/* the spin's last clock read, fewer than clock_every polls ago, is the
-			 * wait's end: a clock read less on the way out (~0.1 us in the test VM),
-			 * the wait judged at most one poll stride short */
-			found(last_read);
-			return 0;
-		}
-		/* the clock is read, and the core told that this thread spins, once per
-		 * clock_every polls, so that a poll is what each pass mostly costs. Not a pause per
-		 * poll: under QEMU TCG a pause leaves the translated code for the vCPU's main loop
-		 * (it lets another vCPU run), 0.2-0.3 us in the test VM, twice a clock read,
-		 * while a fi_cq_read loop never pauses */
-		if (++polls % clock_every != 0)
-			continue;
-		clock::time_point now = clock::now();
-		/* a jump between two clock reads of the spin, a second one within 5 ms: this
-		 * thread keeps losing its CPU; it yields it once (whatever took it, the awaited
-		 * thread perhaps, runs now) and spins on. Not an arm: a sleep's wake-up costs W,
-		 * which fixed never pays, while a yield with nobody to run returns at once. A
-		 * shortage that lasts arms through the gauge (cpu_short). A lone jump, the host
-		 * taking a vCPU once, yields nothing: spin_learner::preempted */
-		if (learner.preempted(now - last_read)) {
-			preempted = true;
-			sched_yield();
-			now = clock::now();
-		}
-		last_read = now;
-		if (now >= spin_end) {
-			/* nothing came within the budget by the wall clock, however much of it this
-			 * thread spent without its CPU: the wait is judged as any other, so that a
-			 * waiter that keeps losing its CPU still learns that its waits are long
-			 * (test_preempted_spin_out_is_long) */
-			spinning = false;
-			learner.spin_ran_out();
-			break;
-		}
-		cpu_relax();
+		call *outer = current_call;
+		~in_call() { current_call = outer, c.self->leave(c); }
+	} scope{c};
+	current_call = &c;
+	c.start = clock::now();
+	c.decision = b->learner.begin();
+	clock::time_point at;
+	if (c.decision.budget > clock::duration::zero() && deadline > c.start &&
+	    spin(c, std::min(deadline, c.start + c.decision.budget), &at)) {
+		found(c, at);
+		return 0;
 	}
-	for (;;) {
-		/* FD / POLLFD: what the leader's poll() found readable is drained after the
-		 * peek phase had a look (a verbs CQ polls its hardware queue itself: the
-		 * wakeup costs no read of the event first); an event left in a source is never
-		 * lost, since a readable source ends the next poll() at once. MUTEX_COND with
-		 * its helper thread: the helper drains. */
-		uint64_t s = seq.load();
+	/* FD / POLLFD: what the leader's poll() found readable is drained after a look (a verbs
+	 * CQ polls its queue itself); an event left in a source ends the next poll() at once,
+	 * never lost. MUTEX_COND with its helper thread: the helper drains. */
+	for (bool readable = false;;) {
+		const uint64_t s = seq.load();
 		if (peek_phase(w, consume)) {
-			/* read before its event was: drain the event now, or the thread that
-			 * leads next would wake at once for it; with nobody asleep, the next
-			 * arming of this thread reads it (drain_owed), not this return */
+			/* read before its event: drain it, or the next leader wakes at once for it;
+			 * with nobody asleep, this thread's next arming reads it (drain_owed) */
 			if (readable && nsleeping.load() > 0)
 				drain_polled();
 			else if (readable)
 				polled_by_me.owed = true;
-			found(clock::now());
+			found(c, clock::now());
 			return 0;
 		}
-		if (slept) {
-			/* the sleep ended (before the deadline) and there is nothing to do */
-			slept = false;
-			if (clock::now() < deadline)
-				bump(stats.empty);
-		}
-		if (readable) {
-			readable = false;
+		const clock::time_point now = clock::now();
+		if (std::exchange(c.woke, false) && now < deadline)
+			bump(b->stats.empty);
+		if (std::exchange(readable, false)) {
 			drain_polled();
 			continue;
 		}
-		const clock::time_point now = clock::now();
 		if (now >= deadline) {
-			learner.record(now - start, false);
+			b->learner.end(c.decision, now - c.start, false);
 			return -FI_ETIMEDOUT;
 		}
 		if (counts_as_blocking_.load(std::memory_order_relaxed))
 			note_blocking();
 		if (kind_ == FI_WAIT_YIELD) {
-			/* nothing sleeps on fds: no arming; the sources (an EQ's rdma_cm fd) are
-			 * read on every pass instead */
-			drain_ready();
+			drain_ready(); /* nothing sleeps on fds: the sources are read every pass */
 			sched_yield();
-			continue;
-		}
-		/* the last wake's event, still unread: read it, and look once more before arming */
-		if (polled_by_me.owed && drain_owed())
-			continue;
-		const clock::time_point armed_from = now;
-		if (!armed) {
-			armed = true;
-			bump(budget == clock::duration::zero() ? stats.arm_no_spin
-			     : preempted                       ? stats.arm_preempted
-			                                       : stats.arm_budget);
-		}
-		if (trywait_phase(c)) {
-			event_woke = false;
-			found(clock::now());
+		} else if (!(polled_by_me.owed && drain_owed()) &&
+		           arm_and_sleep(c, s, deadline, now, &readable)) {
+			found(c, clock::now());
 			return c.err;
 		}
-		slept_from = clock::now();
-		arm = slept_from - armed_from;
-		note = sleep_note{};
-		note.calib = learner.calibration();
-		readable = block(s, deadline, note, c);
-		did_sleep = did_sleep || note.woke_at != clock::time_point{};
-		slept = true;
-		event_woke = note.event;
-		if (note.timer_only)
-			learner.record_wake(note.late);
 	}
 }
 

@@ -22,7 +22,8 @@
 namespace vwait
 {
 
-/* fi_open_ops(FI_VWAIT_WAIT_OPS): the wait-object support table (rdma/fi_ext_vwait.h). */
+/* fi_open_ops(FI_VWAIT_WAIT_OPS): the wait-object support table (rdma/fi_ext_vwait.h); and
+ * FI_VWAIT_POLICY_STATS_OPS, the wait policy's counts (vwait/policy_stats.h, debug). */
 int fabric_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops,
                     void *context) noexcept
 {
@@ -32,7 +33,8 @@ int fabric_ops_open(struct fid *fid, const char *name, uint64_t flags, void **op
 		FI_WARN(&prov, FI_LOG_FABRIC, "fi_open_ops: %s is NULL\n", !name ? "name" : "ops");
 		return -FI_EINVAL;
 	}
-	if (strcmp(name, FI_VWAIT_WAIT_OPS) != 0) {
+	const bool stats = strcmp(name, FI_VWAIT_POLICY_STATS_OPS) == 0;
+	if (!stats && strcmp(name, FI_VWAIT_WAIT_OPS) != 0) {
 		FI_INFO(&prov, FI_LOG_FABRIC, "fi_open_ops: no ops named \"%s\"\n", name);
 		return -FI_ENOSYS;
 	}
@@ -41,7 +43,7 @@ int fabric_ops_open(struct fid *fid, const char *name, uint64_t flags, void **op
 		        static_cast<unsigned long long>(flags));
 		return -FI_EINVAL;
 	}
-	*ops = &wait_ops;
+	*ops = stats ? static_cast<void *>(&policy_stats_ops) : static_cast<void *>(&wait_ops);
 	return FI_SUCCESS;
 }
 
@@ -58,6 +60,7 @@ int fabric_close(struct fid *fid) noexcept
 	}
 	delete box->obj;
 	delete box;
+	log_policy_stats();
 	return FI_SUCCESS;
 }
 

@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include "vwait/nic.h"
+#include "vwait/policy_stats.h"
 #include "vwait/vwait.h"
 
 #include <cinttypes>
@@ -15,7 +16,7 @@ namespace vwait
 /* No padding in the structure: copies of it (fi_dupinfo of the nic's prov_attr, tests) are
  * compared byte by byte, and padding would hold whatever the stack held (a field added after
  * wake_us as a uint32_t left 4 bytes of it, caught only on Debian 13). */
-static_assert(offsetof(struct fi_vwait_wait_attr, armed_calib) + sizeof(uint64_t) ==
+static_assert(offsetof(struct fi_vwait_wait_attr, wake_us) + sizeof(uint32_t) ==
                   sizeof(struct fi_vwait_wait_attr),
               "fi_vwait_wait_attr has padding");
 
@@ -54,14 +55,6 @@ const struct fi_vwait_wait_attr support = {
     .wait_policy = FI_VWAIT_POLICY_ADAPTIVE, /* wait_support() fills in the parameters */
     .spin_us = 0,
     .wake_us = 0,
-    .spun = 0,
-    .probes = 0,
-    .armed_long = 0,
-    .armed_cpu = 0,
-    .preempted = 0,
-    .judged_short = 0,
-    .judged_long = 0,
-    .armed_calib = 0,
 };
 
 const char *const kind_names[FI_VWAIT_KIND_MAX] = {"cq", "cntr", "eq", "wait_set"};
@@ -98,6 +91,27 @@ struct fi_vwait_wait_ops wait_ops = {
     .query = query_wait,
 };
 
+struct fi_vwait_policy_stats policy_stats() noexcept;
+
+namespace
+{
+int query_policy_stats(struct fid *fid, struct fi_vwait_policy_stats *stats) noexcept
+{
+	(void)fid;
+	if (!stats) {
+		FI_WARN(&prov, FI_LOG_CORE, "fi_vwait_policy_stats_ops.query: stats is NULL\n");
+		return -FI_EINVAL;
+	}
+	*stats = policy_stats();
+	return FI_SUCCESS;
+}
+} // namespace
+
+struct fi_vwait_policy_stats_ops policy_stats_ops = {
+    .size = sizeof(struct fi_vwait_policy_stats_ops),
+    .query = query_policy_stats,
+};
+
 struct fi_vwait_wait_attr wait_support() noexcept
 {
 	struct fi_vwait_wait_attr attr = support;
@@ -117,17 +131,36 @@ struct fi_vwait_wait_attr wait_support() noexcept
 	const util::wake_stats &process = util::process_wake_stats();
 	const uint64_t w = process.cost_ns();
 	attr.wake_us = static_cast<uint32_t>((w + 999) / 1000);
-	const util::policy_decisions &d = process.decisions();
-	constexpr auto relaxed = std::memory_order_relaxed;
-	attr.spun = d.spun.load(relaxed);
-	attr.probes = d.probes.load(relaxed);
-	attr.armed_long = d.armed_long.load(relaxed);
-	attr.armed_cpu = d.armed_cpu.load(relaxed);
-	attr.preempted = d.preempted.load(relaxed);
-	attr.judged_short = d.judged_short.load(relaxed);
-	attr.judged_long = d.judged_long.load(relaxed);
-	attr.armed_calib = d.armed_calib.load(relaxed);
 	return attr;
+}
+
+struct fi_vwait_policy_stats policy_stats() noexcept
+{
+	const util::policy_decisions &d = util::process_decisions();
+	const util::wake_stats &process = util::process_wake_stats();
+	constexpr auto relaxed = std::memory_order_relaxed;
+	return {d.spun.load(relaxed),
+	        d.probes.load(relaxed),
+	        d.armed_long.load(relaxed),
+	        d.armed_cpu.load(relaxed),
+	        d.judged_short.load(relaxed),
+	        d.judged_long.load(relaxed),
+	        process.cost_ns(),
+	        process.path_ns(),
+	        process.wake_ns()};
+}
+
+void log_policy_stats() noexcept
+{
+	const struct fi_vwait_policy_stats s = policy_stats();
+	if (s.spun + s.probes + s.armed_long + s.armed_cpu == 0)
+		return;
+	FI_INFO(&prov, FI_LOG_CORE,
+	        "wait policy: waits spun %" PRIu64 ", probes %" PRIu64 ", armed (long) %" PRIu64
+	        ", armed (CPUs short) %" PRIu64 "; judged short %" PRIu64 ", long %" PRIu64
+	        "; W %" PRIu64 " ns (path %" PRIu64 ", wake-up %" PRIu64 ")\n",
+	        s.spun, s.probes, s.armed_long, s.armed_cpu, s.judged_short, s.judged_long,
+	        s.wake_cost_ns, s.path_ns, s.wake_ns);
 }
 
 void wait_support_tostr(const struct fi_vwait_wait_attr &attr, char *buf, size_t len) noexcept
@@ -171,7 +204,7 @@ void wait_support_tostr(const struct fi_vwait_wait_attr &attr, char *buf, size_t
 		if (w)
 			nic_append(buf, len,
 			           "\t\t\twake_up_cost: %" PRIu32
-			           " us (adaptive spins up to twice that)\n",
+			           " us (adaptive polls up to that plus the sleep path)\n",
 			           w);
 		else
 			nic_append(

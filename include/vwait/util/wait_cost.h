@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
+/* What a sleep costs, measured: the half of the wait policy that observes (wait_policy.h
+ * decides from what this reports, and from nothing else of the machine).
+ *
+ * A sleep costs its sleeper W: the sleep path (arming and looking again, then the drain from
+ * the wake-up to the poll that finds the work), timed on every sleep that an event ends, and
+ * the wake-up latency. When the event happened is not observable, so the latency is timed on
+ * a sleep that also waits on a timer (timerfd: no timer slack) due part-way into it: the
+ * lateness of that wake-up. W is the sum of the parts' lower medians over their last
+ * window_size samples; S = W + path, one sleep's latency and its CPU, is what ski rental
+ * spins before it sleeps. The CPUs are short when the system's runnable threads exceed the
+ * CPUs this process may use: spinning would take the CPU the awaited thread needs.
+ *
+ * The constants of measuring (wait_policy.h has those of deciding):
+ *  window_size    samples of each part: a lower median of 8 ignores 3 outliers (a thread the
+ *                 host descheduled for 10 ms never defines W);
+ *  min_samples    samples a median needs, and how many a waiter's first sleeps drop (they pay
+ *                 page faults and first system calls on new fds: start-up, not W);
+ *  sample_gap_ms  once the latency is known, one sleep in this long carries the timer: 8
+ *                 samples a second whatever the sleep rate, so W follows the machine within a
+ *                 second at no cost where sleeps are frequent;
+ *  gauge_period_ms, gauge_weight: the runnable count is read at most every 10 ms and
+ *                 averaged over 8 reads; a ping-pong's spinners are 2 and soft-RoCE's
+ *                 workers come and go on top, so one snapshot is no verdict. */
+#ifndef VWAIT_UTIL_WAIT_COST_H
+#define VWAIT_UTIL_WAIT_COST_H
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+
+namespace vwait::util
+{
+
+using clock = std::chrono::steady_clock;
+
+constexpr unsigned window_size = 8;
+constexpr unsigned min_samples = 3;
+constexpr uint64_t sample_gap_ms = 125;
+constexpr uint64_t gauge_period_ms = 10;
+constexpr int gauge_weight = 8;
+
+/* The last window_size samples (ns) of one part of W, after the first `drop`. */
+class sample_window
+{
+public:
+	explicit sample_window(unsigned drop = 0) noexcept : drop_(drop) {}
+	bool push(uint64_t ns, uint64_t now_ms) noexcept; /* false: a dropped one */
+	uint64_t median() const noexcept;                 /* 0: fewer than min_samples */
+	uint64_t kept() const noexcept { return kept_.load(std::memory_order_relaxed); }
+	uint64_t newest_ms() const noexcept { return newest_.load(std::memory_order_relaxed); }
+
+private:
+	const unsigned drop_;
+	std::atomic<uint64_t> seen_{0}, kept_{0}, newest_{0};
+	std::atomic<uint32_t> v_[window_size] = {};
+};
+
+/* W and S in ns; guess: from the seed, no sleep measured them */
+struct wake_costs {
+	uint64_t w = 0, s = 0;
+	bool guess = false;
+};
+
+/* W in its parts, for one waiter or for the process. */
+class wake_stats
+{
+public:
+	/* seed: asked once, by seed_ns() (the process's: timer_wake_ns; tests give fakes) */
+	using seed_fn = uint64_t (*)() noexcept;
+	explicit wake_stats(unsigned drop = 0, seed_fn seed = nullptr) noexcept
+	    : path_(drop), wake_(drop), seed_(seed)
+	{
+	}
+	bool add_path(uint64_t ns, uint64_t now_ms) noexcept { return add(path_, ns, now_ms); }
+	bool add_wake(uint64_t ns, uint64_t now_ms) noexcept { return add(wake_, ns, now_ms); }
+	/* W and S once both parts have min_samples (computed when a sample comes) */
+	wake_costs costs() const noexcept
+	{
+		return {w_.load(std::memory_order_relaxed), s_.load(std::memory_order_relaxed)};
+	}
+	bool known() const noexcept { return w_.load(std::memory_order_relaxed) != 0; }
+	uint64_t cost_ns() const noexcept { return costs().w; }
+	uint64_t path_ns() const noexcept { return path_.median(); }
+	uint64_t wake_ns() const noexcept { return wake_.median(); }
+	const sample_window &path() const noexcept { return path_; }
+	const sample_window &wake() const noexcept { return wake_; }
+	/* the seed's answer (0 without one, and to callers while the first one asks) */
+	uint64_t seed_ns() noexcept;
+
+private:
+	bool add(sample_window &part, uint64_t ns, uint64_t now_ms) noexcept;
+	sample_window path_, wake_;
+	std::atomic<uint64_t> w_{0}, s_{0};
+	const seed_fn seed_;
+	std::atomic<int> seed_state_{0}; /* 0: not asked, 1: asking, 2: done */
+	std::atomic<uint64_t> seed_ns_{0};
+};
+
+/* The process's: every waiter's kept samples go here too; seeded by timer_wake_ns. */
+wake_stats &process_wake_stats() noexcept;
+/* The median lateness of min_samples timerfd wake-ups due default_spin_us away (0: no
+ * timer). Measures this machine, once per process. */
+uint64_t timer_wake_ns() noexcept;
+/* A timerfd set to expire at `at` (steady_clock is CLOCK_MONOTONIC), its old expirations
+ * read first: true when set. */
+bool set_timer_at(int timerfd, clock::time_point at) noexcept;
+/* CLOCK_MONOTONIC_COARSE in ms: no TSC read; its 1-4 ms tick is fine for the gaps above. */
+uint64_t steady_ms_now() noexcept;
+
+/* The CPU-shortage verdict: the mean of snapshots of the runnable threads (weight
+ * 1/gauge_weight for the newest) above the CPUs plus half a thread. A mean, because a verdict
+ * that makes every waiter arm lowers the next snapshots: one would turn it off at once. */
+class cpu_gauge
+{
+public:
+	explicit cpu_gauge(int cpus) noexcept : cpus_(cpus > 0 ? cpus : 1) {}
+	bool feed(int runnable) noexcept; /* negative (unreadable): no change */
+	bool short_now() const noexcept { return short_.load(std::memory_order_relaxed); }
+	long mean256() const noexcept { return mean_.load(std::memory_order_relaxed); }
+
+private:
+	const int cpus_;
+	std::atomic<long> mean_{-1}; /* in 1/256 of a thread; -1: no snapshot yet */
+	std::atomic<bool> short_{false};
+};
+/* The process's gauge over /proc/loadavg, fed at most once per gauge_period_ms. */
+bool cpu_short_now() noexcept;
+/* /proc/loadavg's runnable count ("running/total"), -1 when buf is not in its form */
+int parse_loadavg_runnable(const char *buf) noexcept;
+
+} // namespace vwait::util
+
+#endif
