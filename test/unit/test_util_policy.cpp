@@ -129,8 +129,9 @@ void test_loadavg_parse(void **)
 	assert_int_equal(parse_loadavg_runnable("hello world\n"), -1);
 	assert_int_equal(parse_loadavg_runnable("0.20 0.83 1.15\n"), -1);
 	assert_int_equal(parse_loadavg_runnable("0.20 0.83 1.15 3\n"), -1);
-	assert_int_equal(parse_loadavg_runnable("0.20 0.83 x.15 3/412 1\n"), -1);
-	assert_int_equal(parse_loadavg_runnable("0.20  0.83 1.15 3/412 1\n"), -1);
+	assert_int_equal(parse_loadavg_runnable("0.20 0.83 1.15 x/412 1\n"), -1);
+	assert_int_equal(parse_loadavg_runnable("0,20 0,83 1,15 4/412 1\n"),
+	                 4); /* averages are words */
 	assert_true(parse_loadavg_runnable("1.00 1.00 1.00 99999999999/5 1") > 1000000);
 }
 

@@ -1,33 +1,32 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* What a sleep costs, measured: the half of the wait policy that observes (wait_policy.h
- * decides from what this reports, and from nothing else of the machine).
+ * decides from what this reports and from nothing else of the machine).
  *
- * A sleep costs its sleeper W: the sleep path (arming and looking again, then the drain from
- * the wake-up to the poll that finds the work), timed on every sleep that an event ends, and
- * the wake-up latency. When the event happened is not observable, so the latency is timed on
- * a sleep that also waits on a timer (timerfd: no timer slack) due part-way into it: the
- * lateness of that wake-up. W is the sum of the parts' lower medians over their last
- * window_size samples; S = W + path, one sleep's latency and its CPU, is what ski rental
- * spins before it sleeps. The CPUs are short when the system's runnable threads exceed the
- * CPUs this process may use: spinning would take the CPU the awaited thread needs.
+ * W, what a sleep costs its sleeper, is the sleep path (arming and looking again, then the
+ * drain from the wake-up to the poll that finds the work), timed on every sleep an event ends,
+ * plus the wake-up latency. When the event happened is not observable, so the latency is timed
+ * on a sleep that also waits on a timer (timerfd: no slack) due part-way into it. W is the sum
+ * of the parts' lower medians; S = W + path is one sleep's latency plus its CPU, what ski
+ * rental spins before it sleeps. The CPUs are short when the runnable threads exceed the CPUs
+ * this process may use: a spin would take the CPU the awaited thread needs.
  *
- * The constants of measuring (wait_policy.h has those of deciding):
- *  window_size    samples of each part: a lower median of 8 ignores 3 outliers (a thread the
- *                 host descheduled for 10 ms never defines W);
- *  min_samples    samples a median needs, and how many a waiter's first sleeps drop (they pay
- *                 page faults and first system calls on new fds: start-up, not W);
- *  sample_gap_ms  once the latency is known, one sleep in this long carries the timer: 8
- *                 samples a second whatever the sleep rate, so W follows the machine within a
- *                 second at no cost where sleeps are frequent;
- *  gauge_period_ms, gauge_weight: the runnable count is read at most every 10 ms and
- *                 averaged over 8 reads; a ping-pong's spinners are 2 and soft-RoCE's
- *                 workers come and go on top, so one snapshot is no verdict. */
+ *  constant         value  why
+ *  window_size      8      samples per part: a lower median of 8 ignores 3 outliers (a thread
+ *                          descheduled for 10 ms never defines W)
+ *  min_samples      3      samples a median needs, and the waiter's first sleeps dropped (page
+ *                          faults and first system calls on new fds: start-up, not W)
+ *  sample_gap_ms    125    once the latency is known, one sleep per gap carries the timer: W
+ *                          follows the machine within a second at no cost where sleeps abound
+ *  gauge_period_ms  10     the runnable count is read at most this often, and averaged with
+ *  gauge_weight     8      weight 1/8 for the newest: a ping-pong's 2 spinners plus soft-RoCE's
+ *                          workers coming and going make one snapshot no verdict */
 #ifndef VWAIT_UTIL_WAIT_COST_H
 #define VWAIT_UTIL_WAIT_COST_H
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <mutex>
 
 namespace vwait::util
 {
@@ -74,43 +73,39 @@ public:
 	}
 	bool add_path(uint64_t ns, uint64_t now_ms) noexcept { return add(path_, ns, now_ms); }
 	bool add_wake(uint64_t ns, uint64_t now_ms) noexcept { return add(wake_, ns, now_ms); }
-	/* W and S once both parts have min_samples (computed when a sample comes) */
-	wake_costs costs() const noexcept
-	{
-		return {w_.load(std::memory_order_relaxed), s_.load(std::memory_order_relaxed)};
-	}
-	bool known() const noexcept { return w_.load(std::memory_order_relaxed) != 0; }
-	uint64_t cost_ns() const noexcept { return costs().w; }
+	/* W and S once both parts have min_samples (zero before) */
+	wake_costs costs() const noexcept { return {w_.load(relaxed), s_.load(relaxed)}; }
+	bool known() const noexcept { return w_.load(relaxed) != 0; }
+	uint64_t cost_ns() const noexcept { return w_.load(relaxed); }
 	uint64_t path_ns() const noexcept { return path_.median(); }
 	uint64_t wake_ns() const noexcept { return wake_.median(); }
 	const sample_window &path() const noexcept { return path_; }
 	const sample_window &wake() const noexcept { return wake_; }
-	/* the seed's answer (0 without one, and to callers while the first one asks) */
-	uint64_t seed_ns() noexcept;
+	uint64_t seed_ns() noexcept; /* the seed's answer, 0 without one */
 
 private:
+	static constexpr auto relaxed = std::memory_order_relaxed;
 	bool add(sample_window &part, uint64_t ns, uint64_t now_ms) noexcept;
 	sample_window path_, wake_;
 	std::atomic<uint64_t> w_{0}, s_{0};
 	const seed_fn seed_;
-	std::atomic<int> seed_state_{0}; /* 0: not asked, 1: asking, 2: done */
-	std::atomic<uint64_t> seed_ns_{0};
+	std::once_flag seeded_;
+	uint64_t seed_ns_ = 0;
 };
 
 /* The process's: every waiter's kept samples go here too; seeded by timer_wake_ns. */
 wake_stats &process_wake_stats() noexcept;
-/* The median lateness of min_samples timerfd wake-ups due default_spin_us away (0: no
- * timer). Measures this machine, once per process. */
+/* This machine's timerfd lateness: the median of min_samples wake-ups due default_spin_us away
+ * (0: no timer). */
 uint64_t timer_wake_ns() noexcept;
-/* A timerfd set to expire at `at` (steady_clock is CLOCK_MONOTONIC), its old expirations
- * read first: true when set. */
+/* A timerfd set to expire at `at` (steady_clock is CLOCK_MONOTONIC), old expirations read
+ * first: true when set. */
 bool set_timer_at(int timerfd, clock::time_point at) noexcept;
 /* CLOCK_MONOTONIC_COARSE in ms: no TSC read; its 1-4 ms tick is fine for the gaps above. */
 uint64_t steady_ms_now() noexcept;
 
-/* The CPU-shortage verdict: the mean of snapshots of the runnable threads (weight
- * 1/gauge_weight for the newest) above the CPUs plus half a thread. A mean, because a verdict
- * that makes every waiter arm lowers the next snapshots: one would turn it off at once. */
+/* The CPU-shortage verdict: the mean of the runnable snapshots above the CPUs plus half a
+ * thread. A mean, because a verdict that makes every waiter arm lowers the next snapshots. */
 class cpu_gauge
 {
 public:

@@ -1,25 +1,28 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* util::wait_policy: how long a blocking call (fi_cq_sread, fi_cntr_wait, fi_eq_sread, fi_wait)
- * polls before it arms its sources and sleeps. The half of the policy that decides, from what
+ * polls before it arms its sources and sleeps; the half of the policy that decides, from what
  * wait_cost.h measures and the waits it is told about:
  *   block     never spin: poll once, arm, look again, sleep (upstream verbs' way);
  *   fixed     spin spin_us, then arm and sleep;
- *   adaptive  (the default) spin up to S, what one sleep costs, capped at spin_us, while most
- *             recent waits ended within S; otherwise arm at once.
- * A wait of length d costs d of CPU spun through and S slept through: spinning up to S, then
- * sleeping, costs at most twice the better choice made with hindsight (ski rental), whatever
- * d is and whatever W is, 2 us or 200 us.
+ *   adaptive  (the default) spin up to S, capped at spin_us, while most recent waits ended
+ *             within S; otherwise arm at once. A wait of length d costs d spun through and S
+ *             slept through: spinning up to S, then sleeping, costs at most twice the choice
+ *             made with hindsight (ski rental), whatever d and W are.
+ * The score is the share of recent waits that ended within S; at half or more a wait spins.
+ * Below, waits arm at once but for a probe, one in `gap` (doubled after a probe that missed,
+ * 1 after a hit). A probe spins up to 2S and is judged against 2S: where both sides of a
+ * ping-pong sleep, each wait lasts both wake-ups, and judged against S both would sleep for
+ * good; a probe that finds its peer turns to spinning, and the peer's waits then end at once.
+ * A slept wait is judged by its length less the W it paid, and at least the spin it had; a
+ * timeout within the budget teaches nothing. While the CPUs are short every wait arms at once.
+ * Before any sleep measured W, S is twice the process's timer seed (default_spin_us without).
  *
- * The score is the share of recent waits (weight 1/score_weight for the newest) that ended
- * within S; at half or more every wait may spin. Below, waits arm at once but for a probe, one
- * in `gap` (doubled after a probe that missed, up to max_probe_gap; 1 after a hit). A probe
- * spins up to 2S and is short when it ended within that: where both sides of a ping-pong
- * sleep, each wait lasts both wake-ups, and judged against S both would stay asleep for good;
- * a probe that finds its peer turns to spinning, and the peer's waits then end at once. A wait
- * that slept is judged by its length less the W it paid, and at least the spin it had; a
- * timeout shorter than the budget teaches nothing. While the CPUs are short every wait arms at
- * once. Before any sleep measured W, S is twice the process's timer seed; without a timer,
- * default_spin_us.
+ *  constant         value  why
+ *  score_weight     4      the newest wait weighs 1/4: a change of phase turns it in a few waits
+ *  max_probe_gap    256    while waits are long, one in 256 at most probes: a probe costs 2S at
+ *                          most, so long waits pay under 1 % of a sleep's cost in probes
+ * The knobs' defaults (not the policy's constants): fixed spins 50 us (Linux's net.core.busy_read
+ * default), as adaptive does before any W; adaptive up to 1 ms; FI_VWAIT_SPIN_US at most 10 ms.
  *
  * A blocking call's decisions live in a wait_call for the call. The learner's state is relaxed
  * atomics: threads waiting on one waiter mix their waits, which is what "recent waits of this
@@ -34,16 +37,10 @@ namespace vwait::util
 
 enum class wait_policy_kind { adaptive, block, fixed };
 
-/* The knobs' defaults: fixed spins 50 us (Linux's own busy-poll default, net.core.busy_read),
- * as adaptive does before any W; adaptive up to 1 ms; FI_VWAIT_SPIN_US is clamped to 10 ms. */
 constexpr unsigned default_spin_us = 50;
 constexpr unsigned default_adaptive_cap_us = 1000;
 constexpr unsigned max_spin_us = 10000;
 
-/* The constants of deciding (wait_cost.h has those of measuring):
- *  score_weight   the newest wait weighs 1/4: a change of phase turns it within a few waits;
- *  max_probe_gap  while waits are long, one in 256 at most probes: a probe costs 2S at most,
- *                 so long waits pay under 1 % of a sleep's cost in probes. */
 constexpr unsigned score_weight = 4;
 constexpr unsigned max_probe_gap = 256;
 
@@ -134,6 +131,8 @@ private:
 	}
 	clock::duration cap() const noexcept { return std::chrono::microseconds(policy_.spin_us); }
 	clock::duration threshold_of(uint64_t s_ns) const noexcept;
+	/* what a wait is judged against: S capped, 2S for a probe */
+	clock::duration bar(const wait_call &c, uint64_t s_ns) const noexcept;
 	void learn(bool hit) noexcept;
 	uint64_t now_ms() const noexcept { return in_.now_ms ? in_.now_ms() : steady_ms_now(); }
 

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 
 namespace vwait::util
 {
@@ -54,12 +55,9 @@ bool wake_stats::add(sample_window &part, uint64_t ns, uint64_t now_ms) noexcept
 
 uint64_t wake_stats::seed_ns() noexcept
 {
-	int state = 0;
-	if (seed_ && seed_state_.compare_exchange_strong(state, 1)) {
-		seed_ns_.store(seed_(), std::memory_order_relaxed);
-		seed_state_.store(2, std::memory_order_release);
-	}
-	return seed_ns_.load(std::memory_order_relaxed);
+	if (seed_)
+		std::call_once(seeded_, [this] { seed_ns_ = seed_(); });
+	return seed_ns_;
 }
 
 wake_stats &process_wake_stats() noexcept
@@ -122,57 +120,33 @@ bool cpu_gauge::feed(int runnable) noexcept
 	return short_now();
 }
 
-namespace
-{
-/* a run of digits at p into *out (saturated): the end of the run, null if none */
-const char *digits(const char *p, long *out) noexcept
-{
-	const char *start = p;
-	for (*out = 0; *p >= '0' && *p <= '9'; p++)
-		*out = *out < 100000000 ? *out * 10 + (*p - '0') : *out;
-	return p == start ? nullptr : p;
-}
-
-/* /proc/loadavg, kept open (-1: not yet, -2: cannot be) and read with pread: one system call
- * a snapshot. A read that fails or finds another file (the application closed it, and its
- * number names a file of the application's now: not closed) opens it anew. */
-std::atomic<int> loadavg_fd{-1};
-int runnable_now() noexcept
-{
-	for (int attempt = 0; attempt < 2; attempt++) {
-		int f = loadavg_fd.load(std::memory_order_relaxed);
-		if (f == -1) {
-			f = ::open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
-			loadavg_fd.store(f >= 0 ? f : -2, std::memory_order_relaxed);
-		}
-		if (f < 0)
-			return -1;
-		char buf[128];
-		const ssize_t n = ::pread(f, buf, sizeof(buf) - 1, 0);
-		if (n > 0) {
-			buf[n] = '\0';
-			if (const int r = parse_loadavg_runnable(buf); r >= 0)
-				return r;
-		}
-		loadavg_fd.store(-1, std::memory_order_relaxed);
-	}
-	return -1;
-}
-} // namespace
-
-/* By hand, not sscanf: the three averages are skipped, not converted */
+/* the three averages skipped as words: %f would follow the application's LC_NUMERIC */
 int parse_loadavg_runnable(const char *buf) noexcept
 {
-	long whole, frac, running, total;
-	const char *p = buf;
-	for (int field = 0; field < 3; field++)
-		if (!(p = digits(p, &whole)) || *p++ != '.' || !(p = digits(p, &frac)) ||
-		    *p++ != ' ')
-			return -1;
-	if (!(p = digits(p, &running)) || *p++ != '/' || !digits(p, &total))
+	long running = 0, total = 0;
+	if (!buf || std::sscanf(buf, "%*s %*s %*s %ld/%ld", &running, &total) != 2 || running < 0)
 		return -1;
 	return static_cast<int>(std::min<long>(running, INT_MAX));
 }
+
+namespace
+{
+/* opened for each snapshot (one in gauge_period_ms): a descriptor kept open could be closed
+ * under us by an application that closes what it did not open */
+int runnable_now() noexcept
+{
+	const int f = ::open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+	if (f < 0)
+		return -1;
+	char buf[128];
+	const ssize_t n = ::read(f, buf, sizeof(buf) - 1);
+	::close(f);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	return parse_loadavg_runnable(buf);
+}
+} // namespace
 
 bool cpu_short_now() noexcept
 {

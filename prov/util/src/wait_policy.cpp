@@ -5,32 +5,27 @@
 #include <strings.h>
 
 #include <algorithm>
-#include <initializer_list>
+#include <iterator>
 
 namespace vwait::util
 {
 
+namespace
+{
+constexpr const char *policy_names[] = {"adaptive", "block", "fixed"}; /* wait_policy_kind's */
+}
+
 const char *wait_policy_name(wait_policy_kind kind) noexcept
 {
-	switch (kind) {
-	case wait_policy_kind::adaptive:
-		return "adaptive";
-	case wait_policy_kind::block:
-		return "block";
-	case wait_policy_kind::fixed:
-		return "fixed";
-	}
-	return "unknown";
+	const auto k = static_cast<unsigned>(kind);
+	return k < std::size(policy_names) ? policy_names[k] : "unknown";
 }
 
 bool parse_wait_policy(const char *name, wait_policy_kind *out) noexcept
 {
-	if (!name || !out)
-		return false;
-	for (wait_policy_kind k :
-	     {wait_policy_kind::adaptive, wait_policy_kind::block, wait_policy_kind::fixed})
-		if (strcasecmp(name, wait_policy_name(k)) == 0) {
-			*out = k;
+	for (unsigned k = 0; name && out && k < std::size(policy_names); k++)
+		if (strcasecmp(name, policy_names[k]) == 0) {
+			*out = static_cast<wait_policy_kind>(k);
 			return true;
 		}
 	return false;
@@ -83,6 +78,12 @@ uint64_t spin_learner::wake_cost_ns() const noexcept
 	return c.guess ? 0 : c.w;
 }
 
+clock::duration spin_learner::bar(const wait_call &c, uint64_t s_ns) const noexcept
+{
+	const clock::duration t = threshold_of(s_ns);
+	return c.probe ? std::min<clock::duration>(2 * t, cap()) : t;
+}
+
 clock::duration spin_learner::threshold_of(uint64_t s_ns) const noexcept
 {
 	if (policy_.kind != wait_policy_kind::adaptive)
@@ -120,9 +121,7 @@ wait_call spin_learner::begin() noexcept
 		return c;
 	}
 	count(c.probe ? &policy_decisions::probes : &policy_decisions::spun);
-	const uint64_t s = costs().s;
-	c.budget =
-	    c.probe ? std::min<clock::duration>(2 * threshold_of(s), cap()) : threshold_of(s);
+	c.budget = bar(c, costs().s);
 	return c;
 }
 
@@ -174,17 +173,13 @@ void spin_learner::end(const wait_call &c, clock::duration waited, bool found) n
 	if (!adaptive())
 		return;
 	const wake_costs k = costs();
-	const clock::duration bar =
-	    c.probe ? std::min<clock::duration>(2 * threshold_of(k.s), cap()) : threshold_of(k.s);
-	if (!found && waited < std::max(bar, c.budget))
+	const clock::duration b = bar(c, k.s);
+	if (!found && waited < std::max(b, c.budget))
 		return; /* a short timeout says nothing about how long waits last */
-	if (!found || !c.slept) {
-		learn(found && waited <= std::max(bar, c.budget));
-		return;
-	}
-	/* it slept: the wait lasted its length less the wake-up it paid, and at least the spin
-	 * it was given */
-	learn(k.w && !k.guess && std::max(c.budget, waited - of_ns(k.w)) < bar);
+	if (!found || !c.slept)
+		learn(found && waited <= std::max(b, c.budget));
+	else /* it lasted its length less the wake-up it paid, and at least the spin it had */
+		learn(k.w && !k.guess && std::max(c.budget, waited - of_ns(k.w)) < b);
 }
 
 void spin_learner::learn(bool hit) noexcept
