@@ -16,7 +16,7 @@
  * CPU time (process, user + system) it spent per message, as PHASE lines, each with the
  * wake-up cost vwait's adaptive policy had measured in that process by the phase's end
  * (wake_us; 0: not yet, -1: not vwait) and, for vwait, the policy's decisions in that phase
- * (spun= probes= armed_long= armed_cpu= judged_short= judged_long=: counts of waits,
+ * (spun= probes= armed_long= judged_short= judged_long=: counts of waits,
  * vwait/policy_stats.h). The two sides may use different modes (a spinning client
  * against a server blocked in fi_cq_sread).
  *
@@ -1044,10 +1044,9 @@ private:
 		char buf[256];
 		snprintf(buf, sizeof(buf),
 		         " spun=%" PRIu64 " probes=%" PRIu64 " armed_long=%" PRIu64
-		         " armed_cpu=%" PRIu64 " judged_short=%" PRIu64 " judged_long=%" PRIu64,
+		         " judged_short=%" PRIu64 " judged_long=%" PRIu64,
 		         b.spun - a.spun, b.probes - a.probes, b.armed_long - a.armed_long,
-		         b.armed_cpu - a.armed_cpu, b.judged_short - a.judged_short,
-		         b.judged_long - a.judged_long);
+		         b.judged_short - a.judged_short, b.judged_long - a.judged_long);
 		return buf;
 	}
 

@@ -12,14 +12,14 @@
 
 #include <rdma/fabric.h>
 
-#define FI_VWAIT_POLICY_STATS_OPS "vwait_policy_stats_v1"
+#define FI_VWAIT_POLICY_STATS_OPS "vwait_policy_stats_v2"
 
 /* counts of waits since the process started (a call whose first look found its work is
  * none): begun with a spin (spun) or as a probe while waits were long; begun by arming at
- * once because waits were long or the CPUs short; ended and judged short (worth a spin) or
- * long. W, its path and wake-up parts in ns, as the process measured them (0: not yet). */
+ * once because waits were long; ended and judged short (worth a spin) or long. W, its path and
+ * wake-up parts in ns, as the process measured them (0: not yet). */
 struct fi_vwait_policy_stats {
-	uint64_t spun, probes, armed_long, armed_cpu, judged_short, judged_long;
+	uint64_t spun, probes, armed_long, judged_short, judged_long;
 	uint64_t wake_cost_ns, path_ns, wake_ns;
 };
 

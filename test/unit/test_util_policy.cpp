@@ -20,7 +20,6 @@ namespace
 {
 
 using vwait::util::clock;
-using vwait::util::cpu_gauge;
 using vwait::util::min_samples;
 using vwait::util::policy_inputs;
 using vwait::util::sample_window;
@@ -39,28 +38,13 @@ clock::duration dns(uint64_t ns)
 	return std::chrono::duration_cast<clock::duration>(std::chrono::nanoseconds(ns));
 }
 
-bool never_short() noexcept
-{
-	return false;
-}
-std::atomic<unsigned> cpu_looks{0};
-bool always_short() noexcept
-{
-	cpu_looks++;
-	return true;
-}
-bool counted_never_short() noexcept
-{
-	cpu_looks++;
-	return false;
-}
 std::atomic<uint64_t> fake_ms{5000000};
 uint64_t fake_now() noexcept
 {
 	return fake_ms.load();
 }
-/* CPUs never short, no process W, the fake clock */
-const policy_inputs quiet{never_short, nullptr, fake_now};
+/* no process W, the fake clock */
+const policy_inputs quiet{nullptr, fake_now};
 
 /* a regime: what one sleep's path (arm + drain) and wake-up latency cost, in ns */
 struct regime {
@@ -119,22 +103,6 @@ void test_policy_names(void **)
 	assert_true(got == wait_policy_kind::block); /* untouched */
 }
 
-void test_loadavg_parse(void **)
-{
-	using vwait::util::parse_loadavg_runnable;
-	assert_int_equal(parse_loadavg_runnable("0.20 0.83 1.15 3/412 30451\n"), 3);
-	assert_int_equal(parse_loadavg_runnable("12.00 6.96 4.15 17/1203 9\n"), 17);
-	assert_int_equal(parse_loadavg_runnable("0.00 0.00 0.00 0/1 1"), 0);
-	assert_int_equal(parse_loadavg_runnable(""), -1);
-	assert_int_equal(parse_loadavg_runnable("hello world\n"), -1);
-	assert_int_equal(parse_loadavg_runnable("0.20 0.83 1.15\n"), -1);
-	assert_int_equal(parse_loadavg_runnable("0.20 0.83 1.15 3\n"), -1);
-	assert_int_equal(parse_loadavg_runnable("0.20 0.83 1.15 x/412 1\n"), -1);
-	assert_int_equal(parse_loadavg_runnable("0,20 0,83 1,15 4/412 1\n"),
-	                 4); /* averages are words */
-	assert_true(parse_loadavg_runnable("1.00 1.00 1.00 99999999999/5 1") > 1000000);
-}
-
 /* The window: the first `drop` samples go, a median needs min_samples, it is the lower median
  * of the last 8, and 3 outliers of 8 (however large) do not move it. */
 void test_window(void **)
@@ -179,7 +147,7 @@ void test_costs(void **)
 			proc.add_path(r.path_ns, 1);
 			proc.add_wake(r.wake_ns, 1);
 		}
-		const policy_inputs in{never_short, &proc, fake_now};
+		const policy_inputs in{&proc, fake_now};
 		spin_learner fresh({wait_policy_kind::adaptive, 10000, &in});
 		assert_int_equal(fresh.costs().w, r.w());
 		assert_int_equal(fresh.wake_cost_ns(), r.w());
@@ -189,7 +157,7 @@ void test_costs(void **)
 		asked++;
 		return 30000;
 	});
-	const policy_inputs in{never_short, &seeded, fake_now};
+	const policy_inputs in{&seeded, fake_now};
 	spin_learner l({wait_policy_kind::adaptive, 10000, &in});
 	assert_int_equal(l.costs().w, 30000);
 	assert_int_equal(l.costs().s, 60000);
@@ -316,86 +284,49 @@ void test_timeouts(void **)
 	assert_true(l.score() > before);
 }
 
-/* CPUs short: every wait arms at once (probes too), no sleep is timed; the verdict is asked
- * only by a wait that would spin, and by a sleep that would be timed. */
-void test_cpu_short(void **)
-{
-	const policy_inputs busy{always_short, nullptr, fake_now};
-	spin_learner l({wait_policy_kind::adaptive, 1000, &busy});
-	cpu_looks = 0;
-	for (int i = 0; i < 10; i++)
-		assert_true(l.begin().budget == clock::duration::zero());
-	assert_int_equal(cpu_looks.load(), 10);
-	assert_true(l.calibration() == clock::duration::zero());
-	spin_learner f({wait_policy_kind::fixed, 1000, &busy});
-	assert_true(f.begin().budget == d(1000)); /* fixed and block are as ever */
-	/* long waits: only the probes ask */
-	const policy_inputs plenty{counted_never_short, nullptr, fake_now};
-	spin_learner q({wait_policy_kind::adaptive, 1000, &plenty});
-	learn_w(q, regimes[2]);
-	for (int i = 0; i < 16; i++)
-		one_wait(q, d(5000), regimes[2].w());
-	cpu_looks = 0;
-	int spun = 0;
-	for (int i = 0; i < 256; i++)
-		spun += one_wait(q, d(5000), regimes[2].w()).budget > clock::duration::zero();
-	assert_int_equal(cpu_looks.load(), static_cast<unsigned>(spun));
-	assert_true(spun <= 4);
-}
-
-/* The gauge: one ping-pong on 2 CPUs (2 spinners and a kernel worker now and then) is no
- * shortage; K = 3 pairs (6 runnable) is one at once, and stays one while they all block (3);
- * it ends within 8 snapshots of the load going. */
-void test_cpu_gauge(void **)
-{
-	cpu_gauge g(2);
-	assert_true(g.mean256() < 0);
-	const int k1[] = {2, 2, 3, 2, 2, 3, 2, 2, 3, 2};
-	for (int round = 0; round < 20; round++)
-		for (int r : k1)
-			assert_false(g.feed(r));
-	assert_true(g.feed(6));
-	for (int i = 0; i < 100; i++)
-		assert_true(g.feed(3));
-	assert_true(g.feed(-1)); /* unreadable: no change */
-	int n = 0;
-	while (g.feed(1))
-		n++;
-	assert_true(n < 8);
-	cpu_gauge first(2);
-	assert_true(first.feed(6));
-	cpu_gauge one(1);
-	assert_false(one.feed(1));
-	(void)vwait::util::cpu_short_now(); /* the default answers, whatever the load */
-}
-
-/* The calibration timer: every sleep carries it until the wake-up latency is known, then one
- * per sample_gap_ms of the fake clock; it is due half-way into a sleep like the recent ones
- * (before any sleep: half the spin budget), never past the cap. Per regime. */
+/* The calibration timer: one timed sleep per sample_gap_ms / window_size of the fake clock
+ * until the wake-up latency is known, then one per sample_gap_ms, counted from the last timed
+ * sleep (not the last sample: an event that beats the timer gives none); it is due half-way
+ * into a sleep like the recent ones (before any sleep: half the spin budget), never past the
+ * cap. Per regime. */
 void test_calibration(void **)
 {
+	using vwait::util::sample_gap_ms;
+	using vwait::util::window_size;
+	const clock::duration none = clock::duration::zero();
 	for (const regime &r : regimes) {
 		spin_learner l({wait_policy_kind::adaptive, 1000, &quiet});
 		assert_true(l.calibration() == d(25)); /* half the 50 us fallback */
+		assert_true(l.calibration() == none);  /* the next sleep at once: untimed */
 		for (unsigned i = 0; i < 2 * min_samples; i++) {
-			assert_true(l.calibration() > clock::duration::zero());
-			l.slept(dns(r.path_ns), dns(4 * r.w()), clock::duration::zero());
+			if (i > 0) {
+				fake_ms += sample_gap_ms / window_size - 1;
+				assert_true(l.calibration() == none);
+				fake_ms += 1;
+				assert_true(l.calibration() > none);
+			}
+			l.slept(dns(r.path_ns), dns(4 * r.w()), none);
 			l.timer_woke(dns(r.wake_ns));
 		}
 		assert_int_equal(l.wake_cost_ns(), r.w());
-		assert_true(l.calibration() == clock::duration::zero());
-		fake_ms += vwait::util::sample_gap_ms - 1;
-		assert_true(l.calibration() == clock::duration::zero());
+		fake_ms += sample_gap_ms - 1;
+		assert_true(l.calibration() == none);
 		fake_ms += 1;
 		const clock::duration due = l.calibration();
 		print_message("W %.0f us: timer due %.1f us into a sleep\n", r.w() / 1e3,
 		              std::chrono::duration<double, std::micro>(due).count());
 		assert_true(due == std::min(d(1000), dns(2 * r.w())));
+		/* the timer that an event always beats: still one timed sleep per gap, no more */
+		fake_ms += sample_gap_ms / 2;
+		assert_true(l.calibration() == none);
+		fake_ms += sample_gap_ms - sample_gap_ms / 2;
+		assert_true(l.calibration() > none);
+		fake_ms += sample_gap_ms;
 	}
 	spin_learner tiny({wait_policy_kind::adaptive, 1, &quiet});
-	assert_true(tiny.calibration() > clock::duration::zero());
+	assert_true(tiny.calibration() > none);
 	spin_learner block({wait_policy_kind::block, 1000, &quiet});
-	assert_true(block.calibration() == clock::duration::zero());
+	assert_true(block.calibration() == none);
 }
 
 /* Before any sleep, the budget stands on the process's timer seed, whatever it is (2 us to
@@ -406,7 +337,7 @@ void test_seeded_guess(void **)
 	for (uint64_t s : {2000u, 20000u, 75000u, 1000000u}) {
 		seed = s;
 		wake_stats proc(0, []() noexcept { return seed; });
-		const policy_inputs in{never_short, &proc, fake_now};
+		const policy_inputs in{&proc, fake_now};
 		spin_learner l({wait_policy_kind::adaptive, 1000, &in});
 		const clock::duration b = std::min(d(1000), dns(2 * s));
 		assert_true(l.begin().budget == b);
@@ -420,17 +351,10 @@ void test_seeded_guess(void **)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_policy_names),
-	    cmocka_unit_test(test_loadavg_parse),
-	    cmocka_unit_test(test_window),
-	    cmocka_unit_test(test_costs),
-	    cmocka_unit_test(test_budget_is_s),
-	    cmocka_unit_test(test_long_then_short),
-	    cmocka_unit_test(test_both_asleep_escapes),
-	    cmocka_unit_test(test_timeouts),
-	    cmocka_unit_test(test_cpu_short),
-	    cmocka_unit_test(test_cpu_gauge),
-	    cmocka_unit_test(test_calibration),
+	    cmocka_unit_test(test_policy_names),    cmocka_unit_test(test_window),
+	    cmocka_unit_test(test_costs),           cmocka_unit_test(test_budget_is_s),
+	    cmocka_unit_test(test_long_then_short), cmocka_unit_test(test_both_asleep_escapes),
+	    cmocka_unit_test(test_timeouts),        cmocka_unit_test(test_calibration),
 	    cmocka_unit_test(test_seeded_guess),
 	};
 	return cmocka_run_group_tests(tests, nullptr, nullptr);

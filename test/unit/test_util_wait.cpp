@@ -34,17 +34,9 @@ namespace
 using vwait::util::wait_policy;
 using vwait::util::wait_policy_kind;
 
-/* the adaptive policy's inputs for tests that must not depend on the host's load or on what
- * other tests taught the process: CPUs never short, no process-wide wake-up cost */
-bool never_short() noexcept
-{
-	return false;
-}
-bool always_short() noexcept
-{
-	return true;
-}
-const vwait::util::policy_inputs quiet{never_short, nullptr, nullptr};
+/* the adaptive policy's inputs for tests that must not depend on what other tests taught the
+ * process: no process-wide wake-up cost */
+const vwait::util::policy_inputs quiet{nullptr, nullptr};
 
 /* what a test runs over: a wait-object kind and a wait policy */
 struct variant {
@@ -888,7 +880,7 @@ void test_waiter_measures_wake(void **st)
 {
 	state &s = S(st);
 	vwait::util::wake_stats proc;
-	const vwait::util::policy_inputs in{never_short, &proc, nullptr};
+	const vwait::util::policy_inputs in{&proc, nullptr};
 	s.a->set_wait_policy({wait_policy_kind::adaptive, 1000, &in});
 	assert_int_equal(s.a->open_wait(&test_prov, s.kind, nullptr), 0);
 	fake_object *a = s.a.get();
@@ -911,21 +903,6 @@ void test_waiter_measures_wake(void **st)
 	assert_true(own.known());
 	assert_true(proc.known());
 	assert_true(w->learner().wake_cost_ns() > 0);
-}
-
-/* A waiter that finds the CPUs short never spins, even while new (it would spin 50 us). */
-void test_waiter_busy_cpu_arms(void **st)
-{
-	state &s = S(st);
-	const vwait::util::policy_inputs busy{always_short, nullptr, nullptr};
-	s.a->set_wait_policy({wait_policy_kind::adaptive, 1000, &busy});
-	assert_int_equal(s.a->open_wait(&test_prov, s.kind, nullptr), 0);
-	fake_object *a = s.a.get();
-	long most = 0;
-	for (int i = 0; i < 4; i++)
-		most = std::max(most, polls_until_written(a, std::chrono::milliseconds(2)));
-	print_message("kind %d: CPUs short, 2 ms waits: at most %ld polls a wait\n", s.kind, most);
-	assert_true(most <= 8);
 }
 
 /* adaptive: waits much longer than the budget make it stop spinning (a few polls per wait),
@@ -1453,8 +1430,6 @@ int main(void)
 	                                             &k_fd),
 	    cmocka_unit_test_prestate_setup_teardown(test_waiter_measures_wake, setup, teardown,
 	                                             &k_pollfd),
-	    cmocka_unit_test_prestate_setup_teardown(test_waiter_busy_cpu_arms, setup, teardown,
-	                                             &k_fd),
 	    PER_KIND(test_poll_phase_never_arms),
 	    PER_KIND(test_block_prepares_at_once),
 	    PER_KIND(test_adaptive_learns),

@@ -7,19 +7,16 @@
  * plus the wake-up latency. When the event happened is not observable, so the latency is timed
  * on a sleep that also waits on a timer (timerfd: no slack) due part-way into it. W is the sum
  * of the parts' lower medians; S = W + path is one sleep's latency plus its CPU, what ski
- * rental spins before it sleeps. The CPUs are short when the runnable threads exceed the CPUs
- * this process may use: a spin would take the CPU the awaited thread needs.
+ * rental spins before it sleeps.
  *
  *  constant         value  why
  *  window_size      8      samples per part: a lower median of 8 ignores 3 outliers (a thread
  *                          descheduled for 10 ms never defines W)
  *  min_samples      3      samples a median needs, and the waiter's first sleeps dropped (page
  *                          faults and first system calls on new fds: start-up, not W)
- *  sample_gap_ms    125    once the latency is known, one sleep per gap carries the timer: W
- *                          follows the machine within a second at no cost where sleeps abound
- *  gauge_period_ms  10     the runnable count is read at most this often, and averaged with
- *  gauge_weight     8      weight 1/8 for the newest: a ping-pong's 2 spinners plus soft-RoCE's
- *                          workers coming and going make one snapshot no verdict */
+ *  sample_gap_ms    125    once the latency is known, one sleep per gap carries the timer (one
+ *                          per gap / window_size before): W follows the machine within a
+ *                          second, and a waiter that sleeps often pays for a few sleeps only */
 #ifndef VWAIT_UTIL_WAIT_COST_H
 #define VWAIT_UTIL_WAIT_COST_H
 
@@ -36,8 +33,6 @@ using clock = std::chrono::steady_clock;
 constexpr unsigned window_size = 8;
 constexpr unsigned min_samples = 3;
 constexpr uint64_t sample_gap_ms = 125;
-constexpr uint64_t gauge_period_ms = 10;
-constexpr int gauge_weight = 8;
 
 /* The last window_size samples (ns) of one part of W, after the first `drop`. */
 class sample_window
@@ -89,7 +84,8 @@ private:
 	sample_window path_, wake_;
 	std::atomic<uint64_t> w_{0}, s_{0};
 	const seed_fn seed_;
-	std::once_flag seeded_;
+	std::once_flag once_;
+	std::atomic<bool> seeded_{false};
 	uint64_t seed_ns_ = 0;
 };
 
@@ -103,26 +99,6 @@ uint64_t timer_wake_ns() noexcept;
 bool set_timer_at(int timerfd, clock::time_point at) noexcept;
 /* CLOCK_MONOTONIC_COARSE in ms: no TSC read; its 1-4 ms tick is fine for the gaps above. */
 uint64_t steady_ms_now() noexcept;
-
-/* The CPU-shortage verdict: the mean of the runnable snapshots above the CPUs plus half a
- * thread. A mean, because a verdict that makes every waiter arm lowers the next snapshots. */
-class cpu_gauge
-{
-public:
-	explicit cpu_gauge(int cpus) noexcept : cpus_(cpus > 0 ? cpus : 1) {}
-	bool feed(int runnable) noexcept; /* negative (unreadable): no change */
-	bool short_now() const noexcept { return short_.load(std::memory_order_relaxed); }
-	long mean256() const noexcept { return mean_.load(std::memory_order_relaxed); }
-
-private:
-	const int cpus_;
-	std::atomic<long> mean_{-1}; /* in 1/256 of a thread; -1: no snapshot yet */
-	std::atomic<bool> short_{false};
-};
-/* The process's gauge over /proc/loadavg, fed at most once per gauge_period_ms. */
-bool cpu_short_now() noexcept;
-/* /proc/loadavg's runnable count ("running/total"), -1 when buf is not in its form */
-int parse_loadavg_runnable(const char *buf) noexcept;
 
 } // namespace vwait::util
 

@@ -14,7 +14,8 @@
  * ping-pong sleep, each wait lasts both wake-ups, and judged against S both would sleep for
  * good; a probe that finds its peer turns to spinning, and the peer's waits then end at once.
  * A slept wait is judged by its length less the W it paid, and at least the spin it had; a
- * timeout within the budget teaches nothing. While the CPUs are short every wait arms at once.
+ * timeout within the budget teaches nothing. No check of the CPUs: a spin is capped at S, so
+ * a spinner that holds a CPU another thread needs costs it at most one sleep's worth per wait.
  * Before any sleep measured W, S is twice the process's timer seed (default_spin_us without).
  *
  *  constant         value  why
@@ -61,19 +62,18 @@ bool parse_wait_policy(const char *name, wait_policy_kind *out) noexcept;
 
 /* What the learner reads of the world: injectable, so that tests run it on fakes. */
 struct policy_inputs {
-	bool (*cpu_short)() noexcept;
 	/* where samples go besides the learner's own, and whose W a learner without one uses */
 	wake_stats *process;
 	/* the steady clock in ms (null: steady_ms_now) */
 	uint64_t (*now_ms)() noexcept;
 };
-/* cpu_short_now, &process_wake_stats(), steady_ms_now */
+/* &process_wake_stats(), steady_ms_now */
 policy_inputs default_policy_inputs() noexcept;
 
 /* How the process's learners decided (for benchmarks and the debug log): waits begun with a
- * spin or a probe, armed at once (waits long, or CPUs short), and judged short or long. */
+ * spin or a probe, armed at once (waits long), and judged short or long. */
 struct policy_decisions {
-	std::atomic<uint64_t> spun{0}, probes{0}, armed_long{0}, armed_cpu{0};
+	std::atomic<uint64_t> spun{0}, probes{0}, armed_long{0};
 	std::atomic<uint64_t> judged_short{0}, judged_long{0};
 };
 policy_decisions &process_decisions() noexcept;
@@ -143,6 +143,7 @@ private:
 	std::atomic<unsigned> gap_{1}, until_probe_{0};
 	/* the sleeps' mean length (each at most twice the cap): where the timer goes */
 	std::atomic<uint64_t> sleep_ns_{0};
+	std::atomic<uint64_t> calib_ms_{0}; /* the last timed sleep's start (0: none yet) */
 };
 
 } // namespace vwait::util

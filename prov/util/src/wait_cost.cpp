@@ -4,16 +4,12 @@
 
 #include "vwait/util/wait_policy.h"
 
-#include <fcntl.h>
 #include <poll.h>
-#include <sched.h>
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <climits>
-#include <cstdio>
 
 namespace vwait::util
 {
@@ -53,10 +49,16 @@ bool wake_stats::add(sample_window &part, uint64_t ns, uint64_t now_ms) noexcept
 	return true;
 }
 
+/* asked on every wait until W is known: a load when answered (a locked instruction, as in
+ * call_once, costs tens of times more under an emulator) */
 uint64_t wake_stats::seed_ns() noexcept
 {
-	if (seed_)
-		std::call_once(seeded_, [this] { seed_ns_ = seed_(); });
+	if (!seed_ || seeded_.load(std::memory_order_acquire))
+		return seed_ns_;
+	std::call_once(once_, [this] {
+		seed_ns_ = seed_();
+		seeded_.store(true, std::memory_order_release);
+	});
 	return seed_ns_;
 }
 
@@ -107,64 +109,6 @@ uint64_t steady_ms_now() noexcept
 		return 0;
 	return static_cast<uint64_t>(ts.tv_sec) * 1000 +
 	       static_cast<uint64_t>(ts.tv_nsec) / 1000000;
-}
-
-bool cpu_gauge::feed(int runnable) noexcept
-{
-	if (runnable < 0)
-		return short_now();
-	const long r = 256L * runnable, m = mean_.load(std::memory_order_relaxed);
-	const long mean = m < 0 ? r : m + (r - m) / gauge_weight;
-	mean_.store(mean, std::memory_order_relaxed);
-	short_.store(mean > 256L * cpus_ + 128, std::memory_order_relaxed);
-	return short_now();
-}
-
-/* the three averages skipped as words: %f would follow the application's LC_NUMERIC */
-int parse_loadavg_runnable(const char *buf) noexcept
-{
-	long running = 0, total = 0;
-	if (!buf || std::sscanf(buf, "%*s %*s %*s %ld/%ld", &running, &total) != 2 || running < 0)
-		return -1;
-	return static_cast<int>(std::min<long>(running, INT_MAX));
-}
-
-namespace
-{
-/* opened for each snapshot (one in gauge_period_ms): a descriptor kept open could be closed
- * under us by an application that closes what it did not open */
-int runnable_now() noexcept
-{
-	const int f = ::open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
-	if (f < 0)
-		return -1;
-	char buf[128];
-	const ssize_t n = ::read(f, buf, sizeof(buf) - 1);
-	::close(f);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
-	return parse_loadavg_runnable(buf);
-}
-} // namespace
-
-bool cpu_short_now() noexcept
-{
-	static std::atomic<uint64_t> checked_ms{0};
-	static cpu_gauge gauge([] {
-		cpu_set_t set;
-		CPU_ZERO(&set);
-		if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
-			return CPU_COUNT(&set);
-		return static_cast<int>(std::max(sysconf(_SC_NPROCESSORS_ONLN), 1L));
-	}());
-	const uint64_t now = steady_ms_now();
-	uint64_t last = checked_ms.load(std::memory_order_relaxed);
-	/* one thread of the process looks; the others take the last verdict meanwhile */
-	if ((last != 0 && now - last < gauge_period_ms) ||
-	    !checked_ms.compare_exchange_strong(last, now, std::memory_order_relaxed))
-		return gauge.short_now();
-	return gauge.feed(runnable_now());
 }
 
 } // namespace vwait::util

@@ -33,7 +33,7 @@ bool parse_wait_policy(const char *name, wait_policy_kind *out) noexcept
 
 policy_inputs default_policy_inputs() noexcept
 {
-	return {cpu_short_now, &process_wake_stats(), steady_ms_now};
+	return {&process_wake_stats(), steady_ms_now};
 }
 
 policy_decisions &process_decisions() noexcept
@@ -53,9 +53,12 @@ clock::duration of_ns(uint64_t ns) noexcept
 {
 	return std::chrono::duration_cast<clock::duration>(std::chrono::nanoseconds(ns));
 }
+/* a load and a store, not a locked add: statistics, which a rare lost update between two
+ * threads leaves meaningful, on every wait's path */
 void count(std::atomic<uint64_t> policy_decisions::*which) noexcept
 {
-	(process_decisions().*which).fetch_add(1, std::memory_order_relaxed);
+	std::atomic<uint64_t> &n = process_decisions().*which;
+	n.store(n.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
 } // namespace
 
@@ -114,12 +117,6 @@ wait_call spin_learner::begin() noexcept
 		                   std::memory_order_relaxed);
 		c.probe = true;
 	}
-	/* asked only of a wait that would spin: one that arms anyway looks at nothing */
-	if (in_.cpu_short && in_.cpu_short()) {
-		count(&policy_decisions::armed_cpu);
-		c.probe = false;
-		return c;
-	}
 	count(c.probe ? &policy_decisions::probes : &policy_decisions::spun);
 	c.budget = bar(c, costs().s);
 	return c;
@@ -142,14 +139,15 @@ clock::duration spin_learner::calibration() noexcept
 {
 	if (!adaptive())
 		return clock::duration::zero();
-	/* until the latency is known every sleep calibrates, then one per sample_gap_ms */
-	const sample_window &wake = own_.wake();
-	if (wake.kept() >= min_samples &&
-	    static_cast<int64_t>(now_ms() - wake.newest_ms()) < static_cast<int64_t>(sample_gap_ms))
+	/* one timed sleep per sample_gap_ms once the latency is known, window_size times as
+	 * many before: counted from the last timed sleep, not the last sample, for a timer that
+	 * an event beats takes none, and timing every sleep costs each a timer and a wake-up */
+	const uint64_t now = now_ms(), last = calib_ms_.load(std::memory_order_relaxed);
+	const uint64_t gap =
+	    own_.wake().kept() >= min_samples ? sample_gap_ms : sample_gap_ms / window_size;
+	if (last != 0 && now - last < gap)
 		return clock::duration::zero();
-	/* no W is used while CPUs are short, and a timed sleep costs them a wake-up more */
-	if (in_.cpu_short && in_.cpu_short())
-		return clock::duration::zero();
+	calib_ms_.store(now ? now : 1, std::memory_order_relaxed);
 	/* half-way into a sleep like the recent ones (before any, like the spin budget), so
 	 * that the CPU idles about as deeply as in the sleeps it stands for; never past the cap:
 	 * a W beyond it changes no decision. A timer due before its sleeper sleeps times a

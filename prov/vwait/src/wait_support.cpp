@@ -139,28 +139,23 @@ struct fi_vwait_policy_stats policy_stats() noexcept
 	const util::policy_decisions &d = util::process_decisions();
 	const util::wake_stats &process = util::process_wake_stats();
 	constexpr auto relaxed = std::memory_order_relaxed;
-	return {d.spun.load(relaxed),
-	        d.probes.load(relaxed),
-	        d.armed_long.load(relaxed),
-	        d.armed_cpu.load(relaxed),
-	        d.judged_short.load(relaxed),
-	        d.judged_long.load(relaxed),
-	        process.cost_ns(),
-	        process.path_ns(),
-	        process.wake_ns()};
+	return {d.spun.load(relaxed),        d.probes.load(relaxed),
+	        d.armed_long.load(relaxed),  d.judged_short.load(relaxed),
+	        d.judged_long.load(relaxed), process.cost_ns(),
+	        process.path_ns(),           process.wake_ns()};
 }
 
 void log_policy_stats() noexcept
 {
 	const struct fi_vwait_policy_stats s = policy_stats();
-	if (s.spun + s.probes + s.armed_long + s.armed_cpu == 0)
+	if (s.spun + s.probes + s.armed_long == 0)
 		return;
 	FI_INFO(&prov, FI_LOG_CORE,
-	        "wait policy: waits spun %" PRIu64 ", probes %" PRIu64 ", armed (long) %" PRIu64
-	        ", armed (CPUs short) %" PRIu64 "; judged short %" PRIu64 ", long %" PRIu64
-	        "; W %" PRIu64 " ns (path %" PRIu64 ", wake-up %" PRIu64 ")\n",
-	        s.spun, s.probes, s.armed_long, s.armed_cpu, s.judged_short, s.judged_long,
-	        s.wake_cost_ns, s.path_ns, s.wake_ns);
+	        "wait policy: waits spun %" PRIu64 ", probes %" PRIu64 ", armed %" PRIu64
+	        "; judged short %" PRIu64 ", long %" PRIu64 "; W %" PRIu64 " ns (path %" PRIu64
+	        ", wake-up %" PRIu64 ")\n",
+	        s.spun, s.probes, s.armed_long, s.judged_short, s.judged_long, s.wake_cost_ns,
+	        s.path_ns, s.wake_ns);
 }
 
 void wait_support_tostr(const struct fi_vwait_wait_attr &attr, char *buf, size_t len) noexcept
