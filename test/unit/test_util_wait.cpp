@@ -466,37 +466,38 @@ void test_hold_source(void **st)
 	                 -FI_ETIMEDOUT);
 }
 
-/* Spurious wakeups neither shorten nor lengthen the deadline. */
+/* Spurious wakeups neither shorten nor lengthen the deadline. The waker wakes every 1 ms; a
+ * wait that saw fewer than 2 of its wakeups (a loaded host starved the waker) tested nothing
+ * and is run again, up to 10 times. */
 void test_deadline_with_spurious_wakeups(void **st)
 {
 	state &s = S(st);
 	assert_int_equal(s.a->open_wait(&test_prov, s.kind, nullptr), 0);
 	fake_object *a = s.a.get();
-	std::atomic<bool> *stop = &s.stop;
-	std::atomic<int> wakes{0};
-	s.threads.emplace_back([a, stop, &wakes] {
-		while (!stop->load()) {
-			std::this_thread::sleep_for(std::chrono::milliseconds(1));
-			a->wake();
-			wakes.fetch_add(1);
-		}
-	});
-	auto t0 = std::chrono::steady_clock::now();
-	int ret =
-	    a->wait_object()->wait_until(vwait::util::deadline_after(500), [] { return false; });
-	double dt = seconds_since(t0);
-	s.stop = true;
-	/* the thread uses this frame's counter: it must end before the frame does */
-	for (std::thread &t : s.threads)
-		t.join();
-	s.threads.clear();
-	print_message("kind %d: 0.5 s wait_until with %d wakeups -> %d after %.3f s\n", s.kind,
-	              wakes.load(), ret, dt);
-	assert_int_equal(ret, -FI_ETIMEDOUT);
-	assert_true(dt >= 0.5 && dt < 0.5 + late_s);
-	/* the wait saw spurious wakeups (500 at the nominal pace; a waker that a loaded host
-	 * starved for all but 1/250 of the wait still makes 2) */
-	assert_true(wakes.load() >= 2);
+	int wakes_seen = 0;
+	for (int attempt = 0; attempt < 10 && wakes_seen < 2; attempt++) {
+		std::atomic<bool> stop{false};
+		std::atomic<int> wakes{0};
+		std::thread waker([a, &stop, &wakes] {
+			while (!stop.load()) {
+				std::this_thread::sleep_for(std::chrono::milliseconds(1));
+				a->wake();
+				wakes.fetch_add(1);
+			}
+		});
+		auto t0 = std::chrono::steady_clock::now();
+		int ret = a->wait_object()->wait_until(vwait::util::deadline_after(500),
+		                                       [] { return false; });
+		double dt = seconds_since(t0);
+		wakes_seen = wakes.load();
+		stop = true;
+		waker.join();
+		print_message("kind %d: 0.5 s wait_until with %d wakeups -> %d after %.3f s\n",
+		              s.kind, wakes_seen, ret, dt);
+		assert_int_equal(ret, -FI_ETIMEDOUT);
+		assert_true(dt >= 0.5 && dt < 0.5 + late_s);
+	}
+	assert_true(wakes_seen >= 2);
 }
 
 /* ------------------------------------------------------------------ FI_GETWAIT per kind */
@@ -1019,12 +1020,14 @@ void test_idle_cpu(void **st)
 	const int calls = 61;
 	struct timespec c0, c1;
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
-	assert_int_equal(w->wait_until(vwait::util::deadline_after(300), [a] { return a->read(); }),
-	                 -FI_ETIMEDOUT);
-	for (int i = 1; i < calls; i++)
-		assert_int_equal(
-		    w->wait_until(vwait::util::deadline_after(10), [a] { return a->read(); }),
-		    -FI_ETIMEDOUT);
+	uint64_t unslept = 0; /* calls during which no sleep began */
+	for (int i = 0; i < calls; i++) {
+		const uint64_t before = w->counts().sleeps;
+		assert_int_equal(w->wait_until(vwait::util::deadline_after(i == 0 ? 300 : 10),
+		                               [a] { return a->read(); }),
+		                 -FI_ETIMEDOUT);
+		unslept += w->counts().sleeps == before;
+	}
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
 	const double cpu_ms = (c1.tv_sec - c0.tv_sec) * 1e3 + (c1.tv_nsec - c0.tv_nsec) / 1e6;
 	const vwait::util::wake_counts c = w->counts();
@@ -1037,7 +1040,11 @@ void test_idle_cpu(void **st)
 	    static_cast<unsigned long long>(c.calib), static_cast<unsigned long long>(spun));
 	assert_int_equal(c.sleeps, c.wakeups + c.timeouts);
 	assert_int_equal(c.wakeups, c.calib);
-	assert_true(c.timeouts >= static_cast<uint64_t>(calls));
+	/* every call ends asleep at its deadline, or just after a calibration wake-up found the
+	 * deadline passed; a call that a loaded host held past its deadline before it could arm
+	 * ends unarmed and unslept: a few of those at most */
+	assert_true(c.timeouts + c.calib + unslept >= static_cast<uint64_t>(calls));
+	assert_true(unslept <= static_cast<uint64_t>(calls) / 10);
 	/* a calibrated sleep is at most every other one, and the timer ends it once */
 	assert_true(c.calib <= c.timeouts);
 	/* adaptive spins only while its recent waits were short: the first waits, before the
