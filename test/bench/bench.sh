@@ -306,6 +306,11 @@ if [ ${#vm[@]} -gt 0 ]; then
 	BENCH_VM_SECTIONS="${vm[*]}" BENCH_OUT=$out VWAIT_BUILDDIR=$builddir VM_RDMA=$rdma \
 		VM_TIMEOUT=${VM_TIMEOUT:-$(($(minutes_of "${vm[*]}") * 90 + 600))} \
 		"$srcdir/contrib/vm/run-in-vm.sh" "$here/bench.sh" --guest "$builddir" || rc=1
+	[ -s "$out/guest.txt" ] || {
+		echo "bench: the guest wrote nothing to $out: BENCH_OUT must lie in the VM's share" \
+			"(contrib/vm/run-in-vm.sh, VM_SHARE)" >&2
+		rc=1
+	}
 fi
 if [ -n "$two" ]; then
 	run_part two-node env VWAIT_BUILDDIR="$builddir" VWAIT_SRCDIR="$srcdir" \
