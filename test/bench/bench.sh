@@ -133,7 +133,8 @@ run_part() {
 	echo "== bench: $name"
 	"$@" 2>&1 | tee "$out/$name.txt"
 	rc=$?
-	if [ "$name" = main ]; then # bench-all.sh times each of its sections
+	if [ "$name" = main ] && grep -q '^section [a-z]*: [0-9]* s$' "$out/main.txt"; then
+		# bench-all.sh times each of its sections
 		sed -n "s/^section \([a-z]*\): \([0-9]*\) s\$/\1 \2 $rc/p" "$out/main.txt" >>"$out/sections.txt"
 	else
 		echo "$name $(($(date +%s) - t0)) $rc" >>"$out/sections.txt"
@@ -181,7 +182,7 @@ report() {
 		echo
 		echo "- commit: $commit"
 		echo "- machine: $host_name"
-		[ -s "$out/guest.txt" ] && echo "- VM: $(cat "$out/guest.txt"), qemu ${accel:-TCG} (one boot for every VM section)"
+		[ -s "$out/guest.txt" ] && echo "- VM: $(cat "$out/guest.txt") (one boot for every VM section)"
 		echo "- date: $(date -u '+%F %T UTC')"
 		echo "- command: make bench SECTIONS=\"$1\"$knobs"
 		echo
@@ -191,7 +192,7 @@ report() {
 		echo "| section | where | seconds | exit |"
 		echo "|---|---|---:|---:|"
 		while read -r s t rc; do
-			echo "| $s | $(field "$s" 2) | $t | $rc |"
+			echo "| $s | $(field "$s" 2 | grep . || echo vm) | $t | $rc |"
 		done <"$out/sections.txt"
 		if [ -n "$(intersect "$1" "$all_sections")" ] && [ -s "$out/results.md" ]; then
 			echo
@@ -302,7 +303,6 @@ done
 if [ ${#vm[@]} -gt 0 ]; then
 	rdma=${VM_RDMA:-rxe}
 	in_list devices "${vm[*]}" && rdma=both
-	accel=${VM_ACCEL:-}
 	BENCH_VM_SECTIONS="${vm[*]}" BENCH_OUT=$out VWAIT_BUILDDIR=$builddir VM_RDMA=$rdma \
 		VM_TIMEOUT=${VM_TIMEOUT:-$(($(minutes_of "${vm[*]}") * 90 + 600))} \
 		"$srcdir/contrib/vm/run-in-vm.sh" "$here/bench.sh" --guest "$builddir" || rc=1
