@@ -16,7 +16,7 @@
 # (cost ... netpipe), bench-devices.sh, bench-scale.sh, scale-util.sh, mpi-auto-progress.sh,
 # blocking-pingpong.sh, fair-demo.sh, test/integration/dp-bench.sh and dgram-bench.sh,
 # test/bench/bench_util, test/two-node/bench.sh. The table below is the menu: name, where it
-# runs, minutes on a quiet 2-core host (the VM's time limit is their sum, and a half more), and
+# runs, minutes on a quiet 2-core host (the VM's time limit: 1.5 times their sum, and 15 min), and
 # what it measures. The knobs are the menu's; each script's finer parameters (its header) pass
 # through the environment to it.
 set -u -o pipefail
@@ -43,8 +43,8 @@ pairturns|vm|4|one pair, both sides waiting, in turns, think 0 and 50 us
 oversub|vm|6|K = 1 and 3 pairs at once on 2 vCPUs, both sides in fi_cq_sread
 netpipe|vm|5|NetPIPE (Open MPI, ofi MTL) over vwait;ofi_rxm and verbs;ofi_rxm
 devices|vm|10|rxe and siw in one boot: spinning, blocking, system calls per completion
-scale|vm|20|sets of N CQs, memory per idle CQ, a busy stream, 1-1000 connections (scale.png)
-mpi-auto-progress|vm|10|Open MPI with and without rxm's progress thread: latency, idle CPU
+scale|vm|30|sets of N CQs, memory per idle CQ, a busy stream, 1-1000 connections (scale.png)
+mpi-auto-progress|vm|15|Open MPI with and without rxm's progress thread: latency, idle CPU
 blocking|vm|3|blocking ping-pong in every wait mode beside verbs and ibv_rc_pingpong -e
 demo|vm|2|setup.sh demo's table: polling, fi_cq_sread at think 0 and 50 us, in turns
 pingpong|vm|4|fi_pingpong MSG latency and bandwidth, 64 B to 1 MiB, beside raw verbs
@@ -81,7 +81,7 @@ menu() {
 	echo "  SCALE_SECTIONS      parts of scale (members descriptors streaming connections)"
 	echo "  BENCH_OUT           where the report goes (BUILDDIR/bench-results: report.md)"
 	echo "  BENCH_HOST          the machine the report names (default: hostname, cores, CPU)"
-	echo "  VM_TIMEOUT          the boot's limit in s (default: the sections' minutes, and a half more)"
+	echo "  VM_TIMEOUT          the boot's limit in s (default: 1.5 x the sections' minutes, + 15 min)"
 	echo "  VM_RDMA=siw         run the VM sections on soft-iWARP instead of soft-RoCE"
 	echo
 	echo "e.g. make bench SECTIONS=\"spin turns\" BENCH_PP_REPEATS=5; the method and the current"
@@ -304,7 +304,7 @@ if [ ${#vm[@]} -gt 0 ]; then
 	rdma=${VM_RDMA:-rxe}
 	in_list devices "${vm[*]}" && rdma=both
 	BENCH_VM_SECTIONS="${vm[*]}" BENCH_OUT=$out VWAIT_BUILDDIR=$builddir VM_RDMA=$rdma \
-		VM_TIMEOUT=${VM_TIMEOUT:-$(($(minutes_of "${vm[*]}") * 90 + 600))} \
+		VM_TIMEOUT=${VM_TIMEOUT:-$(($(minutes_of "${vm[*]}") * 90 + 900))} \
 		"$srcdir/contrib/vm/run-in-vm.sh" "$here/bench.sh" --guest "$builddir" || rc=1
 	[ -s "$out/guest.txt" ] || {
 		echo "bench: the guest wrote nothing to $out: BENCH_OUT must lie in the VM's share" \
