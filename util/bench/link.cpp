@@ -32,8 +32,10 @@ int link::connect()
 {
 	FI_CALL(open_fabric());
 	if (opt_.rdm)
-		return opt_.server.empty() ? rdm_server() : rdm_client();
-	return opt_.server.empty() ? accept_one() : connect_one();
+		FI_CALL(opt_.server.empty() ? rdm_server() : rdm_client());
+	else
+		FI_CALL(opt_.server.empty() ? accept_one() : connect_one());
+	return 0;
 }
 
 int link::open_alone()
