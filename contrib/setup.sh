@@ -466,7 +466,16 @@ demo_guest() { # BUILDDIR
 	fi
 	[ "$rc" = 0 ]
 }
-stage_demo_vm() { "$top/contrib/vm/run-in-vm.sh" bash "$top/contrib/setup.sh" demo-guest "$builddir"; }
+# The guest's CPUs are threads of the host's: on a busy host the demo's bursts spread with the
+# load, so it says so first.
+stage_demo_vm() {
+	local load n
+	read -r load _ </proc/loadavg
+	n=$(nproc)
+	awk -v l="$load" -v n="$n" 'BEGIN { exit !(l > n) }' &&
+		echo "   (the host's load average is $load on $n cores: the figures below spread with it)"
+	"$top/contrib/vm/run-in-vm.sh" bash "$top/contrib/setup.sh" demo-guest "$builddir"
+}
 
 cmd_demo() {
 	builddir=$top/_build/demo

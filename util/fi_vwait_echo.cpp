@@ -502,245 +502,58 @@ struct client_conn {
 	bool send_busy = false, connected = false;
 };
 
-int run_client(const options &o)
-{
-	struct fi_info *h = hints_for(o), *info = nullptr;
-	if (!h)
-		return 1;
-	int ret = fi_getinfo(api_version(), o.addr.c_str(), o.port.c_str(), 0, h, &info);
-	fi_freeinfo(h);
-	if (failed(ret, "fi_getinfo"))
-		return 1;
+/* CONNS connections from one thread, on one EQ and one CQ, which it reads with fi_eq_sread
+ * and fi_cq_sread: a client has nothing else to wait for. */
+struct client {
+	options o;
+	struct fi_info *info = nullptr;
 	struct fid_fabric *fabric = nullptr;
 	struct fid_domain *domain = nullptr;
 	struct fid_eq *eq = nullptr;
 	struct fid_cq *cq = nullptr;
 	struct fid_mr *mr = nullptr;
-	std::vector<client_conn> cc(o.conns);
+	std::vector<client_conn> cc;
 	/* the operation contexts (FI_CONTEXT): which connection and which direction completed */
-	std::vector<struct fi_context> rx_ctx(o.conns), tx_ctx(o.conns);
+	std::vector<struct fi_context> rx_ctx, tx_ctx;
 	/* per connection: a receive buffer and a send buffer */
-	std::vector<uint8_t> buf(o.conns * 2 * max_size);
-	size_t verified = 0, wrong = 0;
-	bool ok = false;
-	struct timespec t0, t1;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	auto rx_buf = [&](size_t i) { return &buf[(2 * i) * max_size]; };
-	auto tx_buf = [&](size_t i) { return &buf[(2 * i + 1) * max_size]; };
-	auto post_recv = [&](client_conn &c) {
-		return fi_recv(c.ep, rx_buf(c.index), max_size, fi_mr_desc(mr), 0,
-		               &rx_ctx[c.index]);
-	};
+	std::vector<uint8_t> buf;
 	/* connections whose send met -FI_EAGAIN (a provider's queue or credits full): sent again
 	 * after the next completions */
 	std::vector<size_t> again;
-	auto send_next = [&](client_conn &c) {
-		fill(tx_buf(c.index), o.size, c.index, c.sent);
-		ssize_t sret =
-		    fi_send(c.ep, tx_buf(c.index), o.size, fi_mr_desc(mr), 0, &tx_ctx[c.index]);
-		if (sret == -FI_EAGAIN) {
-			again.push_back(c.index);
-			return static_cast<ssize_t>(0);
-		}
-		if (sret == 0) {
-			c.send_busy = true;
-			c.sent++;
-		}
-		return sret;
-	};
-	do {
-		struct fi_eq_attr ea = {};
-		ea.wait_obj = FI_WAIT_UNSPEC;
-		struct fi_cq_attr ca = {};
-		ca.format = FI_CQ_FORMAT_MSG;
-		ca.wait_obj = FI_WAIT_UNSPEC;
-		ca.size = 4 * o.conns;
-		if (failed(fi_fabric(info->fabric_attr, &fabric, nullptr), "fi_fabric") ||
-		    failed(fi_eq_open(fabric, &ea, &eq, nullptr), "fi_eq_open") ||
-		    failed(fi_domain(fabric, info, &domain, nullptr), "fi_domain") ||
-		    failed(fi_cq_open(domain, &ca, &cq, nullptr), "fi_cq_open") ||
-		    failed(fi_mr_reg(domain, buf.data(), buf.size(), FI_SEND | FI_RECV, 0, 0, 0,
-		                     &mr, nullptr),
-		           "fi_mr_reg"))
-			break;
-		/* connect in windows of 16 requests at a time */
-		size_t up = 0, started = 0;
-		bool err = false;
-		while (up < o.conns && !err) {
-			while (started < o.conns && started - up < 16 && !err) {
-				client_conn &c = cc[started];
-				c.index = started++;
-				err = failed(fi_endpoint(domain, info, &c.ep, &c), "fi_endpoint") ||
-				      failed(fi_ep_bind(c.ep, &cq->fid, FI_TRANSMIT | FI_RECV),
-				             "fi_ep_bind(cq)") ||
-				      failed(fi_ep_bind(c.ep, &eq->fid, 0), "fi_ep_bind(eq)") ||
-				      failed(fi_enable(c.ep), "fi_enable") ||
-				      failed(post_recv(c), "fi_recv") ||
-				      failed(fi_connect(c.ep, info->dest_addr, nullptr, 0),
-				             "fi_connect");
-			}
-			if (err)
-				break;
-			uint32_t event = 0;
-			struct fi_eq_cm_entry e;
-			ssize_t n = fi_eq_sread(eq, &event, &e, sizeof(e), cm_timeout_ms, 0);
-			if (n == -FI_EAVAIL) {
-				struct fi_eq_err_entry ee = {};
-				fi_eq_readerr(eq, &ee, 0);
-				fprintf(stderr, "fi_vwait_echo: connect: %s\n",
-				        fi_strerror(ee.err));
-				err = true;
-			} else if (n < 0) {
-				failed(static_cast<int>(n), "fi_eq_sread (connect)");
-				err = true;
-			} else if (event == FI_CONNECTED) {
-				static_cast<client_conn *>(e.fid->context)->connected = true;
-				up++;
-			}
-		}
-		if (err)
-			break;
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-		const double up_s = static_cast<double>(t1.tv_sec - t0.tv_sec) +
-		                    static_cast<double>(t1.tv_nsec - t0.tv_nsec) / 1e9;
-		printf("client: %zu connections up in %.3f s (%.1f per s)\n", up, up_s,
-		       up_s > 0 ? static_cast<double>(up) / up_s : 0.0);
-		fflush(stdout);
-		for (client_conn &c : cc)
-			if (o.msgs && failed(send_next(c), "fi_send"))
-				err = true;
-		size_t done = o.msgs ? 0 : o.conns;
-		while (done < o.conns && !err) {
-			std::vector<size_t> retry;
-			retry.swap(again);
-			for (size_t i : retry)
-				if (failed(static_cast<int>(send_next(cc[i])), "fi_send"))
-					err = true;
-			struct fi_cq_msg_entry e[16];
-			ssize_t n = fi_cq_sread(cq, e, 16, nullptr, cm_timeout_ms);
-			if (n == -FI_EAVAIL) {
-				struct fi_cq_err_entry ce = {};
-				fi_cq_readerr(cq, &ce, 0);
-				fprintf(stderr, "fi_vwait_echo: CQ error: %s\n",
-				        fi_strerror(ce.err));
-				err = true;
-				break;
-			}
-			if (n < 0) {
-				failed(static_cast<int>(n), "fi_cq_sread (replies)");
-				err = true;
-				break;
-			}
-			for (ssize_t i = 0; i < n && !err; i++) {
-				auto *ctx = static_cast<struct fi_context *>(e[i].op_context);
-				bool rx = e[i].flags & FI_RECV;
-				client_conn &c = cc[static_cast<size_t>(
-				    ctx - (rx ? rx_ctx.data() : tx_ctx.data()))];
-				if (rx) {
-					if (e[i].len == o.size &&
-					    matches(rx_buf(c.index), o.size, c.index, c.replied))
-						verified++;
-					else
-						wrong++;
-					c.replied++;
-					if (c.replied == o.msgs)
-						done++;
-					else
-						err = failed(post_recv(c), "fi_recv");
-				} else {
-					c.send_busy = false;
-				}
-				/* the next message once the reply is in and the send buffer free */
-				if (!err && !c.send_busy && c.replied == c.sent && c.sent < o.msgs)
-					err = failed(send_next(c), "fi_send");
-			}
-		}
-		if (err)
-			break;
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-		double s = static_cast<double>(t1.tv_sec - t0.tv_sec) +
-		           static_cast<double>(t1.tv_nsec - t0.tv_nsec) / 1e9;
-		/* -R: each connection in turn, one message in flight; first the completions of
-		 * the last sends, whose replies may have come before them */
-		for (client_conn &c : cc) {
-			while (o.rounds && !err && c.send_busy) {
-				struct fi_cq_msg_entry e;
-				ssize_t n = fi_cq_sread(cq, &e, 1, nullptr, cm_timeout_ms);
-				if (n != 1 || !(e.flags & FI_SEND)) {
-					fprintf(stderr,
-					        "fi_vwait_echo: waiting for the last sends\n");
-					err = true;
-					break;
-				}
-				auto *ctx = static_cast<struct fi_context *>(e.op_context);
-				cc[static_cast<size_t>(ctx - tx_ctx.data())].send_busy = false;
-			}
-		}
-		for (size_t r = 0; r < o.rounds && !err; r++) {
-			for (client_conn &c : cc) {
-				err = failed(post_recv(c), "fi_recv") ||
-				      failed(send_next(c), "fi_send");
-				if (!err && !again.empty()) {
-					fprintf(stderr, "fi_vwait_echo: round-robin: fi_send: %s\n",
-					        fi_strerror(FI_EAGAIN));
-					err = true;
-				}
-				bool got = false;
-				while (!err && (!got || c.send_busy)) {
-					struct fi_cq_msg_entry e;
-					ssize_t n = fi_cq_sread(cq, &e, 1, nullptr, cm_timeout_ms);
-					if (n != 1) {
-						failed(n < 0 ? static_cast<int>(n) : -FI_EOTHER,
-						       "fi_cq_sread (round-robin)");
-						err = true;
-						break;
-					}
-					auto *ctx = static_cast<struct fi_context *>(e.op_context);
-					if (ctx == &tx_ctx[c.index]) {
-						c.send_busy = false;
-					} else if (ctx == &rx_ctx[c.index]) {
-						got = true;
-						if (e.len == o.size &&
-						    matches(rx_buf(c.index), o.size, c.index,
-						            c.replied))
-							verified++;
-						else
-							wrong++;
-						c.replied++;
-					} else {
-						fprintf(stderr,
-						        "fi_vwait_echo: round-robin: a "
-						        "completion of another connection\n");
-						err = true;
-					}
-				}
-				if (err)
-					break;
-			}
-		}
-		if (err)
-			break;
-		if (o.rounds) {
-			struct timespec t2;
-			clock_gettime(CLOCK_MONOTONIC, &t2);
-			const double rr_s = static_cast<double>(t2.tv_sec - t1.tv_sec) +
-			                    static_cast<double>(t2.tv_nsec - t1.tv_nsec) / 1e9;
-			printf("client: round-robin %zu rounds over %zu connections, %.1f us per "
-			       "round trip\n",
-			       o.rounds, o.conns,
-			       rr_s * 1e6 / static_cast<double>(o.rounds * o.conns));
-		}
-		printf("client: %zu connections, %zu replies verified, %zu wrong, %.2f s\n",
-		       o.conns, verified, wrong, s);
-		fflush(stdout);
-		if (o.hold_s > 0) {
-			printf("client: holding %zu connections idle for %d s\n", o.conns,
-			       o.hold_s);
-			fflush(stdout);
-			sleep(static_cast<unsigned>(o.hold_s));
-		}
-		ok = wrong == 0 && verified == o.conns * (o.msgs + o.rounds);
-	} while (false);
+	size_t verified = 0, wrong = 0;
+	struct timespec t0 = {};
+
+	explicit client(const options &opt)
+	    : o(opt), cc(opt.conns), rx_ctx(opt.conns), tx_ctx(opt.conns),
+	      buf(opt.conns * 2 * max_size)
+	{
+	}
+	~client();
+	int run();
+	int open();
+	int connect_all();
+	int start(client_conn &c);
+	int next_cm_event(size_t *up);
+	int exchange();
+	int on_completion(const struct fi_cq_msg_entry &e, size_t *done);
+	int finish_sends();
+	int round_trip(client_conn &c);
+	void check_reply(client_conn &c, size_t len);
+	uint8_t *rx_buf(size_t i) { return &buf[(2 * i) * max_size]; }
+	uint8_t *tx_buf(size_t i) { return &buf[(2 * i + 1) * max_size]; }
+	int post_recv(client_conn &c);
+	int send_next(client_conn &c);
+};
+
+double seconds_since(const struct timespec &a, struct timespec *now)
+{
+	clock_gettime(CLOCK_MONOTONIC, now);
+	return static_cast<double>(now->tv_sec - a.tv_sec) +
+	       static_cast<double>(now->tv_nsec - a.tv_nsec) / 1e9;
+}
+
+client::~client()
+{
 	for (client_conn &c : cc) {
 		if (c.ep && c.connected)
 			fi_shutdown(c.ep, 0);
@@ -752,7 +565,259 @@ int run_client(const options &o)
 	close_fid(domain ? &domain->fid : nullptr);
 	close_fid(fabric ? &fabric->fid : nullptr);
 	fi_freeinfo(info);
-	return ok ? 0 : 1;
+}
+
+/* The objects every connection shares: the EQ of their CM events, one CQ, one MR over the
+ * buffers. The clock of "connections up" starts here. */
+int client::open()
+{
+	struct fi_info *h = hints_for(o);
+	if (!h)
+		return 1;
+	int ret = fi_getinfo(api_version(), o.addr.c_str(), o.port.c_str(), 0, h, &info);
+	fi_freeinfo(h);
+	if (failed(ret, "fi_getinfo"))
+		return 1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	struct fi_eq_attr ea = {};
+	ea.wait_obj = FI_WAIT_UNSPEC;
+	struct fi_cq_attr ca = {};
+	ca.format = FI_CQ_FORMAT_MSG;
+	ca.wait_obj = FI_WAIT_UNSPEC;
+	ca.size = 4 * o.conns;
+	if (failed(fi_fabric(info->fabric_attr, &fabric, nullptr), "fi_fabric") ||
+	    failed(fi_eq_open(fabric, &ea, &eq, nullptr), "fi_eq_open") ||
+	    failed(fi_domain(fabric, info, &domain, nullptr), "fi_domain") ||
+	    failed(fi_cq_open(domain, &ca, &cq, nullptr), "fi_cq_open") ||
+	    failed(
+	        fi_mr_reg(domain, buf.data(), buf.size(), FI_SEND | FI_RECV, 0, 0, 0, &mr, nullptr),
+	        "fi_mr_reg"))
+		return 1;
+	return 0;
+}
+
+int client::post_recv(client_conn &c)
+{
+	return static_cast<int>(
+	    fi_recv(c.ep, rx_buf(c.index), max_size, fi_mr_desc(mr), 0, &rx_ctx[c.index]));
+}
+
+/* the connection's next message; a send that finds the queue full waits in `again` */
+int client::send_next(client_conn &c)
+{
+	fill(tx_buf(c.index), o.size, c.index, c.sent);
+	ssize_t ret = fi_send(c.ep, tx_buf(c.index), o.size, fi_mr_desc(mr), 0, &tx_ctx[c.index]);
+	if (ret == -FI_EAGAIN) {
+		again.push_back(c.index);
+		return 0;
+	}
+	if (ret == 0) {
+		c.send_busy = true;
+		c.sent++;
+	}
+	return static_cast<int>(ret);
+}
+
+/* one connection's endpoint, bound to the shared CQ and EQ, a receive posted, connecting */
+int client::start(client_conn &c)
+{
+	return failed(fi_endpoint(domain, info, &c.ep, &c), "fi_endpoint") ||
+	       failed(fi_ep_bind(c.ep, &cq->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)") ||
+	       failed(fi_ep_bind(c.ep, &eq->fid, 0), "fi_ep_bind(eq)") ||
+	       failed(fi_enable(c.ep), "fi_enable") || failed(post_recv(c), "fi_recv") ||
+	       failed(fi_connect(c.ep, info->dest_addr, nullptr, 0), "fi_connect");
+}
+
+/* one CM event; FI_CONNECTED names its endpoint's connection through the endpoint's context */
+int client::next_cm_event(size_t *up)
+{
+	uint32_t event = 0;
+	struct fi_eq_cm_entry e;
+	ssize_t n = fi_eq_sread(eq, &event, &e, sizeof(e), cm_timeout_ms, 0);
+	if (n == -FI_EAVAIL) {
+		struct fi_eq_err_entry ee = {};
+		fi_eq_readerr(eq, &ee, 0);
+		fprintf(stderr, "fi_vwait_echo: connect: %s\n", fi_strerror(ee.err));
+		return 1;
+	}
+	if (n < 0) {
+		failed(static_cast<int>(n), "fi_eq_sread (connect)");
+		return 1;
+	}
+	if (event == FI_CONNECTED) {
+		static_cast<client_conn *>(e.fid->context)->connected = true;
+		++*up;
+	}
+	return 0;
+}
+
+/* every connection, in windows of 16 requests at a time */
+int client::connect_all()
+{
+	size_t up = 0, started = 0;
+	while (up < o.conns) {
+		while (started < o.conns && started - up < 16) {
+			client_conn &c = cc[started];
+			c.index = started++;
+			if (start(c))
+				return 1;
+		}
+		if (next_cm_event(&up))
+			return 1;
+	}
+	struct timespec now;
+	const double up_s = seconds_since(t0, &now);
+	printf("client: %zu connections up in %.3f s (%.1f per s)\n", up, up_s,
+	       up_s > 0 ? static_cast<double>(up) / up_s : 0.0);
+	fflush(stdout);
+	return 0;
+}
+
+void client::check_reply(client_conn &c, size_t len)
+{
+	if (len == o.size && matches(rx_buf(c.index), o.size, c.index, c.replied))
+		verified++;
+	else
+		wrong++;
+	c.replied++;
+}
+
+/* A completion of the all-at-once phase: a reply (checked, the next receive posted) or a
+ * send's; the connection's next message goes once its reply is in and its send buffer free. */
+int client::on_completion(const struct fi_cq_msg_entry &e, size_t *done)
+{
+	auto *ctx = static_cast<struct fi_context *>(e.op_context);
+	const bool rx = e.flags & FI_RECV;
+	client_conn &c = cc[static_cast<size_t>(ctx - (rx ? rx_ctx.data() : tx_ctx.data()))];
+	if (rx) {
+		check_reply(c, e.len);
+		if (c.replied == o.msgs)
+			++*done;
+		else if (failed(post_recv(c), "fi_recv"))
+			return 1;
+	} else {
+		c.send_busy = false;
+	}
+	if (!c.send_busy && c.replied == c.sent && c.sent < o.msgs)
+		return failed(send_next(c), "fi_send");
+	return 0;
+}
+
+/* MSGS messages on every connection at once, one in flight on each */
+int client::exchange()
+{
+	for (client_conn &c : cc)
+		if (o.msgs && failed(send_next(c), "fi_send"))
+			return 1;
+	size_t done = o.msgs ? 0 : o.conns;
+	while (done < o.conns) {
+		std::vector<size_t> retry;
+		retry.swap(again);
+		for (size_t i : retry)
+			if (failed(send_next(cc[i]), "fi_send"))
+				return 1;
+		struct fi_cq_msg_entry e[16];
+		ssize_t n = fi_cq_sread(cq, e, 16, nullptr, cm_timeout_ms);
+		if (n == -FI_EAVAIL) {
+			struct fi_cq_err_entry ce = {};
+			fi_cq_readerr(cq, &ce, 0);
+			fprintf(stderr, "fi_vwait_echo: CQ error: %s\n", fi_strerror(ce.err));
+			return 1;
+		}
+		if (n < 0) {
+			failed(static_cast<int>(n), "fi_cq_sread (replies)");
+			return 1;
+		}
+		for (ssize_t i = 0; i < n; i++)
+			if (on_completion(e[i], &done))
+				return 1;
+	}
+	return 0;
+}
+
+/* before the round-robin: the completions of the last sends, whose replies may have come
+ * before them */
+int client::finish_sends()
+{
+	for (client_conn &c : cc) {
+		while (c.send_busy) {
+			struct fi_cq_msg_entry e;
+			ssize_t n = fi_cq_sread(cq, &e, 1, nullptr, cm_timeout_ms);
+			if (n != 1 || !(e.flags & FI_SEND)) {
+				fprintf(stderr, "fi_vwait_echo: waiting for the last sends\n");
+				return 1;
+			}
+			auto *ctx = static_cast<struct fi_context *>(e.op_context);
+			cc[static_cast<size_t>(ctx - tx_ctx.data())].send_busy = false;
+		}
+	}
+	return 0;
+}
+
+/* -R: one message on connection c, the only one in flight: its reply and its send's
+ * completion */
+int client::round_trip(client_conn &c)
+{
+	if (failed(post_recv(c), "fi_recv") || failed(send_next(c), "fi_send"))
+		return 1;
+	if (!again.empty()) {
+		fprintf(stderr, "fi_vwait_echo: round-robin: fi_send: %s\n",
+		        fi_strerror(FI_EAGAIN));
+		return 1;
+	}
+	bool got = false;
+	while (!got || c.send_busy) {
+		struct fi_cq_msg_entry e;
+		ssize_t n = fi_cq_sread(cq, &e, 1, nullptr, cm_timeout_ms);
+		if (n != 1) {
+			failed(n < 0 ? static_cast<int>(n) : -FI_EOTHER,
+			       "fi_cq_sread (round-robin)");
+			return 1;
+		}
+		auto *ctx = static_cast<struct fi_context *>(e.op_context);
+		if (ctx == &tx_ctx[c.index]) {
+			c.send_busy = false;
+		} else if (ctx == &rx_ctx[c.index]) {
+			got = true;
+			check_reply(c, e.len);
+		} else {
+			fprintf(stderr, "fi_vwait_echo: round-robin: a completion of another "
+			                "connection\n");
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* connect, exchange, -R rounds, -H hold; 0 when every reply came back right */
+int client::run()
+{
+	if (open() || connect_all() || exchange())
+		return 1;
+	struct timespec t1;
+	const double s = seconds_since(t0, &t1);
+	if (o.rounds) {
+		if (finish_sends())
+			return 1;
+		for (size_t r = 0; r < o.rounds; r++)
+			for (client_conn &c : cc)
+				if (round_trip(c))
+					return 1;
+		struct timespec t2;
+		const double rr_s = seconds_since(t1, &t2);
+		printf("client: round-robin %zu rounds over %zu connections, %.1f us per round "
+		       "trip\n",
+		       o.rounds, o.conns, rr_s * 1e6 / static_cast<double>(o.rounds * o.conns));
+	}
+	printf("client: %zu connections, %zu replies verified, %zu wrong, %.2f s\n", o.conns,
+	       verified, wrong, s);
+	fflush(stdout);
+	if (o.hold_s > 0) {
+		printf("client: holding %zu connections idle for %d s\n", o.conns, o.hold_s);
+		fflush(stdout);
+		sleep(static_cast<unsigned>(o.hold_s));
+	}
+	return wrong == 0 && verified == o.conns * (o.msgs + o.rounds) ? 0 : 1;
 }
 
 int usage()
@@ -830,5 +895,6 @@ int main(int argc, char **argv)
 	if (optind != argc - 1 || o.conns == 0 || o.size == 0 || o.size > max_size)
 		return usage();
 	o.addr = argv[optind];
-	return run_client(o);
+	client c(o);
+	return c.run();
 }

@@ -6,7 +6,9 @@
  * fi_sets: fi_wait_open, fi_wait, fi_poll_open, fi_poll_add, fi_poll_del and fi_poll (2.x marks
  * them FI_DEPRECATED_FUNC). Wait sets and poll sets are what vwait implements, so its tools and
  * tests call them, through these wrappers only, the deprecation warning silenced around these six
- * calls. The provider implements these objects and never calls them.
+ * calls. The wrappers are util/fi_sets.h, public API only, where a program outside the tree can
+ * take them from (the tools include it directly); included here for the tests. The provider
+ * implements these objects and never calls them.
  *
  * fi_v1: values of the 1.x API that 2.x headers mark deprecated with a warning inside the macro
  * (FI_LOCAL_MR, FI_MR_BASIC, FI_MR_SCALABLE, FI_ORDER_STRICT). The provider must still understand
@@ -14,53 +16,13 @@
  * are part of the ABI and never change (checked against 1.x headers below). */
 #pragma once
 
+#include "../../util/fi_sets.h"
+
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_eq.h>
 
 #include <cstdint>
-
-namespace fi_sets
-{
-
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-
-inline int wait_open(struct fid_fabric *fabric, struct fi_wait_attr *attr,
-                     struct fid_wait **waitset)
-{
-	return fi_wait_open(fabric, attr, waitset);
-}
-
-inline int wait(struct fid_wait *waitset, int timeout)
-{
-	return fi_wait(waitset, timeout);
-}
-
-inline int poll_open(struct fid_domain *domain, struct fi_poll_attr *attr,
-                     struct fid_poll **pollset)
-{
-	return fi_poll_open(domain, attr, pollset);
-}
-
-inline int poll_add(struct fid_poll *pollset, struct fid *event_fid, uint64_t flags)
-{
-	return fi_poll_add(pollset, event_fid, flags);
-}
-
-inline int poll_del(struct fid_poll *pollset, struct fid *event_fid, uint64_t flags)
-{
-	return fi_poll_del(pollset, event_fid, flags);
-}
-
-inline int poll(struct fid_poll *pollset, void **context, int count)
-{
-	return fi_poll(pollset, context, count);
-}
-
-#pragma GCC diagnostic pop
-
-} // namespace fi_sets
 
 namespace fi_v1
 {

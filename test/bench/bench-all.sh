@@ -42,23 +42,23 @@
 #            50 100 us), servers taking turns burst by burst (BENCH_THINKTURN_REPEATS runs, default
 #            4): spinning, adaptive fi_cq_sread, fi_cq_sread spinning with no learner (fixed),
 #            and fi_cq_read on a FI_WAIT_UNSPEC CQ (spinu); per run the median of the per-burst
-#            ratios to the spinning server (not in the default sections: make bench-policy)
+#            ratios to the spinning server (not in the default sections: SECTIONS=goals)
 #   longturns think times at or above W (BENCH_LONGTURN_THINKS, default 200 500 5000 us), taking
 #            turns the same way (BENCH_LONGTURN_REPEATS runs, default 4; max(8, 40000/think)
 #            rounds a burst): spinning, adaptive fi_cq_sread, the block policy, upstream verbs'
 #            fi_cq_sread; then the goal per think: adaptive - spin <= 1.1 x (block - spin), what
-#            a sleep costs in the same bursts (make bench-policy)
+#            a sleep costs in the same bursts (SECTIONS=goals)
 #   pairturns one pair, both sides waiting, taking turns at think 0 and 50 us
 #            (BENCH_PAIRTURN_THINKS, BENCH_PAIRTURN_REPEATS runs, default 4): both spinning,
 #            both adaptive fi_cq_sread, both fixed, both fi_cq_read on FI_WAIT_UNSPEC CQs; goal
-#            adaptive <= 1.2x spinning (make bench-policy). BENCH_BURSTS sets the bursts per run
+#            adaptive <= 1.2x spinning (SECTIONS=goals). BENCH_BURSTS sets the bursts per run
 #            of thinkturns, longturns and pairturns (a quick check)
 #   oversub  K = 1 and 3 ping-pong pairs at once, both sides in fi_cq_sread (FI_WAIT_UNSPEC),
 #            think 0 and 50 us (BENCH_OVERSUB_ITERS rounds at think 0, default 3000; with
 #            BENCH_OVERSUB_BASE=BUILDDIR also "base", adaptive from another build): vwait
 #            adaptive, vwait block, upstream verbs, and (K = 1) both sides spinning; latency
-#            the mean of the pairs' (make bench-policy runs policy, thinkturns, longturns,
-#            pairturns and oversub)
+#            the mean of the pairs' (the group goals, make bench-policy, is policy,
+#            thinkturns, longturns, pairturns and oversub)
 #   netpipe  NetPIPE small-message latency over vwait;ofi_rxm and verbs;ofi_rxm, both with
 #            FI_UNIVERSE_SIZE=32
 #
@@ -74,21 +74,18 @@
 # cuts a server's CPU per message at 5 ms think to about a third (block policy), but makes the
 # spinning ping-pongs slower and their runs far noisier, so the default stays unpinned.
 #
-#   make bench                         (boots the VM; about 45 minutes on a quiet 2-core host,
-#                                      of which the turns section takes about 5 at 5 runs and 8
-#                                      at 8 runs with the raw arm, and waitturns 6-7; a slower
-#                                      host can take an hour up to cntr alone, so the VM's time
-#                                      limit is 90 minutes)
-#   test/bench/bench-all.sh [BUILDDIR] (the same, from the host)
-#   BENCH_SECTIONS="cost spin" BENCH_REPEATS=3 ... to run a part.
+#   make bench SECTIONS="cost spin"    (test/bench/bench.sh, the front door: boots the VM, runs
+#                                      this script in it with those sections, and writes the
+#                                      report; `make bench` alone prints the menu, with each
+#                                      section's minutes; SECTIONS=default is the whole of this
+#                                      script's default, about an hour on a quiet 2-core host)
+#   test/bench/bench-all.sh [BUILDDIR] (from the host: the same, BENCH_SECTIONS or default)
 set -u -o pipefail
 export LC_ALL=C
 here=$(cd "$(dirname "$0")" && pwd -P)
-srcdir=$(cd "$here/../.." && pwd -P)
 
-. "$srcdir/contrib/vm/boot-self.sh"
-[ -n "${RXE_ADDR:-}" ] || boot_self bench-all 5400 "${1:-}" .libs/libvwait-fi.so \
-	util/fi_vwait_bench test/integration/sread_idle
+# on the host: the front door, which boots the VM and runs this script in it
+[ -n "${RXE_ADDR:-}" ] || SECTIONS=${BENCH_SECTIONS:-default} exec "$here/bench.sh" "${1:-${VWAIT_BUILDDIR:-$PWD}}"
 
 builddir=${1:-${VWAIT_BUILDDIR:-$PWD}}
 export FI_PROVIDER_PATH=$builddir/.libs
@@ -750,7 +747,7 @@ table() {
 	echo "Cells: median [min-max] of $pp_repeats runs (ping-pong tables, NetPIPE) or $repeats (the others) in one VM boot; ratios are of medians."
 	echo "Latency is one-way, in microseconds; CPU is the server's, in microseconds per message."
 	echo "A run: $spin_iters round trips (spin), $sread_iters (sread), $think_iters at think 0 and up to $((budget / 1000)) ms of think per phase (think tables)."
-	echo "Command: \`make bench\` (test/bench/bench-all.sh)."
+	echo "Command: \`make bench SECTIONS=\"$sections\"\` (test/bench/bench-all.sh)."
 	table cost "Instructions per call (callgrind)" vwait verbs -- vwait/verbs
 	table tax "What a second thread costs a system call (thread_tax: none ever, one that exited, one alive)" \
 		single exited live -- exited/single live/single

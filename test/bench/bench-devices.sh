@@ -20,15 +20,18 @@
 # emulated). Writes BENCH_OUT (default BUILDDIR/bench-devices): results.md, records.txt (every
 # measurement, TABLE|ROW|COLUMN|VALUE), log.txt (every run's output).
 #
-#   make bench-devices                    (boots the VM with both devices, about 10 minutes)
+#   make bench SECTIONS=devices           (boots the VM with both devices, about 10 minutes)
 #   test/bench/bench-devices.sh [BUILDDIR] (the same, from the host)
 set -u -o pipefail
 export LC_ALL=C
 here=$(cd "$(dirname "$0")" && pwd -P)
-srcdir=$(cd "$here/../.." && pwd -P)
 
-. "$srcdir/contrib/vm/boot-self.sh"
-[ -n "${SIW_ADDR:-}" ] || VM_RDMA=both boot_self bench-devices 2400 "${1:-}" util/fi_vwait_bench
+# on the host: the front door, which boots the VM with both devices and runs this script in it
+[ -n "${RXE_ADDR:-}" ] || SECTIONS=devices exec "$here/bench.sh" "${1:-${VWAIT_BUILDDIR:-$PWD}}"
+[ -n "${SIW_ADDR:-}" ] || {
+	echo "bench-devices: no siw0 in this guest (make bench SECTIONS=devices boots with both)"
+	exit 77
+}
 
 builddir=${1:-${VWAIT_BUILDDIR:-$PWD}}
 export FI_PROVIDER_PATH=$builddir/.libs

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
-# make bench-scale: what a wake and an idle CQ cost as the number of CQs grows, in one VM boot
-# (run by `make bench-scale` through contrib/vm/run-in-vm.sh; by hand inside the guest:
+# make bench SECTIONS=scale: what a wake and an idle CQ cost as the number of CQs grows, in one
+# VM boot (the front door, test/bench/bench.sh, runs it in the guest; by hand inside the guest:
 # VWAIT_BUILDDIR=... test/bench/bench-scale.sh).
 #
 # Members: a ping-pong (util/fi_vwait_bench, 64 B) whose CQ is one of N members of a wait set
@@ -90,7 +90,7 @@ pingpong() {
 stats() { sort -g | awk '{v[NR]=$1} END{if(NR==0){print "-";exit} m=(NR%2)?v[(NR+1)/2]:(v[NR/2]+v[NR/2+1])/2; printf "%.0f (%.0f-%.0f)", m, v[1], v[NR]}'; }
 
 {
-	echo "# make bench-scale, $(date -u +%FT%TZ)"
+	echo "# make bench SECTIONS=scale, $(date -u +%FT%TZ)"
 	echo
 	echo "One VM boot (TCG, soft-RoCE), vwait $(git -C "$srcdir" describe --always --dirty 2>/dev/null);"
 	echo "$iters round trips of 64 B per run, $repeats repeats, N alternated within each repeat."

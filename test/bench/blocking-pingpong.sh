@@ -6,13 +6,13 @@
 # ratios against the raw floor and upstream verbs. Figures mean something only as ratios
 # within one run (the VM's CPU is emulated).
 #
-#   make bench-blocking            (boots the VM; BENCH_SIZE, BENCH_ITERS, BENCH_MODES)
+#   make bench SECTIONS=blocking   (boots the VM; BENCH_SIZE, BENCH_ITERS, BENCH_MODES)
 #   test/bench/blocking-pingpong.sh   (inside the VM, from the build dir)
 set -u -o pipefail
 : "${VWAIT_BUILDDIR:=$PWD}"
 export FI_PROVIDER_PATH="$VWAIT_BUILDDIR/.libs"
 bench="$VWAIT_BUILDDIR/util/fi_vwait_bench"
-addr=${RXE_ADDR:?run it in the VM (make bench-blocking)}
+addr=${RXE_ADDR:?run it in the VM (make bench SECTIONS=blocking)}
 dev=${RXE_DEV:-rxe0}
 size=${BENCH_SIZE:-64}
 iters=${BENCH_ITERS:-2000}

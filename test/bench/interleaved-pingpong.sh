@@ -15,7 +15,7 @@
 # A second pair of the yardstick's provider as an arm (e.g. verbs2=verbs) shows how far two
 # pairs of one provider differ in such a run: how far a ratio may sit from 1 for nothing.
 #
-#   BENCH_SECTIONS=turns make bench   (boots the VM; the section runs this BENCH_TURN_REPEATS
+#   make bench SECTIONS=turns         (boots the VM; the section runs this BENCH_TURN_REPEATS
 #                                     times per size, 8 by default)
 #   test/bench/interleaved-pingpong.sh   (inside the VM, from the build dir)
 # BENCH_ARMS: space-separated NAME=PROVIDER[@EP][/SERVER_MODE[/CLIENT_MODE]] (EP msg or rdm;
@@ -37,7 +37,7 @@ set -u -o pipefail
 : "${VWAIT_BUILDDIR:=$PWD}"
 export FI_PROVIDER_PATH="$VWAIT_BUILDDIR/.libs" FI_UNIVERSE_SIZE=${FI_UNIVERSE_SIZE:-32}
 bench="$VWAIT_BUILDDIR/util/fi_vwait_bench"
-addr=${RXE_ADDR:?run it in the VM (BENCH_SECTIONS=turns make bench)}
+addr=${RXE_ADDR:?run it in the VM (make bench SECTIONS=turns)}
 arms=(${BENCH_ARMS:-verbs=verbs vwait=vwait})
 size=${BENCH_SIZE:-64}
 bursts=${BENCH_BURSTS:-60}

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # test/bench/mpi-auto-progress.sh - Open MPI (ofi MTL) with and without rxm's progress thread
 # (FI_OFI_RXM_DATA_AUTO_PROGRESS=1), over vwait;ofi_rxm and over verbs;ofi_rxm (which needs
-# FI_UNIVERSE_SIZE=32 on rxe), in one VM boot (make bench-mpi-auto-progress):
+# FI_UNIVERSE_SIZE=32 on rxe), in one VM boot (make bench SECTIONS=mpi-auto-progress):
 #   - NetPIPE 1 B one-way latency, BENCH_REPEATS rounds (default 5) of the four arms, the
 #     order rotated each round; median and min-max per arm;
 #   - the CPU of each thread of each rank while both ranks sleep MPI_SLEEP seconds (default 10)

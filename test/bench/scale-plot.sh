@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
-# scale-plot.sh DAT PNG: the plot of make bench-scale (its .dat, written beside scale.md):
+# scale-plot.sh DAT PNG: the plot of make bench SECTIONS=scale (its .dat, written beside scale.md):
 # left, the server's cost per round trip against the number of members N (system calls from
 # strace, CPU from getrusage; wait set and poll set); right, the descriptors a process holds
 # to wait on N CQs: one FI_WAIT_FD wait set (vwait) against N FI_WAIT_FD CQs (vwait and

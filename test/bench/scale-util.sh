@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
-# make bench-scale-util: the util layer's cost per wake against the number of members, on the
+# make bench SECTIONS=scale-util: the util layer's cost per wake against the number of members, on the
 # host, no device (test/bench/scale_util: members fed by eventfd channels as verbs CQs are).
 # Counted, not timed: instructions per wake by callgrind (--toggle-collect=scale_round, the
 # measured rounds only), system calls per wake by strace -f (the calls between the two

@@ -4,7 +4,7 @@
 # ONE VM boot: fi_pingpong -e dgram -p vwait and -p verbs, alternated, REPEATS runs each;
 # median and min-max of the one-way latency (fi_pingpong's usec/xfer).
 #
-#   test/integration/dgram-bench.sh [BUILDDIR]   (on the host: boots the VM and runs itself)
+#   test/integration/dgram-bench.sh [BUILDDIR]   (on the host: make bench SECTIONS=dgram)
 #   BENCH_SIZES="64 512" BENCH_REPEATS=5 BENCH_ITERS=1000 to change what is measured.
 # Cost: about 1 minute per size at the defaults. The guest CPU is emulated (TCG): compare the
 # ratio, not absolute figures.
@@ -13,8 +13,8 @@ export LC_ALL=C
 here=$(cd "$(dirname "$0")" && pwd -P)
 srcdir=$(cd "$here/../.." && pwd -P)
 
-. "$srcdir/contrib/vm/boot-self.sh"
-[ -n "${RXE_ADDR:-}" ] || boot_self dgram-bench 1500 "${1:-}" .libs/libvwait-fi.so
+# on the host: make bench's front door, which boots the VM and runs this script in it
+[ -n "${RXE_ADDR:-}" ] || SECTIONS=dgram exec "$srcdir/test/bench/bench.sh" "${1:-${VWAIT_BUILDDIR:-$PWD}}"
 
 builddir=${1:-${VWAIT_BUILDDIR:-$PWD}}
 export FI_PROVIDER_PATH=$builddir/.libs

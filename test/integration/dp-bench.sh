@@ -4,7 +4,7 @@
 # fi_pingpong over vwait (-p vwait -e msg), over upstream verbs (-p verbs -e msg), and raw
 # ibv_rc_pingpong, for a few sizes; best of REPEATS runs, interleaved; ratios against verbs.
 #
-#   test/integration/dp-bench.sh [BUILDDIR]      (on the host: boots the VM and runs itself)
+#   test/integration/dp-bench.sh [BUILDDIR]      (on the host: make bench SECTIONS=pingpong)
 #   BENCH_SIZES="64 4096 65536 1048576" BENCH_REPEATS=3 to change what is measured.
 #
 # Latency is one-way: fi_pingpong's usec/xfer, ibv_rc_pingpong's usec/iter / 2 (one
@@ -15,8 +15,8 @@ export LC_ALL=C
 here=$(cd "$(dirname "$0")" && pwd -P)
 srcdir=$(cd "$here/../.." && pwd -P)
 
-. "$srcdir/contrib/vm/boot-self.sh"
-[ -n "${RXE_ADDR:-}" ] || boot_self dp-bench 1500 "${1:-}" .libs/libvwait-fi.so
+# on the host: make bench's front door, which boots the VM and runs this script in it
+[ -n "${RXE_ADDR:-}" ] || SECTIONS=pingpong exec "$srcdir/test/bench/bench.sh" "${1:-${VWAIT_BUILDDIR:-$PWD}}"
 
 builddir=${1:-${VWAIT_BUILDDIR:-$PWD}}
 export FI_PROVIDER_PATH=$builddir/.libs
