@@ -95,8 +95,8 @@ std::string decisions(const struct fi_vwait_policy_stats &a, const struct fi_vwa
 {
 	char buf[256];
 	snprintf(buf, sizeof(buf),
-	         " spun=%" PRIu64 " probes=%" PRIu64 " armed_long=%" PRIu64
-	         " judged_short=%" PRIu64 " judged_long=%" PRIu64,
+	         " spun=%" PRIu64 " probes=%" PRIu64 " armed_long=%" PRIu64 " judged_short=%" PRIu64
+	         " judged_long=%" PRIu64,
 	         b.spun - a.spun, b.probes - a.probes, b.armed_long - a.armed_long,
 	         b.judged_short - a.judged_short, b.judged_long - a.judged_long);
 	return buf;
