@@ -6,9 +6,12 @@
  * and present). The kernel then reports, for that range, munmap (UFFD_EVENT_UNMAP, a MAP_FIXED
  * mapping over it, a brk shrink, mremap shrinking), mremap moving it (UFFD_EVENT_REMAP) and
  * madvise(MADV_DONTNEED / MADV_REMOVE) dropping its pages (UFFD_EVENT_REMOVE). Those events are
- * non-cooperative: the thread that unmaps is held in the kernel until the event is read. A
- * range the kernel refuses (another uffd owns the mapping: EBUSY; file-backed or other
- * memory uffd cannot watch: EINVAL) is not watched, and the cache keeps no registration of it.
+ * non-cooperative: the thread that unmaps is held in the kernel until the event is read. Only
+ * private anonymous memory is watched (/proc/self/maps, read at each watch): the pages of a
+ * tmpfs or memfd file (its private copies too) or of shared memory can change with no event
+ * for this process (a truncation; another process's MADV_REMOVE), though uffd would watch
+ * them. A range that is not private anonymous (EINVAL), or that the kernel refuses (another
+ * uffd owns the mapping: EBUSY), is not watched, and the cache keeps no registration of it.
  *
  * The reader: one thread of the provider, started at the first watch(), reads the events and
  * appends the ranges to a ring of preallocated records. It takes no lock and allocates nothing
@@ -82,8 +85,8 @@ public:
 	void shutdown() noexcept;
 
 	/* Registers [start, start + len) (page-aligned) with the uffd, starting the reader at
-	 * the first: 0, or -FI_EBUSY (another uffd owns it), -FI_EINVAL (memory it cannot
-	 * watch), another -FI_E*. */
+	 * the first: 0, or -FI_EBUSY (another uffd owns it), -FI_EINVAL (not all private
+	 * anonymous memory, or memory uffd cannot watch), another -FI_E*. */
 	int watch(uintptr_t start, size_t len) noexcept;
 
 	/* Waits out a read in progress (see above). */
