@@ -187,6 +187,7 @@ void test_dontneed_and_touch(void **st)
 	auto *s = static_cast<state *>(*st);
 	const size_t len = 4 * page;
 	char *p = map(len);
+	const uint64_t faults = mem_monitor::instance().stats().faults;
 	for (unsigned i = 0; i < rounds / 4; i++) {
 		memset(p, 'a' + static_cast<int>(i % 26), len);
 		assert_true(miss(s, p, len));
@@ -205,7 +206,40 @@ void test_dontneed_and_touch(void **st)
 			close(fd);
 		}
 	}
+	/* write-protect mode, never armed, raises no fault at all */
+	if (mem_monitor::faultless())
+		assert_int_equal(mem_monitor::instance().stats().faults, faults);
 	munmap(p, len);
+}
+
+/* A cached mapping grown in place by mremap: the new pages are read and written, by the
+ * process and by the kernel (read(2) into them), and the next lookup of the grown range
+ * registers it anew. */
+void test_mremap_grows(void **st)
+{
+	auto *s = static_cast<state *>(*st);
+	const size_t len = 4 * page;
+	/* room after it: reserve twice the size, give the second half back */
+	char *p = map(2 * len);
+	assert_int_equal(munmap(p + len, len), 0);
+	memset(p, 1, len);
+	assert_true(miss(s, p, len));
+	assert_false(miss(s, p, len));
+	void *q = mremap(p, len, 2 * len, 0);
+	if (q == MAP_FAILED) {
+		munmap(p, len);
+		skip();
+	}
+	assert_ptr_equal(q, p);
+	assert_int_equal(p[len + 5], 0);
+	int fd = open("/dev/zero", O_RDONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(read(fd, p + len + page, 64), 64);
+	close(fd);
+	memset(p + len, 2, len);
+	assert_true(miss(s, p, 2 * len));
+	assert_false(miss(s, p + len, len));
+	munmap(p, 2 * len);
 }
 
 void test_free_malloc_large(void **st)
@@ -503,10 +537,15 @@ int main()
 		return 77;
 	}
 	printf("monitor: %s\n", mem_monitor::mode());
+	atexit([] {
+		printf("ranges registered in %s mode\n",
+		       mem_monitor::faultless() ? "write-protect" : "missing");
+	});
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_hit_then_munmap, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_map_fixed_over, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_mremap_moves, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_mremap_grows, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_dontneed_and_touch, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_free_malloc_large, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_brk_shrink_trim, setup, teardown),

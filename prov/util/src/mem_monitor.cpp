@@ -34,6 +34,10 @@ constexpr uint64_t wanted_events =
 std::atomic<pid_t> the_pid{0};
 /* 0: not opened yet; 1: full; 2: user-mode only */
 std::atomic<int> open_mode{0};
+/* how ranges are registered: not known yet, write-protect mode (5.7+ on anonymous memory),
+ * missing mode */
+constexpr int mode_wp = 1, mode_missing = 2;
+std::atomic<int> register_mode{0};
 
 void child_after_fork() noexcept
 {
@@ -252,6 +256,11 @@ const char *mem_monitor::mode() noexcept
 	}
 }
 
+bool mem_monitor::faultless() noexcept
+{
+	return register_mode.load(std::memory_order_relaxed) == mode_wp;
+}
+
 int mem_monitor::acquire(const char **reason) noexcept
 {
 	lock_guard<mutex> lock(mu_);
@@ -354,12 +363,34 @@ int mem_monitor::watch(uintptr_t start, size_t len) noexcept
 	struct uffdio_register reg = {};
 	reg.range.start = start;
 	reg.range.len = len;
-	reg.mode = UFFDIO_REGISTER_MODE_MISSING;
-	while (ioctl(fd, UFFDIO_REGISTER, &reg) != 0) {
-		if (errno != EINTR)
-			return to_fi(-errno);
+	auto do_register = [&](uint64_t mode) {
+		reg.mode = mode;
+		while (ioctl(fd, UFFDIO_REGISTER, &reg) != 0) {
+			if (errno != EINTR)
+				return -errno;
+		}
+		return 0;
+	};
+#ifdef UFFDIO_REGISTER_MODE_WP
+	/* write-protect mode, never armed: the events without any page fault */
+	const int known = register_mode.load(std::memory_order_relaxed);
+	if (known != mode_missing) {
+		const int ret = do_register(UFFDIO_REGISTER_MODE_WP);
+		if (ret == 0) {
+			register_mode.store(mode_wp, std::memory_order_relaxed);
+			return 0;
+		}
+		if (ret != -EINVAL || known == mode_wp)
+			return to_fi(ret);
 	}
-	return 0;
+#endif
+	const int ret = do_register(UFFDIO_REGISTER_MODE_MISSING);
+	if (ret == 0) {
+		/* the kernel refused write-protect mode on memory it watches in missing mode */
+		register_mode.store(mode_missing, std::memory_order_relaxed);
+		return 0;
+	}
+	return to_fi(ret);
 }
 
 void mem_monitor::sync() const noexcept
