@@ -5,7 +5,8 @@
  * registration out of the cache before the call returns to the next lookup; so must it with
  * a second thread churning malloc / free and the cache, under SIGPROF at 1 kHz; a fork child
  * bypasses the cache and is never held by the parent's monitor; memory the monitor cannot
- * watch (file-backed, another uffd's) is registered but not kept. Each test is bounded by
+ * watch (file-backed, another uffd's) or must not (a tmpfs file, shared memory: their pages
+ * change with no event here) is registered but not kept. Each test is bounded by
  * alarm(2): a hang kills the binary. Skipped where userfaultfd(2) is refused. */
 #include "vwait/util/mem_monitor.h"
 #include "vwait/util/mr_cache.h"
@@ -186,6 +187,7 @@ void test_dontneed_and_touch(void **st)
 	auto *s = static_cast<state *>(*st);
 	const size_t len = 4 * page;
 	char *p = map(len);
+	const uint64_t faults = mem_monitor::instance().stats().faults;
 	for (unsigned i = 0; i < rounds / 4; i++) {
 		memset(p, 'a' + static_cast<int>(i % 26), len);
 		assert_true(miss(s, p, len));
@@ -204,7 +206,40 @@ void test_dontneed_and_touch(void **st)
 			close(fd);
 		}
 	}
+	/* write-protect mode, never armed, raises no fault at all */
+	if (mem_monitor::faultless())
+		assert_int_equal(mem_monitor::instance().stats().faults, faults);
 	munmap(p, len);
+}
+
+/* A cached mapping grown in place by mremap: the new pages are read and written, by the
+ * process and by the kernel (read(2) into them), and the next lookup of the grown range
+ * registers it anew. */
+void test_mremap_grows(void **st)
+{
+	auto *s = static_cast<state *>(*st);
+	const size_t len = 4 * page;
+	/* room after it: reserve twice the size, give the second half back */
+	char *p = map(2 * len);
+	assert_int_equal(munmap(p + len, len), 0);
+	memset(p, 1, len);
+	assert_true(miss(s, p, len));
+	assert_false(miss(s, p, len));
+	void *q = mremap(p, len, 2 * len, 0);
+	if (q == MAP_FAILED) {
+		munmap(p, len);
+		skip();
+	}
+	assert_ptr_equal(q, p);
+	assert_int_equal(p[len + 5], 0);
+	int fd = open("/dev/zero", O_RDONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(read(fd, p + len + page, 64), 64);
+	close(fd);
+	memset(p + len, 2, len);
+	assert_true(miss(s, p, 2 * len));
+	assert_false(miss(s, p + len, len));
+	munmap(p, 2 * len);
 }
 
 void test_free_malloc_large(void **st)
@@ -452,6 +487,44 @@ void test_unwatchable_not_kept(void **st)
 	munmap(p, page);
 }
 
+/* Shared memory whose pages change with no event for this process: a tmpfs file (memfd)
+ * truncated and grown again, and a MAP_SHARED | MAP_ANONYMOUS mapping. Neither may be kept:
+ * after the truncation a cached registration would still hold the old pages. */
+void test_shared_not_kept(void **st)
+{
+	auto *s = static_cast<state *>(*st);
+	const size_t len = 4 * page;
+	int fd = static_cast<int>(syscall(SYS_memfd_create, "mr", 0));
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, static_cast<off_t>(len)), 0);
+	for (int flags : {MAP_SHARED, MAP_PRIVATE}) {
+		void *m = mmap(nullptr, len, PROT_READ | PROT_WRITE, flags, fd, 0);
+		assert_true(m != MAP_FAILED);
+		char *p = static_cast<char *>(m);
+		memset(p, 1, len);
+		assert_true(miss(s, p, len));
+		/* the file's pages go, new ones come: no uffd event here */
+		assert_int_equal(ftruncate(fd, 0), 0);
+		assert_int_equal(ftruncate(fd, static_cast<off_t>(len)), 0);
+		memset(p, 2, len);
+		assert_true(miss(s, p, len));
+		munmap(p, len);
+	}
+	close(fd);
+	void *m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	assert_true(m != MAP_FAILED);
+	memset(m, 1, len);
+	assert_true(miss(s, m, len));
+	assert_true(miss(s, m, len));
+	munmap(m, len);
+	/* private anonymous memory beside it is kept */
+	char *p = map(len);
+	memset(p, 1, len);
+	assert_true(miss(s, p, len));
+	assert_false(miss(s, p, len));
+	munmap(p, len);
+}
+
 } // namespace
 
 int main()
@@ -464,10 +537,15 @@ int main()
 		return 77;
 	}
 	printf("monitor: %s\n", mem_monitor::mode());
+	atexit([] {
+		printf("ranges registered in %s mode\n",
+		       mem_monitor::faultless() ? "write-protect" : "missing");
+	});
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_hit_then_munmap, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_map_fixed_over, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_mremap_moves, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_mremap_grows, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_dontneed_and_touch, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_free_malloc_large, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_brk_shrink_trim, setup, teardown),
@@ -475,6 +553,7 @@ int main()
 	    cmocka_unit_test_setup_teardown(test_churn_under_sigprof, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_fork_child_bypasses, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_unwatchable_not_kept, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_shared_not_kept, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -6,9 +6,12 @@
  * and present). The kernel then reports, for that range, munmap (UFFD_EVENT_UNMAP, a MAP_FIXED
  * mapping over it, a brk shrink, mremap shrinking), mremap moving it (UFFD_EVENT_REMAP) and
  * madvise(MADV_DONTNEED / MADV_REMOVE) dropping its pages (UFFD_EVENT_REMOVE). Those events are
- * non-cooperative: the thread that unmaps is held in the kernel until the event is read. A
- * range the kernel refuses (another uffd owns the mapping: EBUSY; file-backed or other
- * memory uffd cannot watch: EINVAL) is not watched, and the cache keeps no registration of it.
+ * non-cooperative: the thread that unmaps is held in the kernel until the event is read. Only
+ * private anonymous memory is watched (/proc/self/maps, read at each watch): the pages of a
+ * tmpfs or memfd file (its private copies too) or of shared memory can change with no event
+ * for this process (a truncation; another process's MADV_REMOVE), though uffd would watch
+ * them. A range that is not private anonymous (EINVAL), or that the kernel refuses (another
+ * uffd owns the mapping: EBUSY), is not watched, and the cache keeps no registration of it.
  *
  * The reader: one thread of the provider, started at the first watch(), reads the events and
  * appends the ranges to a ring of preallocated records. It takes no lock and allocates nothing
@@ -24,15 +27,19 @@
  * out an odd epoch (until it changes, never for a second read); after it, drain() yields
  * every range whose unmapping returned before sync() began. Both are lock-free.
  *
- * Page faults: after MADV_DONTNEED a registered range has missing pages, and touching one
- * raises UFFD_EVENT_PAGEFAULT and holds the faulting thread. The reader unregisters a range
+ * Page faults: none where the kernel registers anonymous memory in write-protect mode (5.7
+ * and newer): the monitor never write-protects a page, so a watched range raises its events
+ * and no fault, whoever touches it (the process, or the kernel on its behalf). Only where that
+ * mode is refused are ranges registered in missing mode, and then the following holds. After
+ * MADV_DONTNEED a registered range has missing pages, and touching one raises
+ * UFFD_EVENT_PAGEFAULT and holds the faulting thread. The reader unregisters a range
  * whose pages were dropped (before it publishes the event), and answers any fault that still
  * comes with UFFDIO_ZEROPAGE (what anonymous memory reads after MADV_DONTNEED), or, where that
  * is refused, by unregistering the page and waking the thread: no thread stays held.
  *
- * The uffd is opened without UFFD_USER_MODE_ONLY where the kernel allows it (root,
- * CAP_SYS_PTRACE, vm.unprivileged_userfaultfd=1): a fault the kernel itself takes on a dropped
- * page (read(2) into the buffer, ibv_reg_mr pinning it) is then answered too, where a
+ * In missing mode, the uffd is opened without UFFD_USER_MODE_ONLY where the kernel allows it
+ * (root, CAP_SYS_PTRACE, vm.unprivileged_userfaultfd=1): a fault the kernel itself takes on a
+ * dropped page (read(2) into the buffer, ibv_reg_mr pinning it) is then answered too, where a
  * user-mode-only uffd would fail that call with EFAULT. Otherwise it is user-mode only, the
  * reader's unregistering of dropped ranges closing most of that window; status() says which.
  *
@@ -82,8 +89,8 @@ public:
 	void shutdown() noexcept;
 
 	/* Registers [start, start + len) (page-aligned) with the uffd, starting the reader at
-	 * the first: 0, or -FI_EBUSY (another uffd owns it), -FI_EINVAL (memory it cannot
-	 * watch), another -FI_E*. */
+	 * the first: 0, or -FI_EBUSY (another uffd owns it), -FI_EINVAL (not all private
+	 * anonymous memory, or memory uffd cannot watch), another -FI_E*. */
 	int watch(uintptr_t start, size_t len) noexcept;
 
 	/* Waits out a read in progress (see above). */
@@ -124,6 +131,9 @@ public:
 	/* "on (userfaultfd)" / "on (userfaultfd, user-mode only)": the mode of the open uffd,
 	 * or of the probe. */
 	static const char *mode() noexcept;
+	/* whether ranges are registered in write-protect mode (never armed: no page fault),
+	 * known from the first watch() */
+	static bool faultless() noexcept;
 
 	/* the atfork child handler's work (mem_monitor.cpp) */
 	void forget_in_child() noexcept VWAIT_NO_THREAD_SAFETY_ANALYSIS;

@@ -34,6 +34,10 @@ constexpr uint64_t wanted_events =
 std::atomic<pid_t> the_pid{0};
 /* 0: not opened yet; 1: full; 2: user-mode only */
 std::atomic<int> open_mode{0};
+/* how ranges are registered: not known yet, write-protect mode (5.7+ on anonymous memory),
+ * missing mode */
+constexpr int mode_wp = 1, mode_missing = 2;
+std::atomic<int> register_mode{0};
 
 void child_after_fork() noexcept
 {
@@ -113,6 +117,97 @@ long page_size() noexcept
 	return size;
 }
 
+/* a hex number at *p, *p moved past it */
+uint64_t hex(const char **p, const char *end) noexcept
+{
+	uint64_t v = 0;
+	for (; *p < end; ++*p) {
+		const char c = **p;
+		const int d = c >= '0' && c <= '9'   ? c - '0'
+		              : c >= 'a' && c <= 'f' ? c - 'a' + 10
+		                                     : -1;
+		if (d < 0)
+			break;
+		v = v << 4 | static_cast<uint64_t>(d);
+	}
+	return v;
+}
+
+/* One line of /proc/self/maps ("lo-hi perms offset dev inode [path]"): 1 when it ends at or
+ * below *covered (skipped), 0 when it continues [*covered, ...) as private anonymous memory
+ * (*covered moves to its end), -1 otherwise (a gap, shared, or a file behind it). */
+int check_line(const char *p, const char *end, uintptr_t *covered) noexcept
+{
+	const uint64_t lo = hex(&p, end);
+	if (p == end || *p++ != '-')
+		return -1;
+	const uint64_t hi = hex(&p, end);
+	if (hi <= *covered)
+		return 1;
+	if (lo > *covered || end - p < 5 || p[4] != 'p')
+		return -1;
+	/* the perms, the offset and the device; then the inode, 0 for anonymous memory */
+	for (int field = 0; field < 4; field++) {
+		while (p < end && *p == ' ')
+			p++;
+		if (field == 3)
+			break;
+		while (p < end && *p != ' ')
+			p++;
+	}
+	if (p == end || *p != '0' || (p + 1 < end && p[1] != ' '))
+		return -1;
+	*covered = static_cast<uintptr_t>(hi);
+	return 0;
+}
+
+/* Whether [start, end) is all private anonymous memory. The pages of anything else can change
+ * with no event for this process: a tmpfs or memfd file truncated (its private copies too),
+ * shared memory dropped by another process (MADV_REMOVE there). One read of /proc/self/maps,
+ * on a miss only; a line longer than the buffer or a read error answers no. */
+bool private_anonymous(uintptr_t start, uintptr_t end) noexcept
+{
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	char buf[4096];
+	size_t have = 0;
+	uintptr_t covered = start;
+	int verdict = 1; /* 1: undecided, 0: yes, -1: no */
+	while (verdict == 1) {
+		ssize_t n;
+		do
+			n = read(fd, buf + have, sizeof buf - have);
+		while (n < 0 && errno == EINTR);
+		if (n <= 0) {
+			verdict = -1;
+			break;
+		}
+		have += static_cast<size_t>(n);
+		size_t pos = 0;
+		while (verdict == 1) {
+			const char *nl =
+			    static_cast<const char *>(memchr(buf + pos, '\n', have - pos));
+			if (!nl)
+				break;
+			const int r = check_line(buf + pos, nl, &covered);
+			pos = static_cast<size_t>(nl - buf) + 1;
+			if (r < 0)
+				verdict = -1;
+			else if (covered >= end)
+				verdict = 0;
+		}
+		if (verdict == 1 && pos == 0 && have == sizeof buf) {
+			verdict = -1; /* a line longer than buf */
+			break;
+		}
+		memmove(buf, buf + pos, have - pos);
+		have -= pos;
+	}
+	close(fd);
+	return verdict == 0;
+}
+
 } // namespace
 
 pid_t process_id() noexcept
@@ -159,6 +254,11 @@ const char *mem_monitor::mode() noexcept
 	default:
 		return "none";
 	}
+}
+
+bool mem_monitor::faultless() noexcept
+{
+	return register_mode.load(std::memory_order_relaxed) == mode_wp;
 }
 
 int mem_monitor::acquire(const char **reason) noexcept
@@ -252,6 +352,8 @@ int mem_monitor::start_reader_locked() noexcept
 
 int mem_monitor::watch(uintptr_t start, size_t len) noexcept
 {
+	if (!private_anonymous(start, start + len))
+		return -FI_EINVAL;
 	lock_guard<mutex> lock(mu_);
 	const int fd = uffd_.load(std::memory_order_relaxed);
 	if (fd < 0)
@@ -261,12 +363,34 @@ int mem_monitor::watch(uintptr_t start, size_t len) noexcept
 	struct uffdio_register reg = {};
 	reg.range.start = start;
 	reg.range.len = len;
-	reg.mode = UFFDIO_REGISTER_MODE_MISSING;
-	while (ioctl(fd, UFFDIO_REGISTER, &reg) != 0) {
-		if (errno != EINTR)
-			return to_fi(-errno);
+	auto do_register = [&](uint64_t mode) {
+		reg.mode = mode;
+		while (ioctl(fd, UFFDIO_REGISTER, &reg) != 0) {
+			if (errno != EINTR)
+				return -errno;
+		}
+		return 0;
+	};
+#ifdef UFFDIO_REGISTER_MODE_WP
+	/* write-protect mode, never armed: the events without any page fault */
+	const int known = register_mode.load(std::memory_order_relaxed);
+	if (known != mode_missing) {
+		const int ret = do_register(UFFDIO_REGISTER_MODE_WP);
+		if (ret == 0) {
+			register_mode.store(mode_wp, std::memory_order_relaxed);
+			return 0;
+		}
+		if (ret != -EINVAL || known == mode_wp)
+			return to_fi(ret);
 	}
-	return 0;
+#endif
+	const int ret = do_register(UFFDIO_REGISTER_MODE_MISSING);
+	if (ret == 0) {
+		/* the kernel refused write-protect mode on memory it watches in missing mode */
+		register_mode.store(mode_missing, std::memory_order_relaxed);
+		return 0;
+	}
+	return to_fi(ret);
 }
 
 void mem_monitor::sync() const noexcept
