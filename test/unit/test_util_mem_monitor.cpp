@@ -127,6 +127,65 @@ char *map(size_t len, void *at = nullptr)
 	return static_cast<char *>(p);
 }
 
+/* the threads of this process */
+int threads()
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	assert_non_null(f);
+	char line[256];
+	int n = -1;
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "Threads: %d", &n) == 1)
+			break;
+	fclose(f);
+	assert_true(n > 0);
+	return n;
+}
+
+/* First in the process: no range has been watched yet, so the reader has not started. A
+ * cache that waits for a repeat watches nothing, and so starts no thread, until a buffer is
+ * registered again. */
+void test_repeat_starts_the_reader(void **st)
+{
+	auto *s = static_cast<state *>(*st);
+	fake f;
+	auto cache = std::make_unique<mr_cache>(mr_cache_ops{fake_reg, fake_dereg, &f},
+	                                        mr_cache_limits{1024, size_t{1} << 32, true},
+	                                        &mem_monitor::instance());
+	const int before = threads();
+	const size_t n = 2 * mr_cache::repeat_ring;
+	char *p = map(2 * n * page);
+	memset(p, 1, 2 * n * page);
+	auto once = [&](char *buf) {
+		mr_cache::entry *e = nullptr;
+		assert_int_equal(cache->get(buf, page, 1, &e), 0);
+		cache->put(e);
+	};
+	for (size_t i = 0; i < n; i++)
+		once(p + 2 * i * page);
+	assert_false(cache->stats().armed);
+	assert_int_equal(cache->stats().count, 0);
+	assert_int_equal(threads(), before);
+	/* the last one again: kept, watched, and the reader runs */
+	once(p + 2 * (n - 1) * page);
+	assert_true(cache->stats().armed);
+	assert_int_equal(cache->stats().count, 1);
+	assert_int_equal(threads(), before + 1);
+	/* and it is watched: unmapping it takes it out */
+	assert_int_equal(munmap(p, 2 * n * page), 0);
+	char *q = map(2 * n * page, p);
+	assert_ptr_equal(p, q);
+	memset(q, 2, 2 * n * page);
+	mr_cache::entry *e = nullptr;
+	assert_int_equal(cache->get(q + 2 * (n - 1) * page, page, 1, &e), 0);
+	cache->put(e);
+	assert_int_equal(cache->stats().invalidated, 1);
+	cache.reset();
+	assert_int_equal(f.regs, f.deregs);
+	munmap(q, 2 * n * page);
+	(void)s;
+}
+
 void test_hit_then_munmap(void **st)
 {
 	auto *s = static_cast<state *>(*st);
@@ -542,6 +601,7 @@ int main()
 		       mem_monitor::faultless() ? "write-protect" : "missing");
 	});
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_repeat_starts_the_reader, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_hit_then_munmap, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_map_fixed_over, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_mremap_moves, setup, teardown),

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /* util::mr_cache over fake register / deregister callbacks (no memory is touched, no
  * monitor): hits by page-rounded range and access, references, LRU eviction by count and by
- * bytes, invalidation of referenced and unreferenced registrations, failures, teardown, fork. */
+ * bytes, invalidation of referenced and unreferenced registrations, failures, teardown, fork,
+ * and waiting for a repeated registration before keeping any. */
 #include "vwait/util/mr_cache.h"
 
 #include <rdma/fi_errno.h>
@@ -63,11 +64,12 @@ struct state {
 	std::unique_ptr<mr_cache> cache;
 };
 
-state *make(void **st, size_t max_count, size_t max_bytes)
+state *make(void **st, size_t max_count, size_t max_bytes, bool wait_for_repeat = false)
 {
 	auto *s = static_cast<state *>(*st);
-	s->cache = std::make_unique<mr_cache>(mr_cache_ops{fake_reg, fake_dereg, &s->f},
-	                                      mr_cache_limits{max_count, max_bytes}, nullptr);
+	s->cache = std::make_unique<mr_cache>(
+	    mr_cache_ops{fake_reg, fake_dereg, &s->f},
+	    mr_cache_limits{max_count, max_bytes, wait_for_repeat}, nullptr);
 	return s;
 }
 
@@ -285,6 +287,89 @@ void test_fork_child_bypasses(void **st)
 	assert_true(s->cache->usable());
 }
 
+void test_repeat_once_each_keeps_nothing(void **st)
+{
+	state *s = make(st, 16, 1 << 30, true);
+	for (uintptr_t i = 0; i < 3 * mr_cache::repeat_ring; i++)
+		s->cache->put(get(s, at(2 * i), 1));
+	auto c = s->cache->stats();
+	assert_false(c.armed);
+	assert_int_equal(c.count, 0);
+	assert_int_equal(c.not_kept, 3 * mr_cache::repeat_ring);
+	/* as without a cache: deregistered at each put */
+	assert_int_equal(s->f.regs, 3 * mr_cache::repeat_ring);
+	assert_int_equal(s->f.deregs, 3 * mr_cache::repeat_ring);
+}
+
+void test_repeat_arms_then_hits(void **st)
+{
+	state *s = make(st, 16, 1 << 30, true);
+	s->cache->put(get(s, at(0), 3 * page));
+	assert_false(s->cache->stats().armed);
+	/* within the released range: the miss arms the cache and is kept */
+	auto *a = get(s, at(1, 7), page);
+	assert_true(s->cache->stats().armed);
+	assert_int_equal(s->f.regs, 2);
+	s->cache->put(a);
+	assert_int_equal(s->f.deregs, 1);
+	auto *b = get(s, at(1, 7), page);
+	assert_ptr_equal(a, b);
+	s->cache->put(b);
+	/* armed for good: a buffer seen once is kept now */
+	s->cache->put(get(s, at(8), 1));
+	auto c = s->cache->stats();
+	assert_int_equal(c.hits, 1);
+	assert_int_equal(c.misses, 3);
+	assert_int_equal(c.count, 2);
+	assert_int_equal(s->f.deregs, 1);
+}
+
+void test_repeat_needs_same_access_and_cover(void **st)
+{
+	state *s = make(st, 16, 1 << 30, true);
+	s->cache->put(get(s, at(0), page, 1));
+	/* other access bits */
+	s->cache->put(get(s, at(0), page, 2));
+	/* reaches past the released page, and starts before it */
+	s->cache->put(get(s, at(0), 2 * page, 1));
+	assert_false(s->cache->stats().armed);
+	s->cache->put(get(s, reinterpret_cast<const void *>(base - page), 2 * page, 1));
+	assert_false(s->cache->stats().armed);
+	/* a second one while the first is held is not a repeat: nothing was released */
+	auto *held = get(s, at(40), 1);
+	s->cache->put(get(s, at(40), 1));
+	assert_false(s->cache->stats().armed);
+	s->cache->put(held);
+	assert_int_equal(s->f.regs, s->f.deregs);
+	s->cache->put(get(s, at(40), 1));
+	assert_true(s->cache->stats().armed);
+}
+
+void test_repeat_ring_forgets_the_oldest(void **st)
+{
+	state *s = make(st, 16, 1 << 30, true);
+	for (uintptr_t i = 0; i <= mr_cache::repeat_ring; i++)
+		s->cache->put(get(s, at(2 * i), 1));
+	/* the first has been pushed out of the ring */
+	s->cache->put(get(s, at(0), 1));
+	assert_false(s->cache->stats().armed);
+	s->cache->put(get(s, at(2 * mr_cache::repeat_ring), 1));
+	assert_true(s->cache->stats().armed);
+}
+
+void test_repeat_over_the_bound_does_not_arm(void **st)
+{
+	state *s = make(st, 16, 2 * page, true);
+	/* never kept for its size: its repeat would not have hit either */
+	s->cache->put(get(s, at(0), 4 * page));
+	s->cache->put(get(s, at(0), 4 * page));
+	assert_false(s->cache->stats().armed);
+	s->cache->put(get(s, at(0), page));
+	s->cache->put(get(s, at(0), page));
+	assert_true(s->cache->stats().armed);
+	assert_int_equal(s->cache->stats().count, 1);
+}
+
 } // namespace
 
 int main()
@@ -301,6 +386,13 @@ int main()
 	    cmocka_unit_test_setup_teardown(test_reg_failure_propagates, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_destructor_deregisters_all, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_fork_child_bypasses, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_repeat_once_each_keeps_nothing, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_repeat_arms_then_hits, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_repeat_needs_same_access_and_cover, setup,
+	                                    teardown),
+	    cmocka_unit_test_setup_teardown(test_repeat_ring_forgets_the_oldest, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_repeat_over_the_bound_does_not_arm, setup,
+	                                    teardown),
 	};
 	return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -12,6 +12,12 @@
  *    bounds allow it: at most max_count registrations and max_bytes bytes are kept, the
  *    least recently used unreferenced ones deregistered first. A registration that is not
  *    kept is deregistered at its last put (registered == deregistered, as without a cache).
+ *  - wait_for_repeat: the cache keeps (and watches) nothing until a miss that a registration
+ *    released before it would have served, that is one whose range and access are within one
+ *    of the last repeat_ring released registrations it did not keep for that reason alone.
+ *    From that miss on (armed) it keeps as above. A process that registers each buffer once
+ *    never keeps one, so it never starts the monitor's thread; one that registers a buffer
+ *    again and again pays one more miss.
  *  - invalidate(start, len), and every range the monitor reports, takes the registrations
  *    overlapping it out of the cache before the next lookup: unreferenced ones are
  *    deregistered, referenced ones at their last put. Each get first waits out the
@@ -48,18 +54,22 @@ struct mr_cache_ops {
 struct mr_cache_limits {
 	size_t max_count;
 	size_t max_bytes;
+	bool wait_for_repeat = false;
 };
 
 struct mr_cache_stats {
 	uint64_t hits, misses, not_kept, evicted, invalidated, flushes;
 	uint64_t registered, deregistered;
 	size_t count, bytes; /* kept now */
+	bool armed;          /* keeping (always, without wait_for_repeat) */
 };
 
 class mr_cache
 {
 public:
 	struct entry;
+	/* wait_for_repeat: how many released ranges are remembered */
+	static constexpr size_t repeat_ring = 16;
 
 	/* mon: nullptr (tests) or acquired by the caller for the cache's lifetime */
 	mr_cache(const mr_cache_ops &ops, const mr_cache_limits &limits, mem_monitor *mon) noexcept;
@@ -92,6 +102,8 @@ private:
 	    VWAIT_REQUIRES(mu_);
 	void lru_unlink(entry *e) noexcept VWAIT_REQUIRES(mu_);
 	void lru_push(entry *e) noexcept VWAIT_REQUIRES(mu_);
+	bool repeats_locked(uintptr_t start, uintptr_t end, uint64_t access) const noexcept
+	    VWAIT_REQUIRES(mu_);
 
 	const mr_cache_ops ops_;
 	const mr_cache_limits limits_;
@@ -106,6 +118,14 @@ private:
 	/* unreferenced kept registrations, most recently used first */
 	entry *lru_head_ VWAIT_GUARDED_BY(mu_) = nullptr;
 	entry *lru_tail_ VWAIT_GUARDED_BY(mu_) = nullptr;
+	/* wait_for_repeat, not yet armed: the last ranges released that were not kept */
+	struct released {
+		uintptr_t start, end;
+		uint64_t access;
+	};
+	released released_[repeat_ring] VWAIT_GUARDED_BY(mu_) = {};
+	size_t released_next_ VWAIT_GUARDED_BY(mu_) = 0;
+	bool armed_ VWAIT_GUARDED_BY(mu_) = false;
 	uint64_t cursor_ VWAIT_GUARDED_BY(mu_) = 0; /* the monitor's ring */
 	mr_cache_stats stats_ VWAIT_GUARDED_BY(mu_) = {};
 };

@@ -17,7 +17,8 @@ struct mr_cache::entry {
 	uint64_t access;
 	void *handle;
 	unsigned refs;
-	bool kept; /* in by_start_ (and, unreferenced, on the LRU list) */
+	bool kept;    /* in by_start_ (and, unreferenced, on the LRU list) */
+	bool waiting; /* not kept only because the cache is not armed yet */
 	std::multimap<uintptr_t, entry *>::iterator at;
 	entry *prev, *next; /* the LRU list */
 };
@@ -28,6 +29,7 @@ mr_cache::mr_cache(const mr_cache_ops &ops, const mr_cache_limits &limits,
       page_(static_cast<uintptr_t>(sysconf(_SC_PAGESIZE)))
 {
 	lock_guard<mutex> lock(mu_);
+	armed_ = !limits_.wait_for_repeat;
 	if (monitor_)
 		cursor_ = monitor_->head();
 }
@@ -143,6 +145,14 @@ void mr_cache::take_invalidations_locked() noexcept
 	}
 }
 
+bool mr_cache::repeats_locked(uintptr_t start, uintptr_t end, uint64_t access) const noexcept
+{
+	for (const released &r : released_)
+		if (r.end && r.start <= start && end <= r.end && r.access == access)
+			return true;
+	return false;
+}
+
 mr_cache::entry *mr_cache::find_locked(uintptr_t start, uintptr_t end, uint64_t access) noexcept
 {
 	auto it = by_start_.upper_bound(start);
@@ -173,12 +183,14 @@ int mr_cache::get(const void *buf, size_t len, uint64_t access, entry **out) noe
 		return 0;
 	}
 	stats_.misses++;
+	if (!armed_ && repeats_locked(start, end, access))
+		armed_ = true;
 	void *handle = nullptr;
 	if (int ret = ops_.reg(ops_.ctx, start, end - start, access, &handle))
 		return ret;
 	stats_.registered++;
-	entry *e =
-	    new (std::nothrow) entry{start, end, access, handle, 1, false, {}, nullptr, nullptr};
+	entry *e = new (std::nothrow)
+	    entry{start, end, access, handle, 1, false, false, {}, nullptr, nullptr};
 	if (!e) {
 		ops_.dereg(ops_.ctx, handle);
 		stats_.deregistered++;
@@ -187,6 +199,10 @@ int mr_cache::get(const void *buf, size_t len, uint64_t access, entry **out) noe
 	/* kept only where the bounds allow it and the monitor watches the pages, which the
 	 * registration has made present */
 	bool keep = limits_.max_count > 0 && end - start <= limits_.max_bytes;
+	if (keep && !armed_) {
+		e->waiting = true;
+		keep = false;
+	}
 	if (keep && monitor_ && monitor_->watch(start, end - start) != 0)
 		keep = false;
 	if (keep) {
@@ -218,6 +234,10 @@ void mr_cache::put(entry *e) noexcept
 	if (--e->refs)
 		return;
 	if (!e->kept) {
+		if (e->waiting && !armed_) {
+			released_[released_next_] = {e->start, e->end, e->access};
+			released_next_ = (released_next_ + 1) % repeat_ring;
+		}
 		destroy_locked(e);
 		return;
 	}
@@ -234,7 +254,9 @@ void mr_cache::invalidate(uintptr_t start, size_t len) noexcept
 mr_cache_stats mr_cache::stats() const noexcept
 {
 	lock_guard<mutex> lock(mu_);
-	return stats_;
+	mr_cache_stats st = stats_;
+	st.armed = armed_;
+	return st;
 }
 
 } // namespace vwait::util
