@@ -62,7 +62,7 @@ struct params {
 	size_t mr_cache_max_count = 1024;
 	size_t mr_cache_max_size = 0; /* 0: total memory / CPUs / 2, as libfabric's */
 	bool mr_cache_monitor_disabled = false;
-	static constexpr bool mr_cache_default = false;
+	static constexpr bool mr_cache_default = true;
 };
 const params &get_params() noexcept;
 

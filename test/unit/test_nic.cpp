@@ -6,6 +6,7 @@
 
 #include "vwait/info.h"
 #include "vwait/nic.h"
+#include "vwait/util/mem_monitor.h"
 
 #include <rdma/fabric.h>
 #include <rdma/fi_ext_vwait.h>
@@ -58,9 +59,17 @@ void tostr_lists_wait_objects(void **)
 	assert_int_equal(sup.wait_policy, FI_VWAIT_POLICY_ADAPTIVE);
 	assert_int_equal(sup.spin_us, 1000);
 	assert_non_null(strstr(s.c_str(), "wait_policy: adaptive, spin up to 1000 us\n"));
-	/* the registration cache, off by default, with the reason */
-	assert_non_null(
-	    strstr(s.c_str(), "\t\tvwait_mr_cache: off (FI_VWAIT_MR_CACHE=0, the default)\n"));
+	/* the registration cache, on by default where this host gives a monitor, else off with
+	 * the monitor's reason */
+	const char *why = nullptr;
+	if (vwait::util::mem_monitor::probe(&why) == 0) {
+		assert_non_null(strstr(s.c_str(), "\t\tvwait_mr_cache: on (monitor: "));
+		assert_non_null(
+		    strstr(s.c_str(), "; keeps from the first repeated registration)\n"));
+	} else {
+		const std::string off = std::string("\t\tvwait_mr_cache: off (") + why + ")\n";
+		assert_non_null(strstr(s.c_str(), off.c_str()));
+	}
 	assert_int_equal(fi_close(&nic->fid), 0);
 }
 

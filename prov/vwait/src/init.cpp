@@ -68,7 +68,9 @@ void read_params() noexcept
 	                "A userfaultfd monitor takes a range out of the cache before its memory "
 	                "can be reused; where userfaultfd is refused, or FI_MR_CACHE_MONITOR="
 	                "disabled or FI_MR_CACHE_MAX_COUNT=0, there is no cache (fi_info -v says "
-	                "why). Bounds: FI_MR_CACHE_MAX_COUNT, FI_MR_CACHE_MAX_SIZE. Default: %d "
+	                "why). It keeps registrations from the first buffer registered again: a "
+	                "process that registers each buffer once keeps none and starts no "
+	                "thread. Bounds: FI_MR_CACHE_MAX_COUNT, FI_MR_CACHE_MAX_SIZE. Default: %d "
 	                "(%s).",
 	                params::mr_cache_default ? 1 : 0,
 	                params::mr_cache_default ? "on" : "off; 1 turns it on");

@@ -193,11 +193,14 @@ size_t default_max_size() noexcept
 	       2;
 }
 
+/* wait_for_repeat: a process that registers each buffer once (a poll-only one, SOS's heap)
+ * keeps nothing and never starts the monitor's thread; one that registers the same buffer
+ * for every message (rxm's rendezvous) keeps from its second registration on */
 util::mr_cache_limits cache_limits() noexcept
 {
 	const params &p = get_params();
 	return {p.mr_cache_max_count,
-	        p.mr_cache_max_size ? p.mr_cache_max_size : default_max_size()};
+	        p.mr_cache_max_size ? p.mr_cache_max_size : default_max_size(), true};
 }
 
 std::atomic<bool> warned_monitor{false};
@@ -257,9 +260,10 @@ void mr_cache_close(const char *domain_name, std::unique_ptr<util::mr_cache> cac
 	FI_INFO(&prov, FI_LOG_MR,
 	        "%s: registration cache: %" PRIu64 " hits, %" PRIu64 " misses, %" PRIu64
 	        " registrations (%" PRIu64 " not kept), %" PRIu64 " invalidated, %" PRIu64
-	        " evicted, %" PRIu64 " flushes; %zu kept (%zu bytes) at close\n",
+	        " evicted, %" PRIu64 " flushes; %zu kept (%zu bytes) at close; %s\n",
 	        domain_name, st.hits, st.misses, st.registered, st.not_kept, st.invalidated,
-	        st.evicted, st.flushes, st.count, st.bytes);
+	        st.evicted, st.flushes, st.count, st.bytes,
+	        st.armed ? "armed" : "not armed (no registration was repeated)");
 	cache.reset();
 	util::mem_monitor::instance().release();
 }
@@ -271,7 +275,7 @@ void mr_cache_tostr(char *buf, size_t len) noexcept
 		const util::mr_cache_limits l = cache_limits();
 		nic_append(buf, len,
 		           "\t\tvwait_mr_cache: on (monitor: %s; at most %zu registrations, %zu "
-		           "bytes)\n",
+		           "bytes; keeps from the first repeated registration)\n",
 		           util::mem_monitor::mode(), l.max_count, l.max_bytes);
 	} else {
 		nic_append(buf, len, "\t\tvwait_mr_cache: off (%s)\n", reason);
