@@ -130,20 +130,20 @@ for r in $(seq "$bw_reps"); do
 done
 bwtab=$(for arm in "${arms[@]}"; do
 	cat bw."$arm".* 2>/dev/null | awk -v a="$arm" '{ print $1, a, $2 }'
-done | sort -k1,1n -k2,2 | awk '
-	{ k = $1 " " $2; v[k] = v[k] " " $3; s[$1] = 1; a[$2] = 1 }
+done | sort -k1,1n -k2,2 -k3,3g | awk '
+	# POSIX awk (mawk is the default awk of Debian): input sorted by size, arm and value
+	!($1 in seen) { seen[$1] = 1; sz[++n] = $1 }
+	{ k = $1 " " $2; c[k]++; v[k, c[k]] = $3 }
 	END {
 		printf "%-9s %-22s %-22s %-22s\n", "bytes", "vwait-off Mb/s", "vwait-on Mb/s", "verbs Mb/s"
-		n = asorti(s, sz, "@ind_num_asc")
+		split("vwait-off vwait-on verbs", arms, " ")
 		for (i = 1; i <= n; i++) {
 			printf "%-9s", sz[i]
-			split("vwait-off vwait-on verbs", arms, " ")
 			for (j = 1; j <= 3; j++) {
-				m = split(v[sz[i] " " arms[j]], x, " ")
+				k = sz[i] " " arms[j]; m = c[k]
 				if (!m) { printf " %-22s", "-"; continue }
-				asort(x); lo = x[1]; hi = x[m]
-				med = m % 2 ? x[(m + 1) / 2] : (x[m / 2] + x[m / 2 + 1]) / 2
-				printf " %-22s", sprintf("%.0f (%.0f-%.0f)", med, lo, hi)
+				med = m % 2 ? v[k, (m + 1) / 2] : (v[k, m / 2] + v[k, m / 2 + 1]) / 2
+				printf " %-22s", sprintf("%.0f (%.0f-%.0f)", med, v[k, 1], v[k, m])
 			}
 			printf "\n"
 		}
