@@ -161,16 +161,20 @@ void test_repeat_starts_the_reader(void **st)
 		assert_int_equal(cache->get(buf, page, 1, &e), 0);
 		cache->put(e);
 	};
+	assert_false(mem_monitor::instance().reading());
 	for (size_t i = 0; i < n; i++)
 		once(p + 2 * i * page);
 	assert_false(cache->stats().armed);
 	assert_int_equal(cache->stats().count, 0);
+	assert_false(mem_monitor::instance().reading());
 	assert_int_equal(threads(), before);
-	/* the last one again: kept, watched, and the reader runs */
+	/* the last one again: kept, watched, and the reader runs (at least one thread more: a
+	 * sanitizer's runtime may start its own beside the first thread) */
 	once(p + 2 * (n - 1) * page);
 	assert_true(cache->stats().armed);
 	assert_int_equal(cache->stats().count, 1);
-	assert_int_equal(threads(), before + 1);
+	assert_true(mem_monitor::instance().reading());
+	assert_true(threads() > before);
 	/* and it is watched: unmapping it takes it out */
 	assert_int_equal(munmap(p, 2 * n * page), 0);
 	char *q = map(2 * n * page, p);

@@ -128,6 +128,8 @@ public:
 		uint64_t events, faults, errors;
 	};
 	counts stats() const noexcept;
+	/* whether the reader thread runs (it starts at the first watch()) */
+	bool reading() const noexcept;
 	/* "on (userfaultfd)" / "on (userfaultfd, user-mode only)": the mode of the open uffd,
 	 * or of the probe. */
 	static const char *mode() noexcept;

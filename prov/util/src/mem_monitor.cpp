@@ -332,6 +332,12 @@ void mem_monitor::forget_in_child() noexcept
 	users_ = 0;
 }
 
+bool mem_monitor::reading() const noexcept
+{
+	lock_guard<mutex> lock(mu_);
+	return reader_.joinable();
+}
+
 int mem_monitor::start_reader_locked() noexcept
 {
 	if (reader_.joinable())
