@@ -197,7 +197,14 @@ stage_asan() {
 		--enable-lock-check
 }
 stage_tsan() { sanitized_unit ci-tsan 'test_util_*' --enable-tsan --enable-lock-check; }
-stage_integration() { make -C "$builddir" -j"$jobs" check-integration; }
+# with the SOS unit programs of contrib/sos/ci.tests built first (mpi-sos-unit.test skips
+# without them, and says why)
+stage_integration() {
+	fabtests_src
+	SOS_SRC=$FABTESTS_SRC SOS_BUILD_TESTS=$("$top/contrib/sos/sos.sh" ci-tests) \
+		"$top/contrib/sos/sos.sh" build || echo "setup.sh: no SOS for mpi-sos-unit.test (above)"
+	make -C "$builddir" -j"$jobs" check-integration
+}
 # The integration tier's core on soft-iWARP (VM_RDMA=siw, one boot; contrib/vm/build-siw.sh
 # builds siw.ko, cached): fi_getinfo's iWARP answer, MSG send/receive and RMA, every wait
 # object, ofi_rxm over vwait, upstream verbs beside it; connection management and EQ blocking:

@@ -2,7 +2,7 @@
 # Integration tests of the blocking semantics: completion channels as wait objects, and
 # Open MPI over vwait (built only when configure finds Open MPI's ompi-c).
 dist_check_SCRIPTS += test/integration/mpi-pingpong.test test/integration/mpi-netpipe.test \
-	test/integration/mpi-netpipe-integrity.test
+	test/integration/mpi-netpipe-integrity.test test/integration/mpi-sos-unit.test
 EXTRA_DIST += test/integration/mpi_pingpong.cpp
 if HAVE_MPI
 check_PROGRAMS += test/integration/mpi_pingpong
