@@ -906,8 +906,9 @@ void test_waiter_measures_wake(void **st)
 	assert_true(w->learner().wake_cost_ns() > 0);
 }
 
-/* adaptive: waits much longer than the budget make it stop spinning (a few polls per wait),
- * and short ones bring spinning back. */
+/* adaptive: waits much longer than the budget make it stop spinning (its arms come without a
+ * spin), and short ones bring spinning back. Counted by why each wait armed, not by polls: a
+ * loaded host that deschedules a spinning thread cuts its polls, not its decision. */
 void test_adaptive_learns(void **st)
 {
 	state &s = S(st);
@@ -916,24 +917,28 @@ void test_adaptive_learns(void **st)
 	fake_object *a = s.a.get();
 	waiter *w = a->wait_object();
 	auto long_wait = [a] { return polls_until_written(a, std::chrono::milliseconds(10)); };
+	const vwait::util::wake_counts c0 = w->counts();
 	long first = long_wait();
+	const vwait::util::wake_counts c1 = w->counts();
 	for (int i = 0; i < 7; i++)
 		long_wait();
 	assert_true(w->learner().score() < vwait::util::spin_learner::score_one / 2);
-	/* at most one of 4 may be a probe and spin */
-	long later = 0, most = 0;
-	for (int i = 0; i < 4; i++) {
-		long n = long_wait();
-		later += n;
-		most = std::max(most, n);
-	}
-	later -= most;
-	print_message("kind %d: adaptive, 10 ms waits: %ld polls in the first, %ld in the 3 "
-	              "shortest of 4 later ones\n",
-	              s.kind, first, later);
-	if (s.kind != FI_WAIT_YIELD) { /* YIELD polls between yields */
-		assert_true(first > 20);
-		assert_true(later <= 3 * 8);
+	long later = 0;
+	const vwait::util::wake_counts c2 = w->counts();
+	for (int i = 0; i < 4; i++)
+		later += long_wait();
+	const vwait::util::wake_counts l = w->counts().since(c2);
+	print_message("kind %d: adaptive, 10 ms waits: %ld polls in the first, %ld in 4 later "
+	              "ones, which armed %llu times at once and %llu after a spin\n",
+	              s.kind, first, later, static_cast<unsigned long long>(l.arm_no_spin),
+	              static_cast<unsigned long long>(l.arm_budget));
+	if (s.kind != FI_WAIT_YIELD) { /* YIELD polls between yields and never arms */
+		/* the first wait spun (a host that held it past 10 ms lets it find the work
+		 * unarmed: no arm at all) */
+		assert_int_equal(c1.since(c0).arm_no_spin, 0);
+		/* later: at most one of 4 is a probe that spins; the others arm at once */
+		assert_true(l.arm_budget <= 1);
+		assert_true(l.arm_no_spin >= 1);
 	}
 	/* work that is there at once is no wait: it teaches nothing */
 	const unsigned low = w->learner().score();
