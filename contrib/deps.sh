@@ -27,10 +27,11 @@ deps_build=(
 # its libFuzzer runtime for the fuzz stage of setup.sh test, test/fuzz; valgrind for
 # test/integration/vwait-valgrind.test and make bench's instruction counts: the VM runs the
 # host's /usr; gnuplot-nox for make bench's plot; python3-minimal: fabtests' runfabtests.sh
-# exits 1 without it; strace: the system calls that the demo and make bench count)
+# exits 1 without it; strace: the system calls that the demo and make bench count;
+# libpmix-dev: Sandia OpenSHMEM (contrib/sos) is built against Open MPI's PMIx)
 deps_test=(
 	libfabric1 libfabric-bin ibverbs-providers ibverbs-utils rdmacm-utils perftest
-	openmpi-bin libopenmpi-dev netpipe-openmpi
+	openmpi-bin libopenmpi-dev netpipe-openmpi libpmix-dev
 	clang libclang-rt-14-dev valgrind gnuplot-nox python3-minimal strace
 )
 # vm: contrib/vm/run-in-vm.sh (qemu, a kernel with rdma_rxe, a static busybox
