@@ -73,17 +73,9 @@ libver=$(lib_version) || skip "no libfabric found (pkg-config libfabric / fi_inf
 ver=$(fabtests_ver "$libver") || skip "no fabtests version known for libfabric $libver (1.17 and 2.1 are)"
 PREFIX=${FABTESTS_PREFIX:-/var/cache/vwait/fabtests-$ver}
 
-find_src() {
-	local s=${FABTESTS_SRC:-}
-	[ -n "$s" ] || return 1
-	if [ -d "$s" ] && [ -f "$s/fabtests-$ver.tar.xz" ]; then
-		echo "$s/fabtests-$ver.tar.xz"
-	elif [ -f "$s" ] || [ -f "$s/configure.ac" ]; then
-		echo "$s"
-	else
-		return 1
-	fi
-}
+# shellcheck source=contrib/third_party.sh
+. "$here/../third_party.sh"
+find_src() { third_party_src "${FABTESTS_SRC:-}" "fabtests-$ver"; }
 
 build() {
 	local src stamp t

@@ -43,17 +43,9 @@ die() {
 	exit 1
 }
 
-find_src() {
-	local s=${SOS_SRC:-}
-	[ -n "$s" ] || return 1
-	if [ -d "$s" ] && [ -f "$s/sos-$ver.tar.xz" ]; then
-		echo "$s/sos-$ver.tar.xz"
-	elif [ -f "$s" ] || [ -f "$s/configure.ac" ]; then
-		echo "$s"
-	else
-		return 1
-	fi
-}
+# shellcheck source=contrib/third_party.sh
+. "$here/../third_party.sh"
+find_src() { third_party_src "${SOS_SRC:-}" "sos-$ver"; }
 
 build() {
 	local src stamp t
