@@ -8,6 +8,7 @@
  * watch (file-backed, another uffd's) or must not (a tmpfs file, shared memory: their pages
  * change with no event here) is registered but not kept. Each test is bounded by
  * alarm(2): a hang kills the binary. Skipped where userfaultfd(2) is refused. */
+#include "test_tasks.h"
 #include "vwait/util/mem_monitor.h"
 #include "vwait/util/mr_cache.h"
 
@@ -175,6 +176,7 @@ void test_repeat_starts_the_reader(void **st)
 	assert_int_equal(cache->stats().count, 1);
 	assert_true(mem_monitor::instance().reading());
 	assert_true(threads() > before);
+	assert_int_equal(tasks_named("vwait-mr"), 1); /* named, for top -H and gdb */
 	/* and it is watched: unmapping it takes it out */
 	assert_int_equal(munmap(p, 2 * n * page), 0);
 	char *q = map(2 * n * page, p);

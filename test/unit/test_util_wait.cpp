@@ -2,6 +2,7 @@
 /* util::waiter and wait sets: every wait object kind, bad inputs (a warning line and a negative
  * FI_E*), FI_GETWAIT / FI_GETWAITOBJ, timing, fd sources standing in for completion channels,
  * and a ping-pong stress test that counts lost wakeups. */
+#include "test_tasks.h"
 #include "test_util_common.h"
 
 #include "vwait/fi_deprecated.h"
@@ -711,6 +712,7 @@ int start_helper(state &s)
 		s.helper_stop = vwait::util::fd::eventfd_nonblock();
 	const int efd = s.helper_stop.get();
 	return s.helper.start(
+	    "vwait-test",
 	    [efd] {
 		    struct pollfd p = {efd, POLLIN, 0};
 		    while (::poll(&p, 1, -1) < 0 && errno == EINTR)
@@ -740,6 +742,9 @@ void test_helpers_stop_all(void **st)
 	assert_true(s.helper.running());
 	assert_int_equal(vwait::util::helper_thread::count(), 2);
 	assert_int_equal(task_count_reaching(tasks0 + 2), tasks0 + 2);
+	/* each is named, for top -H and gdb: the waiter's helper, and the test's own */
+	assert_int_equal(tasks_named("vwait-wait"), 1);
+	assert_int_equal(tasks_named("vwait-test"), 1);
 
 	vwait::util::helper_thread::stop_all();
 	assert_int_equal(vwait::util::helper_thread::count(), 0);
@@ -763,12 +768,12 @@ void test_helpers_stop_all_on_helper(void **st)
 {
 	state &s = S(st);
 	std::atomic<bool> done{false};
-	assert_int_equal(s.helper.start(
-	                     [&done] {
-		                     vwait::util::helper_thread::stop_all();
-		                     done = true;
-	                     },
-	                     {}),
+	assert_int_equal(s.helper.start("vwait-test",
+	                                [&done] {
+		                                vwait::util::helper_thread::stop_all();
+		                                done = true;
+	                                },
+	                                {}),
 	                 0);
 	for (int i = 0; i < 5000 && !done; i++)
 		std::this_thread::sleep_for(std::chrono::milliseconds(1));

@@ -9,9 +9,11 @@
  * helper_thread is listed process-wide, and the cleanup stops and joins them all (stop_all).
  *
  * Contract:
- *  - start(body, stop_request) runs body on a new thread. stop_request, called from another
- *    thread, must make body return soon (it writes an eventfd that body polls). At most one
- *    thread at a time: start on a running helper returns 0 and starts nothing.
+ *  - start(name, body, stop_request) runs body on a new thread named name (at most 15
+ *    characters: what top -H, ps -L and gdb show; every name begins with "vwait-").
+ *    stop_request, called from another thread, must make body return soon (it writes an
+ *    eventfd that body polls). At most one thread at a time: start on a running helper
+ *    returns 0 and starts nothing.
  *  - stop() calls stop_request and joins; nothing when no thread runs. The owner calls it
  *    before it frees what body uses (the destructor calls it too). Safe against a concurrent
  *    stop_all: when stop() returns, the thread has been joined, by one or the other.
@@ -42,7 +44,8 @@ public:
 	~helper_thread() { stop(); }
 
 	/* 0, or -FI_EAGAIN when no thread could be started (no memory, no thread). */
-	int start(std::function<void()> body, std::function<void()> stop_request) noexcept;
+	int start(const char *name, std::function<void()> body,
+	          std::function<void()> stop_request) noexcept;
 	void stop() noexcept;
 	bool running() noexcept;
 
@@ -50,6 +53,9 @@ public:
 	static void stop_all() noexcept;
 	/* How many helper threads run now (tests, benchmarks). */
 	static size_t count() noexcept;
+	/* Names thread t (the first 15 characters of name): the helpers and the registration
+	 * cache's reader, so that a user can tell the provider's threads apart. */
+	static void name(std::thread &t, const char *name) noexcept;
 
 private:
 	void join_locked() noexcept;

@@ -8,6 +8,9 @@
 
 #include <rdma/fi_errno.h>
 
+#include <cstdio>
+#include <pthread.h>
+
 namespace vwait::util
 {
 
@@ -55,7 +58,16 @@ void helper_thread::delist() noexcept
 	delist_locked();
 }
 
-int helper_thread::start(std::function<void()> body, std::function<void()> stop_request) noexcept
+void helper_thread::name(std::thread &t, const char *name) noexcept
+{
+	char n[16];
+	snprintf(n, sizeof(n), "%s", name);
+	/* a name is only a help: a failure is no error */
+	pthread_setname_np(t.native_handle(), n);
+}
+
+int helper_thread::start(const char *name, std::function<void()> body,
+                         std::function<void()> stop_request) noexcept
 {
 	try {
 		/* listed before it runs: a stop_all in between finds no thread and delists it,
@@ -66,6 +78,7 @@ int helper_thread::start(std::function<void()> body, std::function<void()> stop_
 			return 0;
 		stop_request_ = std::move(stop_request);
 		thread_ = std::thread(std::move(body));
+		helper_thread::name(thread_, name); /* named before start returns */
 		return 0;
 	} catch (...) {
 		delist();

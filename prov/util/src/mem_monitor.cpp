@@ -5,6 +5,7 @@
 #include "vwait/util/mem_monitor.h"
 
 #include "vwait/util/cpu_relax.h"
+#include "vwait/util/helper_thread.h"
 
 #include <rdma/fi_errno.h>
 
@@ -349,6 +350,7 @@ int mem_monitor::start_reader_locked() noexcept
 	int ret = 0;
 	try {
 		reader_ = std::thread([this] { run(); });
+		helper_thread::name(reader_, "vwait-mr");
 	} catch (...) {
 		ret = -FI_EAGAIN;
 	}

@@ -657,11 +657,12 @@ int waiter::start_helper() noexcept
 			return ret;
 		}
 	}
-	int ret = helper->thread.start([this] { helper_main(); },
-	                               [this] {
-		                               bs().helper_stop.store(true);
-		                               bs().helper->sig.raise();
-	                               });
+	int ret = helper->thread.start(
+	    "vwait-wait", [this] { helper_main(); },
+	    [this] {
+		    bs().helper_stop.store(true);
+		    bs().helper->sig.raise();
+	    });
 	if (ret) {
 		FI_WARN(prov_, FI_LOG_CORE, "cannot start the FI_WAIT_MUTEX_COND helper thread\n");
 		return ret;

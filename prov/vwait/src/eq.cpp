@@ -111,14 +111,14 @@ int verbs_eq::ensure_thread() noexcept
 		return ret;
 	}
 	threaded_.store(true, std::memory_order_release); /* before the thread runs */
-	int ret = thread_.start([this] { auto_progress(); },
-	                        [this] {
-		                        uint64_t one = 1;
-		                        if (::write(stop_fd_, &one, sizeof(one)) != sizeof(one))
-			                        FI_WARN(&prov, FI_LOG_EQ,
-			                                "EQ progress thread: cannot stop it: %s\n",
-			                                ::strerror(errno));
-	                        });
+	int ret = thread_.start(
+	    "vwait-eq", [this] { auto_progress(); },
+	    [this] {
+		    uint64_t one = 1;
+		    if (::write(stop_fd_, &one, sizeof(one)) != sizeof(one))
+			    FI_WARN(&prov, FI_LOG_EQ, "EQ progress thread: cannot stop it: %s\n",
+			            ::strerror(errno));
+	    });
 	if (ret) {
 		FI_WARN(&prov, FI_LOG_EQ, "cannot start the EQ progress thread\n");
 		threaded_.store(false, std::memory_order_release);

@@ -119,7 +119,8 @@ int ud_name_service::start(const ud_name &name) noexcept
 		sock_.reset();
 		return ret;
 	}
-	ret = thread_.start([this] { serve(); }, [this] { eventfd_write(stop_.get(), 1); });
+	ret = thread_.start(
+	    "vwait-names", [this] { serve(); }, [this] { eventfd_write(stop_.get(), 1); });
 	if (ret) {
 		FI_WARN(&prov, FI_LOG_EP_CTRL, "DGRAM name service: cannot start its thread\n");
 		sock_.reset();
