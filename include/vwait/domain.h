@@ -123,8 +123,9 @@ int mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64_t flags,
  * why not (the parameter, libfabric's knobs, or the memory monitor refused). A refused monitor
  * is a warning once per process. */
 bool mr_cache_status(const char **reason) noexcept;
-/* A new domain's cache on pd, or nullptr when there is none (mr.cpp). */
-std::unique_ptr<util::mr_cache> mr_cache_open(struct ibv_pd *pd) noexcept;
+/* A new domain's cache, registering on its protection domain, or nullptr when there is none
+ * (mr.cpp). */
+std::unique_ptr<util::mr_cache> mr_cache_open(domain *dom) noexcept;
 /* The cache's figures as one info line at the domain's close; the cache released. */
 void mr_cache_close(const char *domain_name, std::unique_ptr<util::mr_cache> cache) noexcept;
 

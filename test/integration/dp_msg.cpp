@@ -23,6 +23,7 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -1707,6 +1708,71 @@ void test_shutdown_hold_deadline()
 		shutdown_hold_rounds(true);
 }
 
+/* What a registration served by the cache is (fi_vwait(7), Registration cache). With the
+ * cache on (MR_SHARE=shared, the default): a registration with no context that a kept one
+ * covers is handed that registration's own fid_mr, one more reference on it, which fi_close
+ * gives back; one with a context gets an fid_mr of its own that carries it, over the same
+ * registration (descriptor and key); the domain stays busy while any of them is open, and a
+ * shared fid stays good until its last fi_close. With the cache off (MR_SHARE=own) each
+ * registration is its own. */
+void test_mr_share()
+{
+	const char *want = getenv("MR_SHARE");
+	const bool shared = !want || strcmp(want, "own") != 0;
+	world w;
+	if (EXPECT_OK(open_world(w))) {
+		close_world(w);
+		return;
+	}
+	const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+	void *mem =
+	    mmap(nullptr, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (!EXPECT(mem != MAP_FAILED, errno)) {
+		close_world(w);
+		return;
+	}
+	char *buf = static_cast<char *>(mem);
+	memset(buf, 1, 4 * page);
+	/* remote access: a registration for local access only may have key 0 (rxe's) */
+	const uint64_t acc = FI_SEND | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE;
+	struct fid_mr *first = nullptr, *a = nullptr, *b = nullptr, *c = nullptr;
+	int tag = 0;
+	/* the cache keeps a range from its second registration on */
+	EXPECT_OK(fi_mr_reg(w.domain, buf, 2 * page, acc, 0, 0, 0, &first, nullptr));
+	close_fid(first ? &first->fid : nullptr);
+	EXPECT_OK(fi_mr_reg(w.domain, buf, 2 * page, acc, 0, 0, 0, &a, nullptr));
+	EXPECT_OK(fi_mr_reg(w.domain, buf + 100, page, acc, 0, 0, 0, &b, nullptr));
+	EXPECT_OK(fi_mr_reg(w.domain, buf, page, acc, 0, 0, 0, &c, &tag));
+	if (a && b && c) {
+		EXPECT((a == b) == shared, a == b);
+		EXPECT(c != a && c != b, 0);
+		EXPECT(a->fid.context == nullptr && c->fid.context == &tag, 0);
+		EXPECT((fi_mr_desc(a) == fi_mr_desc(c)) == shared, 0);
+		EXPECT((fi_mr_key(a) == fi_mr_key(c)) == shared, 0);
+		void *desc = fi_mr_desc(b);
+		const uint64_t key = fi_mr_key(b);
+		int ret = fi_close(&w.domain->fid);
+		EXPECT(ret == -FI_EBUSY, ret);
+		close_fid(&a->fid);
+		ret = fi_close(&w.domain->fid);
+		EXPECT(ret == -FI_EBUSY, ret);
+		/* b (a itself, when shared) is still open, and still the same registration */
+		EXPECT(fi_mr_desc(b) == desc && fi_mr_key(b) == key, 0);
+		close_fid(&b->fid);
+		close_fid(&c->fid);
+		printf("  no context: %s fid_mr; with a context: its own, context kept; the "
+		       "domain busy until the last fi_close\n",
+		       a == b ? "one shared" : "one per registration");
+	} else {
+		/* each one handed out, shared or not, is one reference to give back */
+		for (struct fid_mr *m : {a, b, c})
+			if (m)
+				close_fid(&m->fid);
+	}
+	munmap(mem, 4 * page);
+	close_world(w);
+}
+
 const test tests[] = {
     {"info", test_info},
     {"connect", test_connect},
@@ -1725,6 +1791,7 @@ const test tests[] = {
     {"close-unread", test_close_unread},
     {"shutdown-hold", test_shutdown_hold},
     {"shutdown-hold-deadline", test_shutdown_hold_deadline},
+    {"mr-share", test_mr_share},
 };
 
 } // namespace

@@ -26,7 +26,7 @@ domain::domain(fabric *fab, verbs::cm_devices_ptr devices, struct ibv_context *c
 {
 	if (verbs::is_siw(ctx, attr))
 		siw_plug_ = verbs::siw_key_plug(ctx);
-	mr_cache_ = mr_cache_open(pd_.get());
+	mr_cache_ = mr_cache_open(this); /* after pd_: the cache registers on it */
 }
 
 domain::~domain()

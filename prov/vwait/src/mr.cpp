@@ -3,7 +3,10 @@
  * ibv_mr (its lkey), fi_mr_key the rkey (FI_MR_PROV_KEY, FI_MR_VIRT_ADDR). With the
  * registration cache (FI_VWAIT_MR_CACHE, util/mr_cache.h), the ibv_mr is a cached
  * registration of the pages around the buffer, shared by every MR it serves, and fi_close
- * gives back a reference. */
+ * gives back a reference. A registration with no context (ofi_rxm's, for every rendezvous
+ * buffer) is handed the cached registration's own fid_mr, as libfabric's cache does for
+ * upstream verbs: a hit allocates nothing. One with a context gets an fid_mr of its own,
+ * which carries it. */
 #include "config.h"
 
 #include "vwait/domain.h"
@@ -25,6 +28,37 @@ namespace vwait
 namespace
 {
 
+/* What the cache keeps for one registration (its handle): the ibv_mr, and the fid_mr that
+ * every registration with no context which it covers is handed. That fid's fi_close gives
+ * back one reference (cached_close); the last one may destroy this. Made by cache_reg,
+ * freed by cache_dereg. */
+struct cached_reg;
+using cached_box = util::fid_box<struct fid_mr, cached_reg>;
+struct cached_reg {
+	struct ibv_mr *hw = nullptr;
+	domain *dom = nullptr;
+	/* the cache's entry for it, known from the first hand-out on (the same value from every
+	 * thread that stores it) */
+	std::atomic<util::mr_cache::entry *> entry{nullptr};
+	cached_box box{};
+};
+
+struct ibv_mr *cached_hw(util::mr_cache::entry *e) noexcept
+{
+	return static_cast<cached_reg *>(util::mr_cache::handle(e))->hw;
+}
+
+int cached_close(struct fid *fid) noexcept
+{
+	cached_reg *r = cached_box::of(fid)->obj;
+	domain *dom = r->dom;
+	dom->mr_cache()->put(r->entry.load(std::memory_order_relaxed)); /* may free r */
+	dom->unhold();
+	return FI_SUCCESS;
+}
+
+struct fi_ops cached_fi_ops = util::fi_ops_with(cached_close);
+
 class mr
 {
 public:
@@ -42,11 +76,7 @@ public:
 	mr(const mr &) = delete;
 	mr &operator=(const mr &) = delete;
 
-	struct ibv_mr *hw() const noexcept
-	{
-		return cached_ ? static_cast<struct ibv_mr *>(util::mr_cache::handle(cached_))
-		               : hw_.get();
-	}
+	struct ibv_mr *hw() const noexcept { return cached_ ? cached_hw(cached_) : hw_.get(); }
 
 private:
 	util::held<domain> domain_; /* first: released last */
@@ -129,6 +159,13 @@ int reg(struct fid *fid, const void *buf, size_t len, uint64_t access, uint64_t 
 			util::mr_cache::entry *e = nullptr;
 			if (int ret = cache->get(buf, len, static_cast<uint64_t>(ibv_access), &e))
 				return ret;
+			if (!context) {
+				auto *r = static_cast<cached_reg *>(util::mr_cache::handle(e));
+				r->entry.store(e, std::memory_order_relaxed);
+				dom->hold(); /* cached_close lets go */
+				*out = &r->box.fid;
+				return FI_SUCCESS;
+			}
 			std::unique_ptr<mr> obj;
 			try {
 				obj = std::make_unique<mr>(dom, e);
@@ -159,25 +196,37 @@ int reg(struct fid *fid, const void *buf, size_t len, uint64_t access, uint64_t 
 	});
 }
 
-/* the cache's callbacks: ctx is the domain's ibv_pd */
+/* the cache's callbacks: ctx is the domain, the handle a cached_reg */
 int cache_reg(void *ctx, uintptr_t start, size_t len, uint64_t access, void **handle) noexcept
 {
-	struct ibv_mr *m =
-	    ibv_reg_mr(static_cast<struct ibv_pd *>(ctx), reinterpret_cast<void *>(start), len,
-	               static_cast<int>(access));
-	if (!m) {
+	auto *dom = static_cast<domain *>(ctx);
+	auto *r = new (std::nothrow) cached_reg;
+	if (!r)
+		return -FI_ENOMEM;
+	r->hw =
+	    ibv_reg_mr(dom->pd(), reinterpret_cast<void *>(start), len, static_cast<int>(access));
+	if (!r->hw) {
 		int ret = verbs::errno_code();
 		FI_WARN(&prov, FI_LOG_MR, "ibv_reg_mr(0x%" PRIxPTR ", %zu): %s\n", start, len,
 		        fi_strerror(-ret));
+		delete r;
 		return ret;
 	}
-	*handle = m;
+	r->dom = dom;
+	r->box.obj = r;
+	r->box.fid.fid.fclass = FI_CLASS_MR;
+	r->box.fid.fid.ops = &cached_fi_ops;
+	r->box.fid.mem_desc = r->hw;
+	r->box.fid.key = r->hw->rkey;
+	*handle = r;
 	return 0;
 }
 
 void cache_dereg(void *, void *handle) noexcept
 {
-	verbs::mr_deleter{}(static_cast<struct ibv_mr *>(handle));
+	auto *r = static_cast<cached_reg *>(handle);
+	verbs::mr_deleter{}(r->hw);
+	delete r;
 }
 
 /* libfabric's default bound: total memory / CPUs / 2 */
@@ -235,7 +284,7 @@ bool mr_cache_status(const char **reason) noexcept
 	return true;
 }
 
-std::unique_ptr<util::mr_cache> mr_cache_open(struct ibv_pd *pd) noexcept
+std::unique_ptr<util::mr_cache> mr_cache_open(domain *dom) noexcept
 {
 	const char *reason = nullptr;
 	if (!mr_cache_status(&reason))
@@ -245,7 +294,7 @@ std::unique_ptr<util::mr_cache> mr_cache_open(struct ibv_pd *pd) noexcept
 		return nullptr;
 	}
 	std::unique_ptr<util::mr_cache> cache(
-	    new (std::nothrow) util::mr_cache(util::mr_cache_ops{cache_reg, cache_dereg, pd},
+	    new (std::nothrow) util::mr_cache(util::mr_cache_ops{cache_reg, cache_dereg, dom},
 	                                      cache_limits(), &util::mem_monitor::instance()));
 	if (!cache)
 		util::mem_monitor::instance().release();
