@@ -197,8 +197,9 @@ sanitized_unit() { # NAME TEST-GLOB CONFIGURE-FLAGS...
 	shift 2
 	tests=$(cd "$top" && ls test/unit/$glob.cpp | sed 's/\.cpp$//' | tr '\n' ' ')
 	echo "tests: $tests"
+	# check_PROGRAMS="$tests": the programs these stages run, not the VM tiers' test programs
 	(configure_in "$dir" "$@") && make -C "$dir" -j"$jobs" &&
-		make -C "$dir" -j"$jobs" check TESTS="$tests" || {
+		make -C "$dir" -j"$jobs" check TESTS="$tests" check_PROGRAMS="$tests" || {
 		cat "$dir/test-suite.log" 2>/dev/null
 		return 1
 	}
