@@ -26,6 +26,7 @@
  * Needs FI_PROVIDER_PATH (the built plugin) and RXE_ADDR. Exit 0 pass, 77 skip, 1 fail. */
 #include "vwait/fi_deprecated.h"
 
+#include "../unit/test_tasks.h"
 #include "harness.h"
 
 #include <rdma/fabric.h>
@@ -36,7 +37,6 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 
-#include <dirent.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -523,30 +523,6 @@ void test_peer_killed()
 	close_stack(st);
 }
 
-/* The threads of this process named name (named), or all the others (!named), from
- * /proc/self/task; -1 if unknown. */
-int threads_named(const char *name, bool named = true)
-{
-	DIR *d = opendir("/proc/self/task");
-	if (!d)
-		return -1;
-	int n = 0;
-	while (struct dirent *e = readdir(d)) {
-		if (e->d_name[0] == '.')
-			continue;
-		char path[300], comm[32] = {};
-		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
-		if (FILE *f = fopen(path, "r")) {
-			if (fgets(comm, sizeof(comm), f))
-				comm[strcspn(comm, "\n")] = '\0';
-			fclose(f);
-		}
-		n += (strcmp(comm, name) == 0) == named;
-	}
-	closedir(d);
-	return n;
-}
-
 /* The same kill, seen by a process that only spins: connected through fi_eq_read, it posts
  * receives and polls its CQ with fi_cq_read, never reading its EQ and never sleeping in the
  * provider. Control progress is still automatic: the receives flush within seconds (with no
@@ -565,8 +541,8 @@ void test_spin_killed()
 		EXPECT_OK(fi_recv(k.cli.ep, k.cli.buf.data() + pk_msg * (i % 8), pk_msg,
 		                  k.cli.desc(), 0, &ctx[static_cast<size_t>(i)]));
 	/* the registration cache's reader ("vwait-mr") watches released buffers whether or not
-	 * anything sleeps: it is not counted */
-	const int threads_connected = threads_named("vwait-mr", false);
+	 * anything sleeps: it is not counted (it names itself as its first step: 2 s for that) */
+	const int threads_connected = tasks_named_reaching(1, 2000, "vwait-mr", false);
 	k.kill_server();
 	auto t_kill = clock_type::now();
 	int flushed = 0, other = 0;
@@ -590,11 +566,11 @@ void test_spin_killed()
 			other++;
 		t_last = since(t_kill);
 	}
-	const int threads_flushed = threads_named("vwait-mr", false);
+	const int threads_flushed = tasks_named_reaching(1, 2000, "vwait-mr", false);
 	printf("  %d of %d receives flushed (%d other completions), the last %.2f s after the "
 	       "kill, %ld reads; threads: %d connected, %d after, besides %d vwait-mr\n",
 	       flushed, nrecv, other, t_last, polls, threads_connected, threads_flushed,
-	       threads_named("vwait-mr"));
+	       tasks_named("vwait-mr"));
 	EXPECT(flushed == nrecv, flushed);
 	EXPECT(other == 0, other);
 	/* 10x the second the flush takes in the emulated guest, half the loop's 20 s */

@@ -742,9 +742,9 @@ void test_helpers_stop_all(void **st)
 	assert_true(s.helper.running());
 	assert_int_equal(vwait::util::helper_thread::count(), 2);
 	assert_int_equal(task_count_reaching(tasks0 + 2), tasks0 + 2);
-	/* each is named, for top -H and gdb: the waiter's helper, and the test's own */
-	assert_int_equal(tasks_named("vwait-wait"), 1);
-	assert_int_equal(tasks_named("vwait-test"), 1);
+	/* each names itself, for top -H and gdb: the waiter's helper, and the test's own */
+	assert_int_equal(tasks_named_reaching(1, late_ms, "vwait-wait"), 1);
+	assert_int_equal(tasks_named_reaching(1, late_ms, "vwait-test"), 1);
 
 	vwait::util::helper_thread::stop_all();
 	assert_int_equal(vwait::util::helper_thread::count(), 0);

@@ -9,8 +9,10 @@
  * helper_thread is listed process-wide, and the cleanup stops and joins them all (stop_all).
  *
  * Contract:
- *  - start(name, body, stop_request) runs body on a new thread named name (at most 15
- *    characters: what top -H, ps -L and gdb show; every name begins with "vwait-").
+ *  - start(name, body, stop_request) runs body on a new thread that first names itself name
+ *    (at most 15 characters: what top -H, ps -L and gdb show; every name begins with
+ *    "vwait-"). The thread names itself: naming it from the starter, on a thread that may not
+ *    have run yet, crashed TSan's runtime now and then.
  *    stop_request, called from another thread, must make body return soon (it writes an
  *    eventfd that body polls). At most one thread at a time: start on a running helper
  *    returns 0 and starts nothing.
@@ -53,9 +55,9 @@ public:
 	static void stop_all() noexcept;
 	/* How many helper threads run now (tests, benchmarks). */
 	static size_t count() noexcept;
-	/* Names thread t (the first 15 characters of name): the helpers and the registration
-	 * cache's reader, so that a user can tell the provider's threads apart. */
-	static void name(std::thread &t, const char *name) noexcept;
+	/* Names the calling thread (the first 15 characters of name): the helpers and the
+	 * registration cache's reader, so that a user can tell the provider's threads apart. */
+	static void name_self(const char *name) noexcept;
 
 private:
 	void join_locked() noexcept;

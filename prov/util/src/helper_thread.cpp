@@ -58,12 +58,12 @@ void helper_thread::delist() noexcept
 	delist_locked();
 }
 
-void helper_thread::name(std::thread &t, const char *name) noexcept
+void helper_thread::name_self(const char *name) noexcept
 {
 	char n[16];
 	snprintf(n, sizeof(n), "%s", name);
 	/* a name is only a help: a failure is no error */
-	pthread_setname_np(t.native_handle(), n);
+	pthread_setname_np(pthread_self(), n);
 }
 
 int helper_thread::start(const char *name, std::function<void()> body,
@@ -77,8 +77,10 @@ int helper_thread::start(const char *name, std::function<void()> body,
 		if (thread_.joinable())
 			return 0;
 		stop_request_ = std::move(stop_request);
-		thread_ = std::thread(std::move(body));
-		helper_thread::name(thread_, name); /* named before start returns */
+		thread_ = std::thread([name, b = std::move(body)] {
+			name_self(name);
+			b();
+		});
 		return 0;
 	} catch (...) {
 		delist();

@@ -349,8 +349,10 @@ int mem_monitor::start_reader_locked() noexcept
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	int ret = 0;
 	try {
-		reader_ = std::thread([this] { run(); });
-		helper_thread::name(reader_, "vwait-mr");
+		reader_ = std::thread([this] {
+			helper_thread::name_self("vwait-mr");
+			run();
+		});
 	} catch (...) {
 		ret = -FI_EAGAIN;
 	}
