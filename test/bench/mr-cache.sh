@@ -128,8 +128,11 @@ for r in $(seq "$bw_reps"); do
 			>"bw.$arm.$r.log" 2>&1 || echo "round $r $arm: FAILED"
 	done
 done
+# NetPIPE's -o files only (bw.ARM.R; not the runs' logs, bw.ARM.R.log), their numeric rows
 bwtab=$(for arm in "${arms[@]}"; do
-	cat bw."$arm".* 2>/dev/null | awk -v a="$arm" '{ print $1, a, $2 }'
+	for r in $(seq "$bw_reps"); do
+		cat "bw.$arm.$r" 2>/dev/null
+	done | awk -v a="$arm" '$1 ~ /^[0-9]+$/ && NF >= 2 { print $1, a, $2 }'
 done | sort -k1,1n -k2,2 -k3,3g | awk '
 	# POSIX awk (mawk is the default awk of Debian): input sorted by size, arm and value
 	!($1 in seen) { seen[$1] = 1; sz[++n] = $1 }
