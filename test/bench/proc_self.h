@@ -57,7 +57,7 @@ inline long proc_rss_kb()
  * /proc/self/status, exact: the kernel walks the page tables. Linux before 6.2 keeps each
  * thread's RSS changes in a cache of its own, added to the process's counts only every 64 page
  * faults (or at an munmap); the pages a verbs driver maps with vm_insert_page (rxe's queues)
- * are no page faults, so RssFile of /proc/self/status can lag by several MiB (issue 37). */
+ * are no page faults, so RssFile of /proc/self/status can lag by several MiB. */
 inline long proc_smaps_kb(const char *field)
 {
 	return proc_field_kb("/proc/self/smaps_rollup", field);

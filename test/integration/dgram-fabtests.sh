@@ -15,7 +15,7 @@
 # Cost: about 2 minutes.
 # Not run: fi_dgram_waitset. It opens its fabric with its own init_fabric(), which never
 # sets up the out-of-band socket that -E needs, so its name exchange is sendto(-1, ...) =
-# EBADF and it exits 9 before any vwait call fails (seen under strace in the VM, 2026-11-23);
+# EBADF and it exits 9 before any vwait call fails (as strace shows in the VM);
 # without -E it passes on vwait (fabtests.sh's functional set runs it so).
 # A wait set on a DGRAM CQ woken by a datagram is vwait-dgram-sread's job.
 set -u -o pipefail

@@ -12,7 +12,7 @@
 #     carries the licence of COPYING in an SPDX line within its first 3 lines (and the
 #     m4 macros of config/);
 #  4. no history where the reasons live (prov/, the man page included, include/, util/,
-#     contrib/, test/bench/*.sh): no line names a benchmark boot ("boot vv", "boots a-d"), an
+#     contrib/, test/, Makefile.am, configure.ac): no line names a benchmark boot ("boot vv", "boots a-d"), an
 #     issue number ("issue 37") or an ISO date ("2026-11-29", roff's "2026\-11\-29"). The
 #     reason for a rule belongs in the code; the story of how it was found, in git log. A man
 #     page's .TH date, packaging changelogs and English ("boot it", "boot a VM") are not
@@ -55,7 +55,7 @@ history_re=$history_re'|\b20[0-9]{2}\\?-[0-9]{2}\\?-[0-9]{2}\b'
 # a man page's .TH line, a spec's %changelog to its end, two-node.sh's "boot a|b" command
 # (alone at the start of a line, or after $T or two-node.sh as in its README).
 # shellcheck disable=SC2016 # sed's $ and a literal $T
-history_keep='s/^\.TH .*//; /^%changelog/,$d; s/(^[[:space:]]*|\$T |two-node\.sh )boot [ab]\b//g'
+history_keep='s/^\.TH .*//; /^%changelog/,$d; s/(^[[:space:]]*|\$T |"\$TN" |two-node\.sh )boot [ab]\b//g'
 
 # history_files: the files rule 4 covers, relative to the cwd (build trees, generated Makefiles
 # and packaging changelogs left out: a changelog is history by nature)
@@ -66,7 +66,13 @@ history_files() {
 			-name .libs \) -prune -o -type f ! -path contrib/debian/changelog ! -name ChangeLog \
 			! -name 'CHANGELOG*' ! -name 'NEWS*' ! -name Makefile ! -name Makefile.in -print
 	done | sort
-	for f in test/bench/*.sh; do
+	# the tests' scripts, programs and make fragments (not the results the bench writes, nor
+	# this file, whose examples are the rule's)
+	[ -d test ] && find test \( -name results -o -name corpus -o -name .deps -o -name .libs \) \
+		-prune -o -type f \( -name '*.c' -o -name '*.cpp' -o -name '*.h' -o -name '*.sh' -o \
+		-name '*.test' -o -name '*.include' -o -name '*.mk' -o -name '*.py' \) \
+		! -path test/unit/layering.sh -print | sort
+	for f in Makefile.am configure.ac; do
 		[ -f "$f" ] && echo "$f"
 	done
 }
@@ -160,14 +166,15 @@ if [ "${1:-}" = --self-test ]; then
 		(
 			cd "$tmp" || exit 99
 			rm -rf t && mkdir -p t/prov/util/src t/prov/vwait/man t/include/vwait/util t/util \
-				t/contrib/debian t/contrib/rpm t/contrib/vm t/test/bench && cd t || exit 99
+				t/contrib/debian t/contrib/rpm t/contrib/vm t/test/bench t/test/two-node && cd t ||
+				exit 99
 			printf '/* %s */\n#include "vwait/util/wait.h"\n#include <rdma/fabric.h>\n' \
 				"$spdx" >prov/util/src/a.cpp
 			printf '/* %s */\n#include <rdma/fi_domain.h>\n#include <poll.h>\n' "$spdx" \
 				>util/tool.cpp
 			printf '#include "sets.h"\n' >>util/tool.cpp
 			printf '/* %s */\n#include <rdma/fi_eq.h>\n' "$spdx" >util/sets.h
-			printf '# %s\n' "$spdx" >configure.ac
+			printf '# %s\n' "$spdx" | tee configure.ac Makefile.am >test/two-node/x.test
 			printf '/* %s */\n' "$spdx" >include/vwait/util/w.h
 			# what rule 4 lets be: English after "boot", the .TH date, changelogs, two-node
 			printf '.TH "x" "7" "2026\\-11\\-22"\nOne boot of the VM; boot it, boot a VM.\n' \
@@ -206,6 +213,8 @@ if [ "${1:-}" = --self-test ]; then
 	breach "boot range" contrib/vm/two.sh '# boots a-d with 9'
 	breach "issue number" util/tool.cpp '/* 560 bytes, issue 37 */'
 	breach "ISO date" test/bench/b.sh '# 121 s on 2026-11-29'
+	breach "date in a test" test/two-node/x.test '# on siw, 2026-11-29, the client hung'
+	breach "issue in make" Makefile.am '# issue 37: 500 FD CQs'
 	breach "roff date" prov/vwait/man/x.7.in '(until 2026\-11\-30 it armed)'
 	[ $ok = 1 ] && echo "self-test: every breach caught" && exit 0
 	exit 1
