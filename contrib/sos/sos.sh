@@ -112,7 +112,7 @@ excluded() { # NAME: its reason, if excluded
 	return 1
 }
 list() {
-	[ -x "$unit/hello" ] || skip "SOS $ver not built in $PREFIX (sos.sh build)"
+	[ -f "$PREFIX/.vwait-stamp" ] || skip "SOS $ver not built in $PREFIX (sos.sh build)"
 	local p
 	for p in ${SOS_TESTS:-$(programs)}; do
 		excluded "$p" >/dev/null || echo "$p"
@@ -142,7 +142,7 @@ one() { # PROV NAME LOG
 
 run() {
 	[ -n "${RXE_ADDR:-}" ] || skip "RXE_ADDR not set: run inside contrib/vm/run-in-vm.sh"
-	[ -x "$unit/hello" ] || skip "SOS $ver not built in $PREFIX (sos.sh build)"
+	[ -f "$PREFIX/.vwait-stamp" ] || skip "SOS $ver not built in $PREFIX (sos.sh build)"
 	local out=${SOS_OUT:-$PWD/sos-out} progs p prov name res i=0 rc=0
 	mkdir -p "$out" || die "cannot create $out"
 	[ $# -gt 0 ] || set -- "vwait;ofi_rxm" "verbs;ofi_rxm"
