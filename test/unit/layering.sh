@@ -12,11 +12,11 @@
 #     carries the licence of COPYING in an SPDX line within its first 3 lines (and the
 #     m4 macros of config/);
 #  4. no history where the reasons live (prov/, the man page included, include/, util/,
-#     contrib/, test/, Makefile.am, configure.ac): no line names a benchmark boot ("boot vv", "boots a-d"), an
-#     issue number ("issue 37") or an ISO date ("2026-11-29", roff's "2026\-11\-29"). The
-#     reason for a rule belongs in the code; the story of how it was found, in git log. A man
-#     page's .TH date, packaging changelogs and English ("boot it", "boot a VM") are not
-#     history (history_re, below).
+#     contrib/, test/, Makefile.am, configure.ac): no line names a benchmark boot ("boot vv",
+#     "boots a-d"), an issue number ("issue 37") or an ISO date ("2026-11-29", roff's
+#     "2026\-11\-29"). The reason for a rule belongs in the code; the story of how it was
+#     found, in git log. A man page's .TH date, packaging changelogs and English ("boot it",
+#     "boot a VM") are not history (history_re, below).
 #   layering.sh [SRCDIR]      (make check: VWAIT_SRCDIR)
 #   layering.sh --self-test   a tree with one breach of each rule must fail each
 export LC_ALL=C
