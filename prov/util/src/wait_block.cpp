@@ -7,8 +7,6 @@
  * fi_trywait; the FI_WAIT_MUTEX_COND helper thread. */
 #include "wait_impl.h"
 
-#include "vwait/util/cpu_relax.h"
-
 #include <rdma/fi_errno.h>
 #include <rdma/providers/fi_log.h>
 
@@ -391,19 +389,19 @@ int waiter::wait(int timeout_ms) noexcept
 }
 
 /* The peek phase until `until`: true when it found the work, at *found_at (the spin's last
- * clock read, fewer than clock_every polls ago: one clock read less on the way out). No pause
- * per poll: under an emulator a pause leaves the translated code, twice a clock read. */
+ * clock read, fewer than clock_every polls ago: one clock read less on the way out). No pause:
+ * a pass polls a queue that a device or another thread writes (about a hundred instructions),
+ * not a load-compare on one cache line, so a pause gives a sibling hyperthread little, and a
+ * fi_cq_read loop, the spin this one must match, has none. Under an emulator a pause leaves
+ * the translated code, which costs more than a poll. */
 bool waiter::spin(call &c, clock::time_point until, clock::time_point *found_at) noexcept
 {
 	*found_at = c.start;
 	for (unsigned polls = 1;; polls++) {
 		if (peek_phase(c.w, c.consume))
 			return true;
-		if (polls % clock_every != 0)
-			continue;
-		if ((*found_at = clock::now()) >= until)
+		if (polls % clock_every == 0 && (*found_at = clock::now()) >= until)
 			return false;
-		cpu_relax();
 	}
 }
 

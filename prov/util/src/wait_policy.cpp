@@ -170,6 +170,10 @@ void spin_learner::end(const wait_call &c, clock::duration waited, bool found) n
 {
 	if (!adaptive())
 		return;
+	if (found && !c.slept && waited <= c.budget) {
+		learn(true); /* found in its spin: within its bar, whatever S is now */
+		return;
+	}
 	const wake_costs k = costs();
 	const clock::duration b = bar(c, k.s);
 	if (!found && waited < std::max(b, c.budget))
@@ -183,12 +187,17 @@ void spin_learner::end(const wait_call &c, clock::duration waited, bool found) n
 void spin_learner::learn(bool hit) noexcept
 {
 	count(hit ? &policy_decisions::judged_short : &policy_decisions::judged_long);
+	/* stored only when they change: threads that share a waiter and keep spinning do not
+	 * pass its cache line back and forth on every wait */
 	const unsigned s = score_.load(std::memory_order_relaxed);
-	score_.store((s * (score_weight - 1) + (hit ? score_one : 0)) / score_weight,
-	             std::memory_order_relaxed);
+	const unsigned next = (s * (score_weight - 1) + (hit ? score_one : 0)) / score_weight;
+	if (next != s)
+		score_.store(next, std::memory_order_relaxed);
 	if (hit) {
-		gap_.store(1, std::memory_order_relaxed);
-		until_probe_.store(0, std::memory_order_relaxed);
+		if (gap_.load(std::memory_order_relaxed) != 1)
+			gap_.store(1, std::memory_order_relaxed);
+		if (until_probe_.load(std::memory_order_relaxed) != 0)
+			until_probe_.store(0, std::memory_order_relaxed);
 	} else if (const unsigned g = gap_.load(std::memory_order_relaxed); g < max_probe_gap) {
 		gap_.store(2 * g, std::memory_order_relaxed);
 	}
