@@ -49,6 +49,7 @@ blocking|vm|3|blocking ping-pong in every wait mode beside verbs and ibv_rc_ping
 demo|vm|2|setup.sh demo's table: polling, fi_cq_sread at think 0 and 50 us, in turns
 pingpong|vm|4|fi_pingpong MSG latency and bandwidth, 64 B to 1 MiB, beside raw verbs
 dgram|vm|3|fi_pingpong FI_EP_DGRAM latency, vwait beside verbs
+sos|vm|12|OpenSHMEM (SOS): a PE in fi_cntr_wait per think time, SOS's latency programs, beside verbs
 scale-util|host|5|the util layer per wake against N, beside tcp's util objects (counted)
 util|host|1|wake-up latency, fi_trywait and fi_poll, beside tcp's util objects
 two-node|2 VMs|6|fi_pingpong across the two-node link, 64 B and 1 MiB (its own two guests)
@@ -168,6 +169,7 @@ guest() { # BUILDDIR: the VM sections of $BENCH_VM_SECTIONS
 		demo) run_part demo bash "$here/fair-demo.sh" ;;
 		pingpong) run_part pingpong bash "$srcdir/test/integration/dp-bench.sh" "$builddir" ;;
 		dgram) run_part dgram bash "$srcdir/test/integration/dgram-bench.sh" "$builddir" ;;
+		sos) BENCH_OUT=$out/sos run_part sos bash "$here/sos-bench.sh" ;;
 		esac || rc=1
 	done
 	return $rc
@@ -201,12 +203,13 @@ report() {
 				[ -s "$out/$f.png" ] && printf '\n![%s](%s.png)\n' "$f" "$f"
 			done
 		fi
-		for s in devices scale mpi-auto-progress blocking demo pingpong dgram scale-util util two-node; do
+		for s in devices scale mpi-auto-progress blocking demo pingpong dgram sos scale-util util two-node; do
 			f=
 			case $s in
 			devices) f=$out/devices/results.md ;;
 			scale) f=$out/scale.md ;;
 			mpi-auto-progress) f=$out/mpi-auto-progress/results.txt ;;
+			sos) f=$out/sos/results.txt ;;
 			scale-util) f=$out/scale-util.txt ;;
 			*) f=$out/$s.txt ;;
 			esac
@@ -248,7 +251,7 @@ mkdir -p "$out" && out=$(cd "$out" && pwd -P) || exit 2
 rm -f "$out/report.md" "$out/guest.txt"
 for s in $sections; do
 	case $s in
-	devices | mpi-auto-progress) rm -rf "${out:?}/$s" ;;
+	devices | mpi-auto-progress | sos) rm -rf "${out:?}/$s" ;;
 	scale) rm -f "$out"/scale.* ;;
 	esac
 	rm -f "$out/$s.txt"
@@ -288,6 +291,8 @@ for s in $sections; do
 	mpi-auto-progress) need test/integration/mpi_pingpong ;;
 	scale-util) need test/bench/scale_util ;;
 	util) need test/bench/bench_util ;;
+	# SOS and what sos-bench.sh builds with its oshcc: on the host, before the boot
+	sos) bash "$here/sos-bench.sh" build "$builddir" || exit 2 ;;
 	esac
 done
 [ ${#vm[@]} -gt 0 ] && need .libs/libvwait-fi.so util/fi_vwait_bench
