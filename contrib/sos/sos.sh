@@ -133,6 +133,15 @@ one() { # PROV NAME LOG
 		-np "${SOS_NP:-2}" -x SHMEM_OFI_PROVIDER -x FI_UNIVERSE_SIZE -x SHMEM_TEAMS_MAX \
 		"${xs[@]}" "./$2") >"$3" 2>&1
 	r=$?
+	# mpirun killed on the timeout leaves its PEs running, and with hard polling they spin:
+	# the next programs would share the CPUs and the memory with them
+	if pkill -9 -f "^$unit/" 2>/dev/null; then
+		echo "sos.sh: killed the PEs mpirun left of $2" >>"$3"
+		for _ in 1 2 3 4 5 6 7 8 9 10; do
+			pgrep -f "^$unit/" >/dev/null || break
+			sleep 1
+		done
+	fi
 	case $r in
 	0) echo "PASS $(($(date +%s) - t0))" ;;
 	124 | 137) echo "TIMEOUT $(($(date +%s) - t0))" ;;
