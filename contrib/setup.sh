@@ -231,7 +231,7 @@ stage_integration() {
 siw_tests="vwait-fi-info vwait-dgram-info vwait-dp-info vwait-dp-sendrecv vwait-dp-rma
 	vwait-wait-objects vwait-rxm-pingpong verbs-fi-pingpong vwait-dp-connect vwait-dp-eq
 	vwait-dp-reject vwait-dp-close-connecting vwait-dp-selective vwait-eq-sread vwait-eq-trywait
-	vwait-dp-peer-killed vwait-cq-epoll-many vwait-echo-loop"
+	vwait-dp-peer-killed vwait-dp-shutdown-queued vwait-cq-epoll-many vwait-echo-loop"
 siw_ko() { # siw.ko for the guest's kernel, built and cached, or why not (77)
 	local why
 	if ! why=$("$top/contrib/vm/build-siw.sh" 2>&1 >/dev/null); then

@@ -90,6 +90,12 @@ public:
 	/* An endpoint bound to this CQ closed: keep its ring until its late completions are
 	 * polled (or this CQ closes). */
 	void adopt(std::shared_ptr<wr_ring> ring);
+	/* The device will complete nothing more of ring, a send queue fed to this CQ, whatever
+	 * is still posted there (siw, once this side disconnected: rc_ep::shutdown): once the
+	 * hardware CQ holds nothing more, progress() completes those work requests as flushed,
+	 * in posting order, and keeps doing so for what is posted after, until the endpoint
+	 * closes. Wakes the CQ's waiters (no device event will). May throw std::bad_alloc. */
+	void flush_in_software(std::shared_ptr<wr_ring> ring);
 	/* An endpoint's internal CQ (counters but no CQ on a direction): progress() translates
 	 * (and so counts) every work completion and queues nothing. Before create_hw(). */
 	void make_sink() noexcept { sink_ = true; }
@@ -138,6 +144,7 @@ private:
 	                  fi_addr_t *src) noexcept VWAIT_REQUIRES(progress_mutex_);
 	void queue_tail(completion first, const struct ibv_wc *rest, int n) noexcept
 	    VWAIT_REQUIRES(progress_mutex_);
+	void flush_stranded() noexcept VWAIT_REQUIRES(progress_mutex_);
 
 	util::held<domain> domain_;
 	std::shared_ptr<comp_channel> channel_; /* before hw_: the CQ goes first */
@@ -149,6 +156,9 @@ private:
 	 * under it) */
 	util::mutex cold_mutex_{lock_level::cq_cold};
 	std::vector<std::shared_ptr<wr_ring>> orphans_ VWAIT_GUARDED_BY(cold_mutex_);
+	/* rings whose device completes no more (flush_in_software); stranded_due_: non-empty */
+	std::vector<std::shared_ptr<wr_ring>> stranded_ VWAIT_GUARDED_BY(cold_mutex_);
+	std::atomic<bool> stranded_due_{false};
 	std::atomic<bool> overrun_{false};
 	bool overrun_reported_ VWAIT_GUARDED_BY(progress_mutex_) = false;
 	unsigned idle_polls_ VWAIT_GUARDED_BY(progress_mutex_) = 0;

@@ -135,6 +135,10 @@ protected:
 	virtual int create_qp(struct ibv_qp_init_attr &attr, struct ibv_qp **qp) noexcept = 0;
 	/* No completion may count any more: first thing in a kind's destructor. */
 	void close_rings() noexcept;
+	/* The device will complete nothing more of the send queue (siw, after this side
+	 * disconnected): the send CQ completes what is posted there as flushed
+	 * (verbs_cq::flush_in_software). */
+	void strand_sends() noexcept;
 	/* fi_ep_bind of a class the base does not know (CQ, EQ and counters it binds itself). */
 	virtual int bind_kind(struct fid *bfid, uint64_t flags) noexcept;
 	/* Receives learn their sender through fn(arg, receive buffer, source QPN) (FI_SOURCE on

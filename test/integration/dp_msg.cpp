@@ -5,7 +5,8 @@
  *
  *   dp_msg TEST      (TEST: info connect sendrecv rma rma-error reject selective eq
  *                     bad-input overrun cycles pep-handle shutdown close-after-send
- *                     close-unread shutdown-hold shutdown-hold-deadline all)
+ *                     close-unread shutdown-hold shutdown-hold-deadline shutdown-queued
+ *                     all)
  * Needs FI_PROVIDER_PATH (the built plugin) and RXE_ADDR. Exit 0 pass, 77 skip, 1 fail. */
 #include "vwait/fi_deprecated.h"
 
@@ -311,6 +312,93 @@ void test_connect()
 		w.srv.rx = nullptr;
 	}
 	close_world(w);
+}
+
+/* A shutdown with sends still queued, by either side. The client posts up to depth sends of
+ * len bytes against as many receives of the server and, at once, the client (sender_shuts)
+ * or the server shuts down. Every send and every receive then completes, as a success or
+ * flushed (FI_ECANCELED), and both sides see FI_SHUTDOWN: a posted operation that never
+ * completes leaves its waiter waiting for nothing. A graceful disconnect does not put an
+ * iWARP QP in the error state as it does an RC QP on InfiniBand or RoCE (rdma_disconnect
+ * asks the peer to close), so this is the case to run on siw. */
+void shutdown_queued_rounds(bool sender_shuts)
+{
+	const int rounds = getenv("DP_SHUTDOWN_ROUNDS") ? atoi(getenv("DP_SHUTDOWN_ROUNDS")) : 20;
+	const int depth = getenv("DP_SHUTDOWN_DEPTH") ? atoi(getenv("DP_SHUTDOWN_DEPTH")) : 128;
+	const size_t len = getenv("DP_SHUTDOWN_LEN") ? atol(getenv("DP_SHUTDOWN_LEN")) : 256 * 1024;
+	/* a completion after the disconnect takes a flush, not a retransmission: a bound far
+	 * above it, which still ends a round that would otherwise hang */
+	const int bound_ms = 10000;
+	world w;
+	if (EXPECT_OK(open_world(w)) || EXPECT_OK(listen(w))) {
+		close_world(w);
+		return;
+	}
+	int lost = 0, sent = 0, flushed = 0, failed = 0;
+	for (int r = 0; r < rounds && !lost; r++) {
+		if (EXPECT_OK(connect_pair(w, depth * len)))
+			break;
+		std::vector<int> ctx(2 * depth);
+		int posted = 0;
+		for (int i = 0; i < depth; i++)
+			EXPECT_OK(fi_recv(w.srv.ep, w.srv.buf.data() + i * len, len, w.srv.desc(),
+			                  0, &ctx[depth + i]));
+		for (; posted < depth; posted++) {
+			ssize_t ret = fi_send(w.cli.ep, w.cli.buf.data() + posted * len, len,
+			                      w.cli.desc(), 0, &ctx[posted]);
+			if (ret == -FI_EAGAIN)
+				break;
+			if (EXPECT_OK(ret))
+				break;
+		}
+		EXPECT_OK(fi_shutdown(sender_shuts ? w.cli.ep : w.srv.ep, 0));
+		/* every send posted and every receive: one completion each */
+		struct {
+			struct fid_cq *cq;
+			int n;
+			const char *what;
+		} const queues[] = {{w.cli.tx, posted, "send"}, {w.srv.rx, depth, "receive"}};
+		for (const auto &q : queues) {
+			for (int i = 0; i < q.n; i++) {
+				struct fi_cq_data_entry e = {};
+				struct fi_cq_err_entry err = {};
+				long n = wait_comp(q.cq, &e, &err, bound_ms);
+				if (n == 1) {
+					sent += q.cq == w.cli.tx;
+					continue;
+				}
+				if (n == -FI_EAVAIL && err.err == FI_ECANCELED) {
+					flushed++;
+					continue;
+				}
+				/* another error (the send in progress, broken off): counted, and
+				 * said for the first few */
+				if (n == -FI_EAVAIL && ++failed > 3)
+					continue;
+				printf("  round %d: %s %d of %d: %s\n", r, q.what, i + 1, q.n,
+				       n == -FI_EAVAIL ? fi_strerror(err.err)
+				                       : fi_strerror(static_cast<int>(-n)));
+				lost += n == -FI_ETIMEDOUT;
+				EXPECT(n == -FI_EAVAIL, n);
+				if (n == -FI_ETIMEDOUT)
+					break;
+			}
+		}
+		expect_both_shutdown(w);
+		close_side(w.cli);
+		close_side(w.srv);
+	}
+	printf("  %s shuts down: %d rounds, %d sends completed, %d operations flushed, %d failed "
+	       "otherwise, %d never completed\n",
+	       sender_shuts ? "the sender" : "the receiver", rounds, sent, flushed, failed, lost);
+	EXPECT(lost == 0, lost);
+	close_world(w);
+}
+
+void test_shutdown_queued()
+{
+	shutdown_queued_rounds(true);
+	shutdown_queued_rounds(false);
 }
 
 /* A graceful shutdown right after a receive: the send the peer received completes as a
@@ -1787,6 +1875,7 @@ const test tests[] = {
     {"cycles", test_cycles},
     {"pep-handle", test_pep_handle},
     {"shutdown", test_shutdown},
+    {"shutdown-queued", test_shutdown_queued},
     {"close-after-send", test_close_after_send},
     {"close-unread", test_close_unread},
     {"shutdown-hold", test_shutdown_hold},

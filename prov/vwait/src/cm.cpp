@@ -425,6 +425,14 @@ int rc_ep::shutdown() noexcept
 		FI_INFO(&prov, FI_LOG_EP_CTRL, "rdma_disconnect: %s\n", fi_strerror(-ret));
 		return ret;
 	}
+	/* rdma_disconnect puts an InfiniBand or RoCE QP in the error state, which flushes both
+	 * queues. siw's QP goes to closing with its transmit stopped instead, flushing its
+	 * receive queue, and its send queue only when a send was in progress at that moment; no
+	 * later transition (error, destroy) flushes it. What was still queued would never
+	 * complete. (A disconnect by the peer closes the connection under the QP, which flushes
+	 * both.) */
+	if (verbs::is_siw(id_->verbs, parent()->device_attr()))
+		strand_sends();
 	return FI_SUCCESS;
 }
 

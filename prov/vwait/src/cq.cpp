@@ -411,15 +411,65 @@ void verbs_cq::progress() noexcept
 			return; /* the rest waits in the hardware CQ */
 		struct ibv_wc wc[poll_batch];
 		int polled = poll_wc(wc, std::min(room, poll_batch));
-		if (polled <= 0)
+		if (polled <= 0) {
+			if (polled == 0 && stranded_due_.load(std::memory_order_acquire))
+				flush_stranded();
 			return;
+		}
 		completion c[poll_batch];
 		int kept = translate_all(wc, polled, c);
 		if (!sink_) /* an internal CQ: translate() counted, nothing to queue */
 			queue(c, static_cast<size_t>(kept));
-		if (static_cast<size_t>(polled) < poll_batch)
+		if (static_cast<size_t>(polled) < poll_batch) {
+			if (stranded_due_.load(std::memory_order_acquire))
+				flush_stranded();
 			return;
+		}
 	}
+}
+
+void verbs_cq::flush_in_software(std::shared_ptr<wr_ring> ring)
+{
+	{
+		util::lock_guard<util::mutex> lock(cold_mutex_);
+		if (std::find(stranded_.begin(), stranded_.end(), ring) == stranded_.end())
+			stranded_.push_back(std::move(ring));
+		stranded_due_.store(true, std::memory_order_release);
+	}
+	on_event(); /* a waiter asleep on this CQ looks again */
+}
+
+/* Under progress_mutex_, the hardware CQ found empty: what the device left of each stranded
+ * ring completes as flushed, through translate() as a device's flush would (counted, its slot
+ * retired), oldest first, as far as the software ring has room. Before the hardware CQ was
+ * empty, the device's own completions of the ring could still be in it, ahead. */
+void verbs_cq::flush_stranded() noexcept
+{
+	util::lock_guard<util::mutex> lock(cold_mutex_);
+	for (auto it = stranded_.begin(); it != stranded_.end();) {
+		wr_ring &ring = **it;
+		if (ring.closed.load(std::memory_order_acquire)) {
+			it = stranded_.erase(it);
+			continue;
+		}
+		/* the ring hands out slots round-robin from 0: work request seq is in slot
+		 * seq % nslots */
+		while (ring.outstanding() != 0 && queued() < size()) {
+			const uint64_t seq = ring.retired.load(std::memory_order_relaxed);
+			const wr_slot &s = ring.slots[seq % ring.nslots];
+			if (s.seq != seq || s.ring != &ring)
+				break; /* not a slot posted in order: leave it to the device */
+			struct ibv_wc wc = {};
+			wc.wr_id = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(&s));
+			wc.status = IBV_WC_WR_FLUSH_ERR;
+			completion c;
+			if (translate_wc(wc, &c) && !sink_)
+				queue(&c, 1);
+		}
+		++it;
+	}
+	if (stranded_.empty())
+		stranded_due_.store(false, std::memory_order_release);
 }
 
 /* Under progress_mutex_, for read_direct: polled work completions in wc, then more while the
@@ -489,7 +539,8 @@ verbs_cq::direct_read verbs_cq::read_direct(void *buf, size_t count, fi_addr_t *
 	ssize_t none;
 	{
 		util::lock_guard<util::fast_mutex> lock(progress_mutex_);
-		if (!hw_ || overrun_.load(std::memory_order_acquire) || queued() != 0)
+		if (!hw_ || overrun_.load(std::memory_order_acquire) || queued() != 0 ||
+		    stranded_due_.load(std::memory_order_relaxed))
 			return direct_read::via_ring();
 		struct ibv_wc wc[poll_batch];
 		int polled = poll_wc(wc, std::min(count, poll_batch));

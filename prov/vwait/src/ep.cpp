@@ -86,6 +86,20 @@ void ep::close_rings() noexcept
 	rx_->closed.store(true, std::memory_order_release);
 }
 
+void ep::strand_sends() noexcept
+{
+	if (!send_cq_)
+		return;
+	try {
+		send_cq_->flush_in_software(tx_);
+	} catch (const std::bad_alloc &) {
+		FI_WARN(&prov, FI_LOG_EP_CTRL,
+		        "no memory to flush the %zu operations still posted: they will not "
+		        "complete\n",
+		        tx_->outstanding());
+	}
+}
+
 int ep::bind(struct fid *bfid, uint64_t flags) noexcept
 {
 	if (!bfid) {
