@@ -101,7 +101,7 @@ static int count_wait(struct fid_cntr *cntr, uint64_t threshold, int timeout)
 }
 
 static int count_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
-			   struct fid_cntr **cntr, void *context)
+                           struct fid_cntr **cntr, void *context)
 {
 	const struct fi_ops_domain *orig = orig_of(domains, domain->ops);
 	struct fi_ops_cntr *ops;
@@ -120,8 +120,8 @@ static int count_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
 	return ret;
 }
 
-static int count_domain(struct fid_fabric *fabric, struct fi_info *info,
-			struct fid_domain **domain, void *context)
+static int count_domain(struct fid_fabric *fabric, struct fi_info *info, struct fid_domain **domain,
+                        void *context)
 {
 	const struct fi_ops_fabric *orig = orig_of(fabrics, fabric->ops);
 	struct fi_ops_domain *ops;
@@ -148,7 +148,7 @@ int fi_fabric(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *con
 
 	if (!real)
 		real = (int (*)(struct fi_fabric_attr *, struct fid_fabric **, void *))dlsym(
-			RTLD_NEXT, "fi_fabric");
+		    RTLD_NEXT, "fi_fabric");
 	if (!real)
 		return -FI_ENOSYS;
 	ret = real(attr, fabric, context);
@@ -167,8 +167,9 @@ __attribute__((destructor)) static void report(void)
 	const char *path = getenv("CNTR_COUNT_OUT");
 	FILE *f = path ? fopen(path, "a") : NULL;
 
-	fprintf(f ? f : stderr, "cntr_count pid %d calls %lu unmet %lu wait_us %lu\n", (int)getpid(),
-		atomic_load(&calls), atomic_load(&unmet), atomic_load(&wait_ns) / 1000);
+	fprintf(f ? f : stderr, "cntr_count pid %d calls %lu unmet %lu wait_us %lu\n",
+	        (int)getpid(), atomic_load(&calls), atomic_load(&unmet),
+	        atomic_load(&wait_ns) / 1000);
 	if (f)
 		fclose(f);
 }

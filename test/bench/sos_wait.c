@@ -93,16 +93,16 @@ int main(int argc, char **argv)
 		shmem_int_atomic_set(&done, 1, 1);
 		wall = t1 - t0;
 		qsort(lat, rounds, sizeof(*lat), cmp);
-		printf("sos_wait rounds %ld think_us %.0f fetch_us %.2f [%.2f-%.2f] cpu_us_per_fetch "
-		       "%.2f cpu_share %.4f vcsw_per_fetch %.3f bad %ld\n",
-		       rounds, think, lat[rounds / 2], lat[0], lat[rounds - 1],
-		       (cpu_us(&r1) - cpu_us(&r0)) / rounds, (cpu_us(&r1) - cpu_us(&r0)) / wall,
-		       (double)(r1.ru_nvcsw - r0.ru_nvcsw) / rounds, bad);
+		printf(
+		    "sos_wait rounds %ld think_us %.0f fetch_us %.2f [%.2f-%.2f] cpu_us_per_fetch "
+		    "%.2f cpu_share %.4f vcsw_per_fetch %.3f bad %ld\n",
+		    rounds, think, lat[rounds / 2], lat[0], lat[rounds - 1],
+		    (cpu_us(&r1) - cpu_us(&r0)) / rounds, (cpu_us(&r1) - cpu_us(&r0)) / wall,
+		    (double)(r1.ru_nvcsw - r0.ru_nvcsw) / rounds, bad);
 	}
 	shmem_barrier_all();
 	if (shmem_my_pe() == 1 && counter != rounds) {
-		fprintf(stderr, "sos_wait: counter %ld, not %ld\n",
-			counter, rounds);
+		fprintf(stderr, "sos_wait: counter %ld, not %ld\n", counter, rounds);
 		bad++;
 	}
 	free(lat);
