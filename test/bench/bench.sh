@@ -49,7 +49,7 @@ blocking|vm|3|blocking ping-pong in every wait mode beside verbs and ibv_rc_ping
 demo|vm|2|setup.sh demo's table: polling, fi_cq_sread at think 0 and 50 us, in turns
 pingpong|vm|4|fi_pingpong MSG latency and bandwidth, 64 B to 1 MiB, beside raw verbs
 dgram|vm|3|fi_pingpong FI_EP_DGRAM latency, vwait beside verbs
-sos|vm|12|OpenSHMEM (SOS): a PE in fi_cntr_wait per think time, SOS's latency programs, beside verbs
+sos|vm|15|OpenSHMEM (SOS): a PE in fi_cntr_wait for fetches and gets of 8 B-16 MiB, SOS's latency programs, beside verbs
 scale-util|host|5|the util layer per wake against N, beside tcp's util objects (counted)
 util|host|1|wake-up latency, fi_trywait and fi_poll, beside tcp's util objects
 two-node|2 VMs|6|fi_pingpong across the two-node link, 64 B and 1 MiB (its own two guests)

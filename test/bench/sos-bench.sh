@@ -8,16 +8,14 @@
 #                                 and cntr_count.so
 #   sos-bench.sh                  (in the VM) the tables below
 #
-# - wait: sos_wait (sos_wait.c): PE 0's blocking fetch-and-increments on PE 1, which computes
-#   a think time between its entries into the library, so that PE 0 waits in fi_cntr_wait for
-#   about that long. SOS_THINK (us, default "0 50 200 1000 5000"), SOS_ROUNDS fetches a run
-#   (default 300); per think and provider, the median and min-max over the runs of: the
-#   median fetch, PE 0's CPU share of the wall time, its voluntary context switches (sleeps)
-#   per fetch.
-# - idle: the same with a think of SOS_IDLE_US (default 500000), 6 fetches a run: PE 0 is idle
-#   in fi_cntr_wait.
-# - counts: one run per think and provider under cntr_count.so: PE 0's fi_cntr_wait calls and
-#   the unmet ones (threshold not yet reached on entry) per fetch.
+# - wait: sos_wait (sos_wait.c): PE 0's blocking operations on PE 1, each waited for in
+#   fi_cntr_wait: fetch-and-increments (executed by PE 1's rxm progress thread, which sleeps
+#   in poll() between them), and gets of 8 B to 16 MiB (RDMA reads: PE 0 waits for the
+#   transfer with nothing to do). SOS_CELLS, "MODE:BYTES:ROUNDS ..."; per cell and provider,
+#   the median and min-max over the runs of: the median operation, PE 0's CPU share of the
+#   loop's wall time, its voluntary context switches (sleeps) per operation.
+# - counts: one run per cell and provider under cntr_count.so: PE 0's fi_cntr_wait calls and
+#   the unmet ones (threshold not yet reached on entry) per operation.
 # - latency: SOS's shmem_latency_get_perf and shmem_latency_put_perf (-s 1 -e SOS_LAT_MAX,
 #   default 4096): shmem_long_g and shmem_long_p round trips, then a get or a put + quiet per
 #   size; per size the median and min-max over the runs, and vwait / verbs.
@@ -60,15 +58,14 @@ for f in "$B/test/bench/sos_wait" "$B/test/bench/cntr_count.so"; do
 	}
 done
 reps=${BENCH_REPEATS:-5}
-rounds=${SOS_ROUNDS:-300}
-thinks=${SOS_THINK:-0 50 200 1000 5000}
-idle=${SOS_IDLE_US:-500000}
+cells=${SOS_CELLS:-fetch:0:300 get:8:300 get:65536:100 get:1048576:30 get:16777216:6}
 lat_max=${SOS_LAT_MAX:-4096}
 out=${BENCH_OUT:-$B/bench-sos}
 provs=("vwait;ofi_rxm" "verbs;ofi_rxm")
 mkdir -p "$out" && cd "$out" || exit 1
 : >records.txt
 
+# stdin from /dev/null: mpirun reads it, and would take the provider list of the loop around
 pes() { # PROV LOG CMD...: CMD on 2 PEs over PROV (SOS's settings as contrib/sos/sos.sh's)
 	local prov=$1 log=$2 xs=()
 	shift 2
@@ -78,7 +75,7 @@ pes() { # PROV LOG CMD...: CMD on 2 PEs over PROV (SOS's settings as contrib/sos
 	done
 	SHMEM_OFI_PROVIDER=$prov FI_UNIVERSE_SIZE=32 SHMEM_TEAMS_MAX=32 \
 		timeout -k 5 300 mpirun --allow-run-as-root --oversubscribe -np 2 -x SHMEM_OFI_PROVIDER \
-		-x FI_UNIVERSE_SIZE -x SHMEM_TEAMS_MAX "${xs[@]}" "$@" >"$log" 2>&1
+		-x FI_UNIVERSE_SIZE -x SHMEM_TEAMS_MAX "${xs[@]}" "$@" </dev/null >"$log" 2>&1
 }
 order() { # RUN: the providers, reversed on odd runs
 	if [ $(($1 % 2)) = 0 ]; then printf '%s\n' "${provs[@]}"; else printf '%s\n' "${provs[1]}" "${provs[0]}"; fi
@@ -86,20 +83,24 @@ order() { # RUN: the providers, reversed on odd runs
 name() { echo "${1%%;*}"; }
 fail=0
 
-# sos_wait's line: fetch_us MED, cpu_share, vcsw_per_fetch, bad
-wait_run() { # TABLE THINK ROUNDS RUN PROV
-	local t=$1 think=$2 n=$3 prov=$5 log l
-	log=$out/$t.$think.$(name "$prov").$4.log
-	if ! pes "$prov" "$log" "$B/test/bench/sos_wait" "$think" "$n" ||
+# a cell MODE:BYTES:ROUNDS as its name in the tables: "fetch", "get 8", "get 1048576"
+cell_name() { IFS=: read -r m b _ <<<"$1" && if [ "$m" = fetch ]; then echo fetch; else echo "get $b"; fi; }
+# sos_wait's line: us MED, cpu_share, vcsw_per_op, bad
+wait_run() { # CELL RUN PROV
+	local m b n prov=$3 log l c
+	IFS=: read -r m b n <<<"$1"
+	c=$(cell_name "$1")
+	log=$out/wait.$m.$b.$(name "$prov").$2.log
+	if ! pes "$prov" "$log" "$B/test/bench/sos_wait" "$m" "$b" "$n" ||
 		! l=$(grep '^sos_wait ' "$log") || ! grep -q ' bad 0$' <<<"$l"; then
-		echo "sos-bench: sos_wait $think $n over $prov failed (log: $log)"
+		echo "sos-bench: sos_wait $m $b $n over $prov failed (log: $log)"
 		fail=1
 		return
 	fi
-	awk -v t="$t" -v c="$think" -v p="$(name "$prov")" '{
+	awk -v c="$c" -v p="$(name "$prov")" '{
 		for (i = 1; i < NF; i++) v[$i] = $(i + 1)
-		print t "|" c "|" p "|fetch_us=" v["fetch_us"] " cpu_share=" v["cpu_share"] \
-			" vcsw=" v["vcsw_per_fetch"] }' <<<"$l" >>records.txt
+		print "wait|" c "|" p "|us=" v["us"] " cpu_share=" v["cpu_share"] " vcsw=" v["vcsw_per_op"] }' \
+		<<<"$l" >>records.txt
 }
 
 lat_run() { # RUN PROV PROG
@@ -118,24 +119,24 @@ lat_run() { # RUN PROV PROG
 			print "lat|" substr(p, 1, 3) " " c $1 "|" a "|us=" $2 }' "$log" >>records.txt
 }
 
-echo "sos-bench: $reps runs a cell, $rounds fetches a run, think ${thinks// /, } us; idle $idle us"
+echo "sos-bench: $reps runs a cell; cells (mode:bytes:rounds) $cells"
 for ((r = 0; r < reps; r++)); do
-	for think in $thinks; do
-		while read -r prov; do wait_run wait "$think" "$rounds" "$r" "$prov"; done < <(order "$r")
+	for cell in $cells; do
+		while read -r prov; do wait_run "$cell" "$r" "$prov"; done < <(order "$r")
 	done
-	while read -r prov; do wait_run idle "$idle" 6 "$r" "$prov"; done < <(order "$r")
 	for p in $lat_progs; do
 		while read -r prov; do lat_run "$r" "$prov" "$p"; done < <(order "$r")
 	done
 done
-# the counts: one run per think and provider under cntr_count.so, PE 0's line
-for think in $thinks; do
+# the counts: one run per cell and provider under cntr_count.so, PE 0's line
+for cell in $cells; do
+	IFS=: read -r m b n <<<"$cell"
 	for prov in "${provs[@]}"; do
 		rm -f counts.tmp
 		if LD_PRELOAD=$B/test/bench/cntr_count.so CNTR_COUNT_OUT=$out/counts.tmp \
-			pes "$prov" "$out/count.$think.$(name "$prov").log" "$B/test/bench/sos_wait" "$think" "$rounds"; then
-			# PE 0 made ROUNDS fetches: the process whose unmet calls are the most
-			sort -k7,7n counts.tmp | tail -n 1 | awk -v c="$think" -v p="$(name "$prov")" -v n="$rounds" \
+			pes "$prov" "$out/count.$m.$b.$(name "$prov").log" "$B/test/bench/sos_wait" "$m" "$b" "$n"; then
+			# PE 0 made ROUNDS operations: the process whose unmet calls are the most
+			sort -k7,7n counts.tmp | tail -n 1 | awk -v c="$(cell_name "$cell")" -v p="$(name "$prov")" -v n="$n" \
 				'{ printf "count|%s|%s|calls=%.3f unmet=%.3f\n", c, p, $5 / n, $7 / n }' >>records.txt
 		else
 			fail=1
@@ -161,20 +162,20 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%
 {
 	echo "SOS over vwait;ofi_rxm and verbs;ofi_rxm, 2 PEs; $reps runs a cell, median [min-max]"
 	echo
-	echo "PE 0 in fi_cntr_wait (a blocking fetch-and-increment) while PE 1 computes THINK us; $rounds fetches a run"
-	printf '%-7s %-6s %-26s %-26s %-24s %s\n' think prov "fetch us" "PE 0 CPU / wall" "sleeps / fetch" "cntr_wait calls, unmet / fetch"
-	for think in $thinks "$idle"; do
-		t="wait"
-		[ "$think" = "$idle" ] && t=idle
+	echo "PE 0 waiting in fi_cntr_wait for each blocking operation on PE 1 (which sleeps): a fetch-and-increment"
+	echo "(PE 1's rxm thread executes it), or a get of BYTES (an RDMA read)"
+	printf '%-16s %-6s %-26s %-26s %-24s %s\n' operation prov "us / operation" "PE 0 CPU / wall" "sleeps / operation" "cntr_wait calls, unmet / op"
+	for cell in $cells; do
+		c=$(cell_name "$cell")
 		for prov in "${provs[@]}"; do
 			a=$(name "$prov")
-			printf '%-7s %-6s %-26s %-26s %-24s %s\n' "$think" "$a" "$(stat $t "$think" "$a" fetch_us)" \
-				"$(stat $t "$think" "$a" cpu_share)" "$(stat $t "$think" "$a" vcsw)" \
-				"$(stat count "$think" "$a" calls) $(stat count "$think" "$a" unmet)"
+			printf '%-16s %-6s %-26s %-26s %-24s %s\n' "$c" "$a" "$(stat wait "$c" "$a" us)" \
+				"$(stat wait "$c" "$a" cpu_share)" "$(stat wait "$c" "$a" vcsw)" \
+				"$(stat count "$c" "$a" calls) $(stat count "$c" "$a" unmet)"
 		done
-		printf '%-14s %-26s %-26s\n' "  vwait/verbs" \
-			"$(ratio "$(med $t "$think" vwait fetch_us)" "$(med $t "$think" verbs fetch_us)")" \
-			"$(ratio "$(med $t "$think" vwait cpu_share)" "$(med $t "$think" verbs cpu_share)")"
+		printf '%-23s %-26s %-26s\n' "  vwait/verbs" \
+			"$(ratio "$(med wait "$c" vwait us)" "$(med wait "$c" verbs us)")" \
+			"$(ratio "$(med wait "$c" vwait cpu_share)" "$(med wait "$c" verbs cpu_share)")"
 	done
 	echo
 	echo "SOS's latency programs (us): shmem_long_g / shmem_long_p round trips, then a get, or a put + shmem_quiet, per size"

@@ -1,26 +1,33 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
- * test/bench/sos_wait.c - an OpenSHMEM PE blocked in fi_cntr_wait while its peer computes.
+ * test/bench/sos_wait.c - an OpenSHMEM PE blocked in fi_cntr_wait.
  *
- *   oshrun -n 2 sos_wait THINK_US ROUNDS
+ *   oshrun -n 2 sos_wait fetch 0 ROUNDS
+ *   oshrun -n 2 sos_wait get BYTES ROUNDS
  *
- * PE 0 does ROUNDS blocking fetch-and-increments on PE 1. Over ofi_rxm an atomic is a message
- * that the target's rxm handles when the target enters the library (without
- * FI_OFI_RXM_DATA_AUTO_PROGRESS it has no thread of its own), and a fetching atomic's caller
- * waits in fi_cntr_wait on its read counter. PE 1 computes THINK_US between two entries
- * (shmem_quiet, which calls fi_cntr_wait and so progresses), so PE 0 waits about THINK_US for
- * each answer: what it costs is that of a waiter in fi_cntr_wait, not of the network.
+ * PE 0 makes ROUNDS blocking operations on PE 1, one at a time, and waits for each in
+ * fi_cntr_wait on ofi_rxm's counter:
+ *   fetch  shmem_long_atomic_fetch_inc: over ofi_rxm an atomic is a message that PE 1's rxm
+ *          executes; SOS asks for FI_PROGRESS_AUTO, so rxm's progress thread does it, woken
+ *          from its own fi_trywait and poll() on the core's descriptors. PE 0 waits for two
+ *          trips and that thread's wake-up: shorter than a sleep of PE 0 costs.
+ *   get    shmem_getmem of BYTES: an RDMA read that the device serves; PE 0 waits as long as
+ *          the transfer takes, from below a wake-up (8 B) to many of them (MiB), with
+ *          nothing to do.
+ * PE 1 sleeps meanwhile (it looks every 200 us whether PE 0 is done).
  *
- * PE 0 prints one line: rounds, the think time, the median and min-max microseconds per
- * fetch, its CPU (user + system) per fetch and as a share of the wall time, and its voluntary
- * context switches per fetch (each one a sleep). The result is checked: PE 1's counter ends
- * at ROUNDS and every fetch saw the value before it.
+ * PE 0 prints one line: the mode, bytes, rounds, the median and min-max microseconds per
+ * operation, its CPU (user + system) as a share of the wall time of the loop, its voluntary
+ * context switches per operation (each one a sleep), and how many results were wrong (a fetch
+ * that did not see the count before it, a get whose bytes differ from PE 1's).
  */
 #include <shmem.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 static long counter;
 static int done;
@@ -46,14 +53,29 @@ static int cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+static unsigned char pattern(size_t i)
+{
+	return (unsigned char)(i * 131 + 7);
+}
+
 int main(int argc, char **argv)
 {
-	double think, t0, t1, wall, *lat;
+	double t0, t1, *lat;
 	long rounds, i, bad = 0;
+	size_t bytes, j;
+	unsigned char *src, *dst = NULL;
 	struct rusage r0, r1;
+	int get;
 
-	if (argc != 3 || (think = atof(argv[1])) < 0 || (rounds = atol(argv[2])) < 1) {
-		fprintf(stderr, "usage: %s THINK_US ROUNDS\n", argv[0]);
+	if (argc != 4 || (strcmp(argv[1], "fetch") && strcmp(argv[1], "get")) ||
+	    (rounds = atol(argv[3])) < 1) {
+		fprintf(stderr, "usage: %s fetch 0 ROUNDS | get BYTES ROUNDS\n", argv[0]);
+		return 2;
+	}
+	get = !strcmp(argv[1], "get");
+	bytes = get ? strtoull(argv[2], NULL, 0) : 0;
+	if (get && !bytes) {
+		fprintf(stderr, "sos_wait: get needs BYTES > 0\n");
 		return 2;
 	}
 	shmem_init();
@@ -63,49 +85,55 @@ int main(int argc, char **argv)
 		shmem_finalize();
 		return 2;
 	}
+	src = shmem_malloc(bytes ? bytes : 1);
 	lat = calloc(rounds, sizeof(*lat));
-	if (!lat) {
+	if (get && shmem_my_pe() == 0)
+		dst = malloc(bytes);
+	if (!src || !lat || (get && shmem_my_pe() == 0 && !dst)) {
 		fprintf(stderr, "sos_wait: out of memory\n");
-		return 1;
+		shmem_global_exit(1);
 	}
+	for (j = 0; j < bytes; j++)
+		src[j] = pattern(j);
 	shmem_barrier_all();
 	if (shmem_my_pe() == 1) {
-		/* compute, then enter the library once, until PE 0 says it is done */
-		while (!shmem_int_test(&done, SHMEM_CMP_NE, 0)) {
-			double until = now_us() + think;
-
-			while (now_us() < until)
-				;
-			shmem_quiet();
-		}
+		while (!shmem_int_test(&done, SHMEM_CMP_NE, 0))
+			usleep(200);
 	} else {
 		getrusage(RUSAGE_SELF, &r0);
 		t0 = now_us();
 		for (i = 0; i < rounds; i++) {
 			double s = now_us();
 
-			if (shmem_long_atomic_fetch_inc(&counter, 1) != i)
+			if (get) {
+				dst[0] = dst[bytes - 1] = (unsigned char)~pattern(0);
+				shmem_getmem(dst, src, bytes, 1);
+			} else if (shmem_long_atomic_fetch_inc(&counter, 1) != i) {
 				bad++;
+			}
 			lat[i] = now_us() - s;
+			if (get && (dst[0] != pattern(0) || dst[bytes - 1] != pattern(bytes - 1) ||
+			            dst[bytes / 2] != pattern(bytes / 2)))
+				bad++;
 		}
 		t1 = now_us();
 		getrusage(RUSAGE_SELF, &r1);
 		shmem_int_atomic_set(&done, 1, 1);
-		wall = t1 - t0;
 		qsort(lat, rounds, sizeof(*lat), cmp);
-		printf(
-		    "sos_wait rounds %ld think_us %.0f fetch_us %.2f [%.2f-%.2f] cpu_us_per_fetch "
-		    "%.2f cpu_share %.4f vcsw_per_fetch %.3f bad %ld\n",
-		    rounds, think, lat[rounds / 2], lat[0], lat[rounds - 1],
-		    (cpu_us(&r1) - cpu_us(&r0)) / rounds, (cpu_us(&r1) - cpu_us(&r0)) / wall,
-		    (double)(r1.ru_nvcsw - r0.ru_nvcsw) / rounds, bad);
+		printf("sos_wait mode %s bytes %zu rounds %ld us %.2f [%.2f-%.2f] cpu_share %.4f "
+		       "vcsw_per_op %.3f bad %ld\n",
+		       argv[1], bytes, rounds, lat[rounds / 2], lat[0], lat[rounds - 1],
+		       (cpu_us(&r1) - cpu_us(&r0)) / (t1 - t0),
+		       (double)(r1.ru_nvcsw - r0.ru_nvcsw) / rounds, bad);
 	}
 	shmem_barrier_all();
-	if (shmem_my_pe() == 1 && counter != rounds) {
+	if (!get && shmem_my_pe() == 1 && counter != rounds) {
 		fprintf(stderr, "sos_wait: counter %ld, not %ld\n", counter, rounds);
 		bad++;
 	}
+	free(dst);
 	free(lat);
+	shmem_free(src);
 	shmem_finalize();
 	return bad ? 1 : 0;
 }
