@@ -11,12 +11,14 @@
 # - wait: sos_wait (sos_wait.c): PE 0's blocking operations on PE 1, each waited for in
 #   fi_cntr_wait: fetch-and-increments (executed by PE 1's rxm progress thread, which sleeps
 #   in poll() between them), and gets of 8 B to 16 MiB (RDMA reads: PE 0 waits for the
-#   transfer with nothing to do). SOS_CELLS, "MODE:BYTES:ROUNDS ..."; per cell and provider,
+#   transfer with nothing to do; on a software device the transfer is kernel work in PE 0's
+#   process, counted in its CPU), and idle fetches (PE 1 stopped for 500 ms meanwhile: PE 0
+#   waits with nothing moving). SOS_CELLS, "MODE:ARG:ROUNDS ..."; per cell and provider,
 #   the median and min-max over the runs of: the median operation, PE 0's CPU share of the
 #   loop's wall time, its voluntary context switches (sleeps) per operation.
 # - counts: one run per cell and provider under cntr_count.so: PE 0's fi_cntr_wait calls and
 #   the unmet ones (threshold not yet reached on entry) per operation.
-# - latency: SOS's shmem_latency_get_perf and shmem_latency_put_perf (-s 1 -e SOS_LAT_MAX,
+# - latency: SOS's shmem_latency_get_perf and shmem_latency_put_perf (SOS_LAT_PROGS; -s 1 -e SOS_LAT_MAX,
 #   default 4096): shmem_long_g and shmem_long_p round trips, then a get or a put + quiet per
 #   size; per size the median and min-max over the runs, and vwait / verbs.
 # BENCH_REPEATS runs a cell (default 5), the providers' order alternating run by run.
@@ -28,7 +30,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 srcdir=$(cd "$here/../.." && pwd -P)
 sos=$srcdir/contrib/sos/sos.sh
 perf_dir() { echo "$(bash "$sos" prefix)/src/modules/tests-sos/test/performance/shmem_perf_suite"; }
-lat_progs="shmem_latency_get_perf shmem_latency_put_perf"
+lat_progs=${SOS_LAT_PROGS-shmem_latency_get_perf shmem_latency_put_perf}
 
 if [ "${1:-}" = build ]; then
 	b=$(cd "${2:?build dir}" && pwd -P) || exit 2
@@ -38,7 +40,7 @@ if [ "${1:-}" = build ]; then
 	# shellcheck disable=SC2086 # a list of names
 	make -s -C "$(perf_dir)" $lat_progs >/dev/null || exit 1
 	mkdir -p "$b/test/bench" &&
-		"$pfx/bin/oshcc" -O2 -Wall -o "$b/test/bench/sos_wait" "$here/sos_wait.c" &&
+		"$pfx/bin/oshcc" -O2 -Wall -pthread -o "$b/test/bench/sos_wait" "$here/sos_wait.c" &&
 		${CC:-cc} -O2 -Wall -shared -fPIC -o "$b/test/bench/cntr_count.so" "$here/cntr_count.c" \
 			-ldl -lpthread || exit 1
 	echo "sos-bench: SOS in $pfx, sos_wait and cntr_count.so in $b/test/bench"
@@ -58,7 +60,7 @@ for f in "$B/test/bench/sos_wait" "$B/test/bench/cntr_count.so"; do
 	}
 done
 reps=${BENCH_REPEATS:-5}
-cells=${SOS_CELLS:-fetch:0:300 get:8:300 get:65536:100 get:1048576:30 get:16777216:6}
+cells=${SOS_CELLS:-fetch:0:300 idle:500000:6 get:8:300 get:65536:100 get:1048576:30 get:16777216:6}
 lat_max=${SOS_LAT_MAX:-4096}
 out=${BENCH_OUT:-$B/bench-sos}
 provs=("vwait;ofi_rxm" "verbs;ofi_rxm")
@@ -84,7 +86,7 @@ name() { echo "${1%%;*}"; }
 fail=0
 
 # a cell MODE:BYTES:ROUNDS as its name in the tables: "fetch", "get 8", "get 1048576"
-cell_name() { IFS=: read -r m b _ <<<"$1" && if [ "$m" = fetch ]; then echo fetch; else echo "get $b"; fi; }
+cell_name() { IFS=: read -r m b _ <<<"$1" && if [ "$m" = fetch ]; then echo fetch; else echo "$m $b"; fi; }
 # sos_wait's line: us MED, cpu_share, vcsw_per_op, bad
 wait_run() { # CELL RUN PROV
 	local m b n prov=$3 log l c
@@ -163,7 +165,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%
 	echo "SOS over vwait;ofi_rxm and verbs;ofi_rxm, 2 PEs; $reps runs a cell, median [min-max]"
 	echo
 	echo "PE 0 waiting in fi_cntr_wait for each blocking operation on PE 1 (which sleeps): a fetch-and-increment"
-	echo "(PE 1's rxm thread executes it), or a get of BYTES (an RDMA read)"
+	echo "(PE 1's rxm thread executes it), the same while PE 1 is stopped for ARG us (idle), or a get of ARG bytes (an RDMA read)"
 	printf '%-16s %-6s %-26s %-26s %-24s %s\n' operation prov "us / operation" "PE 0 CPU / wall" "sleeps / operation" "cntr_wait calls, unmet / op"
 	for cell in $cells; do
 		c=$(cell_name "$cell")

@@ -4,6 +4,7 @@
  *
  *   oshrun -n 2 sos_wait fetch 0 ROUNDS
  *   oshrun -n 2 sos_wait get BYTES ROUNDS
+ *   oshrun -n 2 sos_wait idle US ROUNDS      (both PEs on one node)
  *
  * PE 0 makes ROUNDS blocking operations on PE 1, one at a time, and waits for each in
  * fi_cntr_wait on ofi_rxm's counter:
@@ -14,6 +15,11 @@
  *   get    shmem_getmem of BYTES: an RDMA read that the device serves; PE 0 waits as long as
  *          the transfer takes, from below a wake-up (8 B) to many of them (MiB), with
  *          nothing to do.
+ *   idle   a fetch-and-increment while PE 1 is stopped (SIGSTOP, its rxm thread with it) for
+ *          US microseconds, after which a thread of PE 0 continues it: PE 0 waits that long
+ *          with nothing arriving and nothing moving, as a PE whose peer computes. (On a
+ *          software device the get's transfer is the kernel's work in PE 0's process: its
+ *          CPU is not the waiter's alone; here it is.)
  * PE 1 sleeps meanwhile (it looks every 200 us whether PE 0 is done).
  *
  * PE 0 prints one line: the mode, bytes, rounds, the median and min-max microseconds per
@@ -21,7 +27,9 @@
  * context switches per operation (each one a sleep), and how many results were wrong (a fetch
  * that did not see the count before it, a get whose bytes differ from PE 1's).
  */
+#include <pthread.h>
 #include <shmem.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +39,22 @@
 
 static long counter;
 static int done;
+static long pid;
+
+struct wake_later {
+	pid_t peer;
+	long us;
+};
+
+/* sleeps, then continues the stopped peer */
+static void *continue_peer(void *arg)
+{
+	const struct wake_later *w = arg;
+
+	usleep((useconds_t)w->us);
+	kill(w->peer, SIGCONT);
+	return NULL;
+}
 
 static double now_us(void)
 {
@@ -65,14 +89,19 @@ int main(int argc, char **argv)
 	size_t bytes, j;
 	unsigned char *src, *dst = NULL;
 	struct rusage r0, r1;
-	int get;
+	int get, idle;
+	long idle_us;
 
-	if (argc != 4 || (strcmp(argv[1], "fetch") && strcmp(argv[1], "get")) ||
+	if (argc != 4 ||
+	    (strcmp(argv[1], "fetch") && strcmp(argv[1], "get") && strcmp(argv[1], "idle")) ||
 	    (rounds = atol(argv[3])) < 1) {
-		fprintf(stderr, "usage: %s fetch 0 ROUNDS | get BYTES ROUNDS\n", argv[0]);
+		fprintf(stderr, "usage: %s fetch 0 ROUNDS | get BYTES ROUNDS | idle US ROUNDS\n",
+		        argv[0]);
 		return 2;
 	}
 	get = !strcmp(argv[1], "get");
+	idle = !strcmp(argv[1], "idle");
+	idle_us = idle ? atol(argv[2]) : 0;
 	bytes = get ? strtoull(argv[2], NULL, 0) : 0;
 	if (get && !bytes) {
 		fprintf(stderr, "sos_wait: get needs BYTES > 0\n");
@@ -95,7 +124,9 @@ int main(int argc, char **argv)
 	}
 	for (j = 0; j < bytes; j++)
 		src[j] = pattern(j);
+	pid = getpid();
 	shmem_barrier_all();
+	const long peer = idle && shmem_my_pe() == 0 ? shmem_long_g(&pid, 1) : 0;
 	if (shmem_my_pe() == 1) {
 		while (!shmem_int_test(&done, SHMEM_CMP_NE, 0))
 			usleep(200);
@@ -105,7 +136,21 @@ int main(int argc, char **argv)
 		for (i = 0; i < rounds; i++) {
 			double s = now_us();
 
-			if (get) {
+			if (idle) {
+				/* stopped before the request leaves, continued US later */
+				struct wake_later w = {(pid_t)peer, idle_us};
+				pthread_t t;
+
+				kill(w.peer, SIGSTOP);
+				if (pthread_create(&t, NULL, continue_peer, &w) != 0) {
+					kill(w.peer, SIGCONT);
+					bad++;
+				} else {
+					if (shmem_long_atomic_fetch_inc(&counter, 1) != i)
+						bad++;
+					pthread_join(t, NULL);
+				}
+			} else if (get) {
 				dst[0] = dst[bytes - 1] = (unsigned char)~pattern(0);
 				shmem_getmem(dst, src, bytes, 1);
 			} else if (shmem_long_atomic_fetch_inc(&counter, 1) != i) {
